@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// command is one gosleuth subcommand. Each lives in a file of its own and
+// registers itself in commands.
+type command struct {
+	// Name is the word after "gosleuth".
+	Name string
+	// Usage is the synopsis, without the leading "gosleuth".
+	Usage string
+	// Short is the one-line summary shown by "gosleuth help".
+	Short string
+	// Long is the text shown by "gosleuth help NAME" above the flags.
+	Long string
+	// Flags declares the command's flags on fs and returns the function that
+	// runs it once they are parsed.
+	Flags func(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// usageError marks a bad command line: main exits 2 for it.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// commands is the table "gosleuth NAME" dispatches on, in help order.
+var commands []*command
+
+func register(c *command) { commands = append(commands, c) }
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// run is the whole program behind main, so tests can drive it.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		printUsage(stderr)
+		return usagef("no command given")
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "-h", "-help", "--help":
+		printUsage(stdout)
+		return nil
+	}
+	c := lookup(name)
+	if c == nil {
+		return usagef("unknown command %q: run 'gosleuth help' for the list", name)
+	}
+	fs := flag.NewFlagSet("gosleuth "+c.Name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	runFn := c.Flags(fs)
+	fs.Usage = func() { printCommandHelp(fs.Output(), c, fs) }
+	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usageError{err}
+	}
+	return runFn(ctx, fs.Args(), stdout, stderr)
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintf(w, "gosleuth: performance diagnosis for Go programs on Linux, from outside the process.\n\n")
+	fmt.Fprintf(w, "Usage:\n  gosleuth COMMAND [flags] [args]\n\nCommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.Name, c.Short)
+	}
+	fmt.Fprintf(w, "\nRun 'gosleuth help COMMAND' for a command's flags.\n")
+}
+
+func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: gosleuth %s\n\n", c.Usage)
+	if c.Long != "" {
+		fmt.Fprintf(w, "%s\n\n", strings.TrimSpace(c.Long))
+	}
+	var n int
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprintf(w, "Flags:\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+}
+
+func init() {
+	register(&command{
+		Name:  "help",
+		Usage: "help [COMMAND]",
+		Short: "show the commands, or one command's flags",
+		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
+			return func(_ context.Context, args []string, stdout, _ io.Writer) error {
+				switch len(args) {
+				case 0:
+					printUsage(stdout)
+					return nil
+				case 1:
+					c := lookup(args[0])
+					if c == nil {
+						return usagef("unknown command %q: run 'gosleuth help' for the list", args[0])
+					}
+					cfs := flag.NewFlagSet("gosleuth "+c.Name, flag.ContinueOnError)
+					c.Flags(cfs)
+					printCommandHelp(stdout, c, cfs)
+					return nil
+				default:
+					return usagef("help takes at most one command name")
+				}
+			}
+		},
+	})
+}

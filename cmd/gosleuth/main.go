@@ -1,0 +1,35 @@
+// Command gosleuth diagnoses the performance of Go programs (and any other
+// process) on Linux from outside: a live process monitor, syscall accounting,
+// stack profiles and a doctor that says what to change.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitCode prints err the way every subcommand reports failure and maps it
+// to the process exit status: 0 success, 2 usage error, 1 anything else.
+func exitCode(err error, stderr *os.File) int {
+	if err == nil {
+		return 0
+	}
+	var u usageError
+	if errors.As(err, &u) {
+		fmt.Fprintf(stderr, "gosleuth: %v\n", u.err)
+		return 2
+	}
+	fmt.Fprintf(stderr, "gosleuth: %v\n", err)
+	return 1
+}
