@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/top"
+	"golang.org/x/term"
+)
+
+// pidList is a flag holding PIDs, given as a comma list or repeated.
+type pidList []int
+
+func (p *pidList) String() string { return fmt.Sprint([]int(*p)) }
+
+func (p *pidList) Set(s string) error {
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("invalid pid %q", f)
+		}
+		*p = append(*p, n)
+	}
+	return nil
+}
+
+func init() {
+	register(&command{
+		Name:  "top",
+		Usage: "top [--pid PID] [--interval 1s] [--threads] [--tree] [--once] [--format text|json] [--count N]",
+		Short: "live process and thread monitor: CPU user/sys, RSS, threads, fds, wake-ups, Go version",
+		Long: `
+Shows every process (or the ones given with --pid, with their threads) with
+CPU split into user and system time, RSS, threads, open descriptors against
+the process's own limit, wake-ups per second (voluntary context switches summed
+over all threads), involuntary switches and the Go version of Go binaries. The
+header shows what gosleuth itself costs.
+
+Keys: q quit, s/S or →/← change the sort column, r reverse, t tree, H threads,
+K kernel threads, / filter by name or PID, P/M/W sort by CPU/memory/wake-ups.
+
+Without a terminal (or with --once, --format json) it prints a table or one
+JSON object per interval to stdout. Reading other users' descriptors, io and
+executables needs root; those cells show '-' otherwise.`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
+			var pids pidList
+			fs.Var(&pids, "pid", "watch only this `PID` and its threads (comma list or repeated)")
+			interval := fs.Duration("interval", time.Second, "refresh `interval`")
+			threads := fs.Bool("threads", false, "show threads as rows (default on with --pid)")
+			fs.BoolVar(threads, "H", false, "short for --threads")
+			tree := fs.Bool("tree", false, "show the process tree")
+			kernel := fs.Bool("kernel", false, "show kernel threads")
+			once := fs.Bool("once", false, "print one table after one interval and exit")
+			format := fs.String("format", "text", "output `format` without a terminal: text or json (NDJSON, one object per interval)")
+			count := fs.Int("count", 0, "stop after `N` intervals (0: run until interrupted)")
+			sortBy := fs.String("sort", "cpu", "sort `column`: pid, user, state, cpu, usr, sys, rss, thr, fds, wake, nvcsw, go, command")
+			filter := fs.String("filter", "", "show only processes whose name or command line contains `TEXT`, or whose PID is it")
+			maxFDs := fs.Int("max-fds", 4096, "cap on /proc descriptors kept open between refreshes")
+			root := fs.String("proc", "/proc", "procfs mount `path`")
+			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+				if len(args) > 0 {
+					return usagef("top takes no arguments (got %q); use --pid", args[0])
+				}
+				if *interval < 100*time.Millisecond {
+					return usagef("--interval must be at least 100ms, got %s", *interval)
+				}
+				if *count < 0 {
+					return usagef("--count must not be negative")
+				}
+				if *maxFDs < 16 {
+					return usagef("--max-fds must be at least 16")
+				}
+				if *format != "text" && *format != "json" {
+					return usagef("--format must be text or json, got %q", *format)
+				}
+				col, err := top.ParseColumn(*sortBy)
+				if err != nil {
+					return usageError{err}
+				}
+				if runtime.GOOS != "linux" {
+					return errors.New("top reads /proc and runs on Linux only")
+				}
+				cfg := top.Config{
+					Interval: *interval,
+					PIDs:     pids,
+					View: top.View{Sort: col, Tree: *tree, Threads: *threads || len(pids) > 0,
+						Kernel: *kernel, Filter: *filter},
+					Once:        *once,
+					JSON:        *format == "json",
+					Count:       *count,
+					Interactive: isTerminal(stdout) && isTerminal(os.Stdin),
+					MaxFDs:      *maxFDs,
+					Root:        *root,
+				}
+				err = top.Run(ctx, cfg, stdout, stderr)
+				if errors.Is(err, top.ErrNotFound) {
+					return err
+				}
+				return err
+			}
+		},
+	})
+}
+
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

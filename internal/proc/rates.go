@@ -1,0 +1,137 @@
+package proc
+
+import "time"
+
+// ProcRate is one process's activity between two snapshots.
+type ProcRate struct {
+	// Proc points into the later snapshot.
+	Proc *Proc
+	// New is true when the process was not in the earlier snapshot (or its
+	// PID was reused): its rates are zero.
+	New bool
+	// UserPct and SysPct are CPU use in percent of one CPU.
+	UserPct, SysPct float64
+	// ChildUserPct and ChildSysPct are the CPU of children reaped during the
+	// interval, in percent of one CPU.
+	ChildUserPct, ChildSysPct float64
+	// VolPerSec and InvolPerSec are context switches per second summed over
+	// the threads alive at both ends. Voluntary switches are wake-ups.
+	VolPerSec, InvolPerSec float64
+	// SyscallsPerSec is syscr+syscw per second, -1 when io is unreadable.
+	SyscallsPerSec float64
+	// RunQueuePct is time spent runnable but waiting for a CPU, in percent
+	// of one CPU (summed over threads).
+	RunQueuePct float64
+	// MinFltPerSec and MajFltPerSec are page faults per second.
+	MinFltPerSec, MajFltPerSec float64
+}
+
+// TaskRate is one thread's activity between two snapshots.
+type TaskRate struct {
+	Task                   *Task
+	New                    bool
+	UserPct, SysPct        float64
+	VolPerSec, InvolPerSec float64
+	RunQueuePct            float64
+}
+
+// Rates turns two snapshots into rates. It is reused across refreshes.
+type Rates struct {
+	// Interval is the time between the two snapshots.
+	Interval time.Duration
+	// Procs is parallel to the later snapshot's Procs.
+	Procs []ProcRate
+	// Tasks is parallel to the later snapshot's Tasks.
+	Tasks []TaskRate
+}
+
+// Compute fills r with the rates from prev to cur. Processes and threads are
+// matched by ID and, for processes, start time, so a reused PID is new.
+// It does not allocate once r's slices have grown to size.
+func (r *Rates) Compute(prev, cur *Snapshot) {
+	dt := cur.Time.Sub(prev.Time)
+	r.Interval = dt
+	sec := dt.Seconds()
+	if sec <= 0 {
+		sec = 1e-9
+	}
+	tickPct := 100 / (sec * ClockTicks)
+	nsPct := 100 / (sec * 1e9)
+	r.Procs = grow(r.Procs, len(cur.Procs))
+	r.Tasks = grow(r.Tasks, len(cur.Tasks))
+	j := 0
+	for i := range cur.Procs {
+		c := &cur.Procs[i]
+		for j < len(prev.Procs) && prev.Procs[j].PID < c.PID {
+			j++
+		}
+		pr := &r.Procs[i]
+		*pr = ProcRate{Proc: c, New: true, SyscallsPerSec: -1}
+		var p *Proc
+		if j < len(prev.Procs) && prev.Procs[j].PID == c.PID && prev.Procs[j].StartTime == c.StartTime {
+			p = &prev.Procs[j]
+			pr.New = false
+			pr.UserPct = float64(delta(p.UTime, c.UTime)) * tickPct
+			pr.SysPct = float64(delta(p.STime, c.STime)) * tickPct
+			pr.ChildUserPct = float64(delta(p.CUTime, c.CUTime)) * tickPct
+			pr.ChildSysPct = float64(delta(p.CSTime, c.CSTime)) * tickPct
+			pr.MinFltPerSec = float64(delta(p.MinFlt, c.MinFlt)) / sec
+			pr.MajFltPerSec = float64(delta(p.MajFlt, c.MajFlt)) / sec
+			if p.Known&c.Known&KnownIO != 0 {
+				pr.SyscallsPerSec = float64(delta(p.SyscR+p.SyscW, c.SyscR+c.SyscW)) / sec
+			}
+		}
+		// Threads: merge-join by TID, summing switches over threads alive at
+		// both ends (a thread that exited takes its counts with it).
+		ct := cur.Tasks[c.taskLo:c.taskHi]
+		var pt []Task
+		if p != nil {
+			pt = prev.Tasks[p.taskLo:p.taskHi]
+		}
+		k := 0
+		var vol, invol, wait uint64
+		for ti := range ct {
+			t := &ct[ti]
+			tr := &r.Tasks[int(c.taskLo)+ti]
+			*tr = TaskRate{Task: t, New: true}
+			for k < len(pt) && pt[k].TID < t.TID {
+				k++
+			}
+			if k >= len(pt) || pt[k].TID != t.TID {
+				continue
+			}
+			o := &pt[k]
+			tr.New = false
+			tr.UserPct = float64(delta(o.UTime, t.UTime)) * tickPct
+			tr.SysPct = float64(delta(o.STime, t.STime)) * tickPct
+			dv, di, dw := delta(o.VolCtxsw, t.VolCtxsw), delta(o.InvolCtxsw, t.InvolCtxsw), delta(o.WaitNS, t.WaitNS)
+			tr.VolPerSec = float64(dv) / sec
+			tr.InvolPerSec = float64(di) / sec
+			tr.RunQueuePct = float64(dw) * nsPct
+			vol += dv
+			invol += di
+			wait += dw
+		}
+		if p != nil {
+			pr.VolPerSec = float64(vol) / sec
+			pr.InvolPerSec = float64(invol) / sec
+			pr.RunQueuePct = float64(wait) * nsPct
+		}
+	}
+}
+
+// delta is b-a for a counter that should not go backwards; a counter that did
+// (a reset) counts as no change rather than a huge one.
+func delta(a, b uint64) uint64 {
+	if b < a {
+		return 0
+	}
+	return b - a
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/4)
+	}
+	return s[:n]
+}

@@ -1,0 +1,813 @@
+//go:build linux
+
+package proc
+
+import (
+	"debug/buildinfo"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Options configure a Reader. The zero value reads every process under /proc.
+type Options struct {
+	// Root is the procfs mount point, "/proc" when empty. Tests point it at
+	// fixtures under testdata/.
+	Root string
+	// MaxFDs caps the /proc descriptors kept open between refreshes (default
+	// 4096). Each costs the kernel about 4 KiB of memory once read. Beyond
+	// the cap, files are opened, read and closed each time.
+	MaxFDs int
+	// PIDs, when set, restricts the reader to these processes and their
+	// threads; /proc itself is not scanned.
+	PIDs []int
+	// SkipKernelThreads leaves kernel threads out (and unread).
+	SkipKernelThreads bool
+	// FullEvery re-reads every file of every task once in this many
+	// refreshes (default 10), even for tasks that did not run, so values that
+	// change without the task running (RSS under reclaim) stay fresh.
+	FullEvery int
+}
+
+// Reader reads processes and threads from /proc. It is not safe for
+// concurrent use: one collector goroutine owns it.
+type Reader struct {
+	opts     Options
+	root     string
+	max      int
+	procfd   int // kept handle on the /proc directory, -1 in PIDs mode
+	loadfd   int // kept /proc/loadavg, -1 when absent
+	lastPID  uint64
+	slots    map[int32]*procSlot
+	order    []*procSlot // live slots sorted by PID
+	buf      []byte
+	dbuf     []byte
+	path     []byte
+	tids     []int32
+	kept     int
+	warmKept int
+	nTasks   int
+	refresh  int
+	gen      uint64 // marks processes seen in a /proc scan
+	tgen     uint64 // marks threads seen in a task directory scan
+	rescan   bool
+	pageSize uint64
+	fdSize   bool // fstat on /proc/PID/fd reports the count (Linux >= 6.2)
+	exe      map[[2]uint64]string
+	stats    ReadStats
+	closed   bool
+}
+
+type procSlot struct {
+	p        Proc
+	statfd   int
+	taskfd   int
+	fdfd     int
+	iofd     int
+	tasks    []*taskSlot // sorted by TID
+	seen     uint64
+	skip     bool // a kernel thread left out by SkipKernelThreads
+	fresh    bool // not read in full yet
+	gone     bool
+	fdDenied bool
+	ioDenied bool
+}
+
+type taskSlot struct {
+	t        Task
+	schedfd  int
+	statfd   int
+	statusfd int
+	seen     uint64
+	fresh    bool
+	gone     bool
+}
+
+// Errors a read can end in. errGone means the task exited (ENOENT, ESRCH);
+// it is never shown to users: the task just drops out.
+var (
+	errGone   = errors.New("task exited")
+	errDenied = errors.New("permission denied")
+)
+
+const (
+	defaultMaxFDs    = 4096
+	defaultFullEvery = 10
+)
+
+// NewReader opens the /proc root and prepares a Reader. Close releases every
+// descriptor it keeps.
+func NewReader(opts Options) (*Reader, error) {
+	if opts.Root == "" {
+		opts.Root = "/proc"
+	}
+	if opts.MaxFDs <= 0 {
+		opts.MaxFDs = defaultMaxFDs
+	}
+	if opts.FullEvery <= 0 {
+		opts.FullEvery = defaultFullEvery
+	}
+	r := &Reader{
+		opts:     opts,
+		root:     opts.Root,
+		max:      opts.MaxFDs,
+		procfd:   -1,
+		loadfd:   -1,
+		slots:    make(map[int32]*procSlot),
+		buf:      make([]byte, 16<<10),
+		dbuf:     make([]byte, 32<<10),
+		path:     make([]byte, 0, 256),
+		rescan:   true,
+		pageSize: uint64(os.Getpagesize()),
+		exe:      make(map[[2]uint64]string),
+	}
+	// Leave room under the process's own descriptor limit for everything
+	// else gosleuth opens.
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < uint64(r.max)+128 {
+		r.max = max(int(lim.Cur)-128, 16)
+	}
+	if len(opts.PIDs) == 0 {
+		fd, err := unix.Open(r.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", r.root, err)
+		}
+		r.procfd = fd
+		if fd, err := unix.Open(r.root+"/loadavg", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			r.loadfd = fd
+		}
+	} else {
+		for _, pid := range opts.PIDs {
+			if pid <= 0 || pid > 1<<30 {
+				return nil, fmt.Errorf("new reader: invalid pid %d", pid)
+			}
+		}
+	}
+	var st unix.Stat_t
+	var sfs unix.Statfs_t
+	if unix.Statfs(r.root, &sfs) == nil && sfs.Type == unix.PROC_SUPER_MAGIC &&
+		unix.Stat(r.root+"/self/fd", &st) == nil && st.Size > 0 {
+		r.fdSize = true
+	}
+	return r, nil
+}
+
+// Close releases every descriptor the reader keeps. It is safe to call twice.
+func (r *Reader) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	for _, s := range r.order {
+		r.closeSlot(s)
+	}
+	for _, s := range r.slots {
+		r.closeSlot(s)
+	}
+	r.order, r.slots = nil, nil
+	if r.procfd >= 0 {
+		unix.Close(r.procfd)
+	}
+	if r.loadfd >= 0 {
+		unix.Close(r.loadfd)
+	}
+	return nil
+}
+
+// Snapshot reads every watched process and thread into dst, reusing dst's
+// slices. Processes that exit during the read are left out silently.
+func (r *Reader) Snapshot(dst *Snapshot) error {
+	if r.closed {
+		return errors.New("snapshot: reader closed")
+	}
+	start := time.Now()
+	r.stats = ReadStats{MaxFDs: r.max}
+	r.gen++
+	full := r.refresh%r.opts.FullEvery == 0
+	r.refresh++
+	r.stats.Full = full
+	if r.procfd >= 0 {
+		if r.rescan || full || r.lastPIDMoved() {
+			if err := r.scanProc(); err != nil {
+				return err
+			}
+		}
+	} else if r.refresh == 1 {
+		for _, pid := range r.opts.PIDs {
+			if _, ok := r.slots[int32(pid)]; !ok {
+				r.addSlot(int32(pid))
+			}
+		}
+		r.sortOrder()
+	}
+	r.rescan = false
+	for _, s := range r.order {
+		if !s.skip {
+			r.refreshProc(s, full)
+		}
+	}
+	r.dropGone()
+	if full {
+		r.rebalance()
+	}
+	dst.Procs = dst.Procs[:0]
+	dst.Tasks = dst.Tasks[:0]
+	for _, s := range r.order {
+		if s.skip {
+			continue
+		}
+		p := s.p
+		p.taskLo = int32(len(dst.Tasks))
+		for _, ts := range s.tasks {
+			dst.Tasks = append(dst.Tasks, ts.t)
+		}
+		p.taskHi = int32(len(dst.Tasks))
+		dst.Procs = append(dst.Procs, p)
+		if s.fdDenied || s.ioDenied || p.Known&KnownExe == 0 {
+			r.stats.Denied = true
+		}
+	}
+	r.stats.KeptFDs = r.kept
+	dst.Time = time.Now()
+	r.stats.Duration = dst.Time.Sub(start)
+	dst.Stats = r.stats
+	return nil
+}
+
+// lastPIDMoved reports whether a process was created since the last scan,
+// from the last field of /proc/loadavg ("0.53 0.14 0.05 1/77 1884"). Exits
+// are noticed through ESRCH on the exited tasks' kept descriptors.
+func (r *Reader) lastPIDMoved() bool {
+	if r.loadfd < 0 {
+		return true
+	}
+	r.stats.Reads++
+	n, err := unix.Pread(r.loadfd, r.buf, 0)
+	if err != nil || n == 0 {
+		return true
+	}
+	b := trimSpace(r.buf[:n])
+	i := len(b)
+	for i > 0 && b[i-1] != ' ' {
+		i--
+	}
+	v, ok := atou(b[i:])
+	if !ok {
+		return true
+	}
+	moved := v != r.lastPID
+	r.lastPID = v
+	return moved
+}
+
+// scanProc lists /proc with getdents64 and adds new processes.
+func (r *Reader) scanProc() error {
+	r.stats.Rescans++
+	if _, err := unix.Seek(r.procfd, 0, 0); err != nil {
+		return fmt.Errorf("rewind %s: %w", r.root, err)
+	}
+	added := false
+	for {
+		r.stats.Reads++
+		n, err := unix.Getdents(r.procfd, r.dbuf)
+		if err != nil {
+			return fmt.Errorf("list %s: %w", r.root, err)
+		}
+		if n <= 0 {
+			break
+		}
+		forEachNumericDirent(r.dbuf[:n], func(id uint64) {
+			pid := int32(id)
+			if s, ok := r.slots[pid]; ok {
+				s.seen = r.gen
+				return
+			}
+			if r.addSlot(pid) {
+				added = true
+			}
+		})
+	}
+	for _, s := range r.order {
+		if s.seen != r.gen {
+			s.gone = true
+		}
+	}
+	if added {
+		r.sortOrder()
+	}
+	return nil
+}
+
+func (r *Reader) sortOrder() {
+	slices.SortFunc(r.order, func(a, b *procSlot) int { return int(a.p.PID - b.p.PID) })
+}
+
+// forEachNumericDirent calls fn for each entry of a getdents64 buffer whose
+// name is a decimal number.
+func forEachNumericDirent(b []byte, fn func(uint64)) {
+	for len(b) >= 19 {
+		reclen := int(b[16]) | int(b[17])<<8
+		if reclen < 19 || reclen > len(b) {
+			return
+		}
+		name := b[19:reclen]
+		end := 0
+		for end < len(name) && name[end] != 0 {
+			end++
+		}
+		if v, ok := atou(name[:end]); ok {
+			fn(v)
+		}
+		b = b[reclen:]
+	}
+}
+
+// addSlot starts watching pid. It reports false when the process is gone.
+func (r *Reader) addSlot(pid int32) bool {
+	s := &procSlot{statfd: -1, taskfd: -1, fdfd: -1, iofd: -1, fresh: true, seen: r.gen}
+	s.p.PID = pid
+	s.p.FDs = -1
+	s.p.FDLimit = -1
+	b, err := r.read(&s.statfd, false, pid, 0, "stat")
+	if err != nil {
+		return false
+	}
+	var sf statFields
+	if parseStat(b, &sf) != nil {
+		r.closeFD(&s.statfd, false)
+		return false
+	}
+	s.p.Kernel = sf.Flags&pfKthread != 0
+	r.applyStat(s, &sf)
+	r.slots[pid] = s
+	r.order = append(r.order, s)
+	if s.p.Kernel && r.opts.SkipKernelThreads {
+		s.skip = true
+		r.closeFD(&s.statfd, false)
+		return true
+	}
+	var st unix.Stat_t
+	if s.statfd >= 0 && unix.Fstat(s.statfd, &st) == nil {
+		s.p.UID = st.Uid
+	}
+	r.readIdentity(s)
+	r.rescanTasks(s)
+	return true
+}
+
+// readIdentity reads what changes only at exec: the command line and
+// whether the executable is a Go binary.
+func (r *Reader) readIdentity(s *procSlot) {
+	s.p.Cmdline = ""
+	if b, err := r.read(nil, false, s.p.PID, 0, "cmdline"); err == nil {
+		s.p.Cmdline = cmdlineString(b)
+	}
+	s.p.GoVersion = ""
+	s.p.Known &^= KnownExe
+	if s.p.Kernel {
+		s.p.Known |= KnownExe
+		return
+	}
+	exe := r.root + "/" + strconv.Itoa(int(s.p.PID)) + "/exe"
+	var st unix.Stat_t
+	if err := unix.Stat(exe, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			s.p.Known |= KnownExe // zombie or kernel: no executable
+		}
+		return
+	}
+	key := [2]uint64{st.Dev, st.Ino}
+	if v, ok := r.exe[key]; ok {
+		s.p.GoVersion = v
+		s.p.Known |= KnownExe
+		return
+	}
+	bi, err := buildinfo.ReadFile(exe)
+	switch {
+	case err == nil:
+		s.p.GoVersion = bi.GoVersion
+	case errors.Is(err, os.ErrPermission):
+		return
+	}
+	// Not a Go binary (or unreadable as one): remember that too.
+	r.exe[key] = s.p.GoVersion
+	s.p.Known |= KnownExe
+}
+
+func (r *Reader) applyStat(s *procSlot, sf *statFields) {
+	p := &s.p
+	if string(sf.Comm) != p.Comm {
+		p.Comm = string(sf.Comm)
+	}
+	p.PPID = sf.PPID
+	p.State = sf.State
+	p.UTime, p.STime, p.CUTime, p.CSTime = sf.UTime, sf.STime, sf.CUTime, sf.CSTime
+	p.MinFlt, p.MajFlt = sf.MinFlt, sf.MajFlt
+	p.StartTime = sf.StartTime
+	p.RSSBytes = sf.RSSPages * r.pageSize
+	p.Threads = sf.Threads
+}
+
+// refreshProc reads one process: every thread's schedstat, then stat and
+// status of the threads that ran, then the process files if anything moved.
+func (r *Reader) refreshProc(s *procSlot, full bool) {
+	pid := s.p.PID
+	changed := full || s.fresh
+	anyGone := false
+	for _, ts := range s.tasks {
+		b, err := r.read(&ts.schedfd, true, pid, ts.t.TID, "schedstat")
+		if err != nil {
+			if errors.Is(err, errGone) {
+				ts.gone = true
+				anyGone = true
+			}
+			continue
+		}
+		run, wait, slices, err := parseSchedstat(b)
+		if err != nil {
+			continue
+		}
+		moved := full || ts.fresh || run != ts.t.RunNS || slices != ts.t.Slices
+		ts.t.RunNS, ts.t.WaitNS, ts.t.Slices = run, wait, slices
+		if moved {
+			r.stats.Changed++
+			if r.readTask(pid, ts) {
+				changed = true
+			} else {
+				anyGone = true
+			}
+		}
+	}
+	if !changed && !anyGone {
+		return
+	}
+	b, err := r.read(&s.statfd, false, pid, 0, "stat")
+	if err != nil {
+		if errors.Is(err, errGone) {
+			s.gone = true
+		}
+		return
+	}
+	var sf statFields
+	if parseStat(b, &sf) != nil {
+		return
+	}
+	if sf.StartTime != s.p.StartTime {
+		// The PID was reused between two reads of a descriptor-less slot.
+		s.gone = true
+		return
+	}
+	// A new command name on a user process means exec (or a rename through
+	// prctl): read what exec changes again. Kernel workers rename all the time.
+	execd := !s.p.Kernel && string(sf.Comm) != s.p.Comm
+	r.applyStat(s, &sf)
+	if execd {
+		r.readIdentity(s)
+	}
+	if anyGone || int(sf.Threads) != r.liveTasks(s) {
+		r.rescanTasks(s)
+	}
+	r.readFDs(s, full)
+	r.readIO(s, full)
+	if full || s.fresh {
+		if b, err := r.read(nil, false, pid, 0, "limits"); err == nil {
+			if v, err := parseLimitsNoFile(b); err == nil {
+				s.p.FDLimit = v
+				s.p.Known |= KnownFDLimit
+			}
+		}
+	}
+	var vol, invol, run, wait uint64
+	for _, ts := range s.tasks {
+		if ts.gone {
+			continue
+		}
+		vol += ts.t.VolCtxsw
+		invol += ts.t.InvolCtxsw
+		run += ts.t.RunNS
+		wait += ts.t.WaitNS
+	}
+	s.p.VolCtxsw, s.p.InvolCtxsw, s.p.RunNS, s.p.WaitNS = vol, invol, run, wait
+	s.p.Known |= KnownCtxsw
+	s.fresh = false
+}
+
+func (r *Reader) liveTasks(s *procSlot) int {
+	n := 0
+	for _, ts := range s.tasks {
+		if !ts.gone {
+			n++
+		}
+	}
+	return n
+}
+
+// readTask reads a thread's stat and status. It reports false when the
+// thread exited.
+func (r *Reader) readTask(pid int32, ts *taskSlot) bool {
+	b, err := r.read(&ts.statfd, false, pid, ts.t.TID, "stat")
+	if err != nil {
+		if errors.Is(err, errGone) {
+			ts.gone = true
+			return false
+		}
+		return true
+	}
+	var sf statFields
+	if parseStat(b, &sf) == nil {
+		t := &ts.t
+		if string(sf.Comm) != t.Comm {
+			t.Comm = string(sf.Comm)
+		}
+		t.State = sf.State
+		t.UTime, t.STime = sf.UTime, sf.STime
+		t.Processor = sf.Processor
+	}
+	b, err = r.read(&ts.statusfd, false, pid, ts.t.TID, "status")
+	if err != nil {
+		if errors.Is(err, errGone) {
+			ts.gone = true
+			return false
+		}
+		return true
+	}
+	if vol, invol, err := parseStatusCtxsw(b); err == nil {
+		ts.t.VolCtxsw, ts.t.InvolCtxsw = vol, invol
+	}
+	ts.fresh = false
+	return true
+}
+
+// rescanTasks lists /proc/PID/task, adds new threads (read in full) and drops
+// the ones that exited.
+func (r *Reader) rescanTasks(s *procSlot) {
+	r.stats.Rescans++
+	pid := s.p.PID
+	fd, transient, err := r.ensure(&s.taskfd, true, pid, 0, "task", unix.O_DIRECTORY)
+	if err != nil {
+		if errors.Is(err, errGone) {
+			s.gone = true
+		}
+		return
+	}
+	r.tids = r.tids[:0]
+	if _, err := unix.Seek(fd, 0, 0); err == nil {
+		for {
+			r.stats.Reads++
+			n, err := unix.Getdents(fd, r.dbuf)
+			if err != nil || n <= 0 {
+				break
+			}
+			forEachNumericDirent(r.dbuf[:n], func(id uint64) { r.tids = append(r.tids, int32(id)) })
+		}
+	}
+	if transient {
+		unix.Close(fd)
+	}
+	r.tgen++
+	mark := r.tgen
+	added := false
+	for _, tid := range r.tids {
+		i, ok := slices.BinarySearchFunc(s.tasks, tid, func(t *taskSlot, tid int32) int { return int(t.t.TID - tid) })
+		if ok {
+			s.tasks[i].seen = mark
+			continue
+		}
+		ts := &taskSlot{schedfd: -1, statfd: -1, statusfd: -1, fresh: true, seen: mark}
+		ts.t.TID = tid
+		s.tasks = append(s.tasks, ts)
+		added = true
+	}
+	if added {
+		slices.SortFunc(s.tasks, func(a, b *taskSlot) int { return int(a.t.TID - b.t.TID) })
+	}
+	// Drop threads that exited; read new ones in full.
+	out := s.tasks[:0]
+	for _, ts := range s.tasks {
+		if ts.seen != mark || ts.gone {
+			r.closeTask(ts)
+			continue
+		}
+		if ts.fresh {
+			r.nTasks++
+			if b, err := r.read(&ts.schedfd, true, pid, ts.t.TID, "schedstat"); err == nil {
+				ts.t.RunNS, ts.t.WaitNS, ts.t.Slices, _ = parseSchedstat(b)
+			}
+			if !r.readTask(pid, ts) {
+				r.closeTask(ts)
+				continue
+			}
+		}
+		out = append(out, ts)
+	}
+	clear(s.tasks[len(out):])
+	s.tasks = out
+}
+
+func (r *Reader) readFDs(s *procSlot, full bool) {
+	if s.fdDenied && !full {
+		return
+	}
+	fd, transient, err := r.ensure(&s.fdfd, false, s.p.PID, 0, "fd", unix.O_DIRECTORY)
+	if err != nil {
+		s.fdDenied = errors.Is(err, errDenied)
+		s.p.Known &^= KnownFDs
+		return
+	}
+	s.fdDenied = false
+	count := -1
+	if r.fdSize {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil {
+			count = int(st.Size)
+		}
+	} else if _, err := unix.Seek(fd, 0, 0); err == nil {
+		count = 0
+		for {
+			r.stats.Reads++
+			n, err := unix.Getdents(fd, r.dbuf)
+			if err != nil || n <= 0 {
+				break
+			}
+			forEachNumericDirent(r.dbuf[:n], func(uint64) { count++ })
+		}
+	}
+	if transient {
+		unix.Close(fd)
+	}
+	if count >= 0 {
+		s.p.FDs = int32(count)
+		s.p.Known |= KnownFDs
+	}
+}
+
+func (r *Reader) readIO(s *procSlot, full bool) {
+	if s.ioDenied && !full {
+		return
+	}
+	b, err := r.read(&s.iofd, false, s.p.PID, 0, "io")
+	if err != nil {
+		s.ioDenied = errors.Is(err, errDenied)
+		s.p.Known &^= KnownIO
+		return
+	}
+	s.ioDenied = false
+	if cr, cw, err := parseIO(b); err == nil {
+		s.p.SyscR, s.p.SyscW = cr, cw
+		s.p.Known |= KnownIO
+	}
+}
+
+// dropGone forgets processes that exited and closes their descriptors.
+func (r *Reader) dropGone() {
+	out := r.order[:0]
+	for _, s := range r.order {
+		if s.gone {
+			r.closeSlot(s)
+			delete(r.slots, s.p.PID)
+			if r.procfd >= 0 {
+				r.rescan = true // a PID may have been reused: look again next time
+			}
+			continue
+		}
+		out = append(out, s)
+	}
+	clear(r.order[len(out):])
+	r.order = out
+}
+
+// rebalance closes descriptors of the warm class (read only when a task ran)
+// beyond their share, so the hot ones (schedstat, read every refresh) keep
+// room under the cap as the task count grows.
+func (r *Reader) rebalance() {
+	budget := r.warmBudget()
+	for _, s := range r.order {
+		if r.warmKept <= budget {
+			return
+		}
+		for _, ts := range s.tasks {
+			r.closeFD(&ts.statfd, false)
+			r.closeFD(&ts.statusfd, false)
+		}
+		r.closeFD(&s.iofd, false)
+		r.closeFD(&s.fdfd, false)
+	}
+}
+
+func (r *Reader) warmBudget() int {
+	return r.max - r.nTasks - len(r.order)
+}
+
+func (r *Reader) closeSlot(s *procSlot) {
+	for _, ts := range s.tasks {
+		r.closeTask(ts)
+	}
+	s.tasks = nil
+	r.closeFD(&s.statfd, false)
+	r.closeFD(&s.taskfd, true)
+	r.closeFD(&s.fdfd, false)
+	r.closeFD(&s.iofd, false)
+}
+
+func (r *Reader) closeTask(ts *taskSlot) {
+	if !ts.fresh || ts.schedfd >= 0 {
+		r.nTasks--
+	}
+	r.closeFD(&ts.schedfd, true)
+	r.closeFD(&ts.statfd, false)
+	r.closeFD(&ts.statusfd, false)
+	ts.fresh = false
+	ts.gone = true
+}
+
+func (r *Reader) closeFD(fdp *int, hot bool) {
+	if *fdp < 0 {
+		return
+	}
+	unix.Close(*fdp)
+	*fdp = -1
+	r.kept--
+	if !hot {
+		r.warmKept--
+	}
+}
+
+// read returns the content of a task file (pid's when tid is 0) in r.buf,
+// through *fdp when it is kept. Otherwise it opens the file, and keeps it in
+// *fdp when fdp is not nil and the budget allows.
+func (r *Reader) read(fdp *int, hot bool, pid, tid int32, name string) ([]byte, error) {
+	fd, transient, err := r.ensure(fdp, hot, pid, tid, name, 0)
+	if err != nil {
+		return nil, err
+	}
+	r.stats.Reads++
+	n, err := unix.Pread(fd, r.buf, 0)
+	if transient {
+		unix.Close(fd)
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	return r.buf[:n], nil
+}
+
+// ensure returns a descriptor for the file; transient means the caller must
+// close it after use.
+func (r *Reader) ensure(fdp *int, hot bool, pid, tid int32, name string, flags int) (fd int, transient bool, err error) {
+	if fdp != nil && *fdp >= 0 {
+		return *fdp, false, nil
+	}
+	r.path = r.path[:0]
+	r.path = append(r.path, r.root...)
+	r.path = append(r.path, '/')
+	r.path = strconv.AppendInt(r.path, int64(pid), 10)
+	if tid != 0 {
+		r.path = append(r.path, "/task/"...)
+		r.path = strconv.AppendInt(r.path, int64(tid), 10)
+	}
+	r.path = append(r.path, '/')
+	r.path = append(r.path, name...)
+	r.path = append(r.path, 0)
+	r.stats.Opens++
+	fd, err = openBytes(r.path, unix.O_RDONLY|flags)
+	if err != nil {
+		return -1, false, classify(err)
+	}
+	if fdp == nil || r.kept >= r.max || (!hot && r.warmKept >= r.warmBudget()) {
+		return fd, true, nil
+	}
+	*fdp = fd
+	r.kept++
+	if !hot {
+		r.warmKept++
+	}
+	return fd, false, nil
+}
+
+// openBytes is openat(AT_FDCWD) on a NUL-terminated path held in a reused
+// buffer: unix.Open takes a string and would allocate a copy on every call.
+func openBytes(path []byte, flags int) (int, error) {
+	dirfd := unix.AT_FDCWD
+	fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, uintptr(dirfd),
+		uintptr(unsafe.Pointer(&path[0])), uintptr(flags|unix.O_CLOEXEC), 0, 0, 0)
+	if errno != 0 {
+		return -1, errno
+	}
+	return int(fd), nil
+}
+
+func classify(err error) error {
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ESRCH):
+		return errGone
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return errDenied
+	}
+	return err
+}

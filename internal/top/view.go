@@ -1,0 +1,456 @@
+package top
+
+import (
+	"cmp"
+	"fmt"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
+)
+
+// Column identifies a column of the table; it is also a sort key.
+type Column int
+
+// The table's columns, in display order.
+const (
+	ColPID Column = iota
+	ColUser
+	ColState
+	ColCPU
+	ColUsr
+	ColSys
+	ColRSS
+	ColThreads
+	ColFDs
+	ColWake
+	ColNvcsw
+	ColGo
+	ColCommand
+	numColumns
+)
+
+type columnInfo struct {
+	name  string // sort key name for --sort
+	title string
+	width int // 0: the rest of the line
+	left  bool
+}
+
+var columns = [numColumns]columnInfo{
+	ColPID:     {"pid", "PID", 7, false},
+	ColUser:    {"user", "USER", 8, true},
+	ColState:   {"state", "S", 1, true},
+	ColCPU:     {"cpu", "CPU%", 6, false},
+	ColUsr:     {"usr", "USR%", 6, false},
+	ColSys:     {"sys", "SYS%", 6, false},
+	ColRSS:     {"rss", "RSS", 7, false},
+	ColThreads: {"thr", "THR", 4, false},
+	ColFDs:     {"fds", "FDS/LIMIT", 12, false},
+	ColWake:    {"wake", "WAKE/s", 7, false},
+	ColNvcsw:   {"nvcsw", "NVCSW/s", 7, false},
+	ColGo:      {"go", "GO", 7, true},
+	ColCommand: {"command", "COMMAND", 0, true},
+}
+
+// ParseColumn returns the column named by a --sort value.
+func ParseColumn(name string) (Column, error) {
+	for i, c := range columns {
+		if c.name == strings.ToLower(name) {
+			return Column(i), nil
+		}
+	}
+	names := make([]string, 0, len(columns))
+	for _, c := range columns {
+		names = append(names, c.name)
+	}
+	return 0, fmt.Errorf("unknown sort column %q (one of %s)", name, strings.Join(names, ", "))
+}
+
+// Row is one line of the table: a process, or one of its threads.
+type Row struct {
+	Proc *proc.Proc
+	Rate *proc.ProcRate
+	// Task and TaskRate are set on thread rows.
+	Task     *proc.Task
+	TaskRate *proc.TaskRate
+	// Prefix draws the tree (and thread) structure before the command.
+	Prefix string
+}
+
+// View turns a snapshot and its rates into ordered rows.
+type View struct {
+	Sort Column
+	// Reverse flips the sort order (numbers sort largest first by default).
+	Reverse bool
+	Tree    bool
+	Threads bool
+	// Kernel shows kernel threads.
+	Kernel bool
+	// Filter keeps processes whose PID equals it or whose name or command
+	// line contains it (case-insensitive).
+	Filter string
+
+	users map[uint32]string
+	rows  []Row
+	idx   []int
+}
+
+// Rows builds the table. The returned slice is reused by the next call.
+func (v *View) Rows(snap *proc.Snapshot, rates *proc.Rates) []Row {
+	v.rows = v.rows[:0]
+	v.idx = v.idx[:0]
+	for i := range snap.Procs {
+		p := &snap.Procs[i]
+		if p.Kernel && !v.Kernel {
+			continue
+		}
+		v.idx = append(v.idx, i)
+	}
+	less := func(a, b int) int { return v.compareProc(snap, rates, a, b) }
+	if !v.Tree {
+		slices.SortFunc(v.idx, less)
+		for _, i := range v.idx {
+			if v.match(&snap.Procs[i]) {
+				v.addProc(snap, rates, i, "")
+			}
+		}
+		return v.rows
+	}
+	// Tree: children grouped under parents, siblings sorted; with a filter,
+	// matching processes are shown with their ancestors.
+	present := make(map[int32]int, len(v.idx))
+	for _, i := range v.idx {
+		present[snap.Procs[i].PID] = i
+	}
+	children := make(map[int32][]int)
+	var roots []int
+	for _, i := range v.idx {
+		p := &snap.Procs[i]
+		if _, ok := present[p.PPID]; ok && p.PPID != p.PID {
+			children[p.PPID] = append(children[p.PPID], i)
+		} else {
+			roots = append(roots, i)
+		}
+	}
+	var keep map[int]bool
+	if v.Filter != "" {
+		keep = make(map[int]bool)
+		for _, i := range v.idx {
+			if !v.match(&snap.Procs[i]) {
+				continue
+			}
+			for j, ok := i, true; ok && !keep[j]; j, ok = present[snap.Procs[j].PPID] {
+				keep[j] = true
+			}
+		}
+	}
+	var walk func(list []int, indent string)
+	walk = func(list []int, indent string) {
+		slices.SortFunc(list, less)
+		var shown []int
+		for _, i := range list {
+			if keep == nil || keep[i] {
+				shown = append(shown, i)
+			}
+		}
+		for n, i := range shown {
+			branch, next := "├─ ", "│  "
+			if n == len(shown)-1 {
+				branch, next = "└─ ", "   "
+			}
+			if indent == "" {
+				branch, next = "", " "
+			}
+			v.addProc(snap, rates, i, indent+branch)
+			walk(children[snap.Procs[i].PID], indent+next)
+		}
+	}
+	walk(roots, "")
+	return v.rows
+}
+
+func (v *View) addProc(snap *proc.Snapshot, rates *proc.Rates, i int, prefix string) {
+	p := &snap.Procs[i]
+	var rate *proc.ProcRate
+	if rates != nil && i < len(rates.Procs) && rates.Procs[i].Proc == p {
+		rate = &rates.Procs[i]
+	}
+	v.rows = append(v.rows, Row{Proc: p, Rate: rate, Prefix: prefix})
+	if !v.Threads || p.Threads <= 1 {
+		return
+	}
+	tasks := snap.TasksOf(p)
+	start := len(v.rows)
+	for ti := range tasks {
+		t := &tasks[ti]
+		if t.TID == p.PID {
+			continue
+		}
+		row := Row{Proc: p, Rate: rate, Task: t, Prefix: prefix + "  ┊ "}
+		if rate != nil {
+			lo, _ := snap.TaskRange(p)
+			if k := lo + ti; k < len(rates.Tasks) && rates.Tasks[k].Task == t {
+				row.TaskRate = &rates.Tasks[k]
+			}
+		}
+		v.rows = append(v.rows, row)
+	}
+	thr := v.rows[start:]
+	slices.SortStableFunc(thr, v.compareRows)
+}
+
+func (v *View) match(p *proc.Proc) bool {
+	f := strings.TrimSpace(v.Filter)
+	if f == "" {
+		return true
+	}
+	if n, err := strconv.Atoi(f); err == nil {
+		return int(p.PID) == n
+	}
+	f = strings.ToLower(f)
+	return strings.Contains(strings.ToLower(p.Comm), f) || strings.Contains(strings.ToLower(p.Cmdline), f)
+}
+
+func (v *View) compareProc(snap *proc.Snapshot, rates *proc.Rates, a, b int) int {
+	ra := Row{Proc: &snap.Procs[a]}
+	rb := Row{Proc: &snap.Procs[b]}
+	if rates != nil && len(rates.Procs) == len(snap.Procs) {
+		ra.Rate, rb.Rate = &rates.Procs[a], &rates.Procs[b]
+	}
+	return v.compareRows(ra, rb)
+}
+
+// compareRows orders two rows by the sort column, then by PID/TID. Numbers
+// sort largest first, text and IDs in reading order; Reverse flips that.
+func (v *View) compareRows(a, b Row) int {
+	var c int
+	desc := true
+	switch v.Sort {
+	case ColUser, ColCommand, ColGo, ColState:
+		c = cmp.Compare(v.text(a, v.Sort), v.text(b, v.Sort))
+		desc = false
+	case ColPID:
+		c = cmp.Compare(a.id(), b.id())
+		desc = false
+	default:
+		c = cmp.Compare(v.number(a, v.Sort), v.number(b, v.Sort))
+	}
+	if desc != v.Reverse {
+		c = -c
+	}
+	if c == 0 {
+		c = cmp.Compare(a.id(), b.id())
+	}
+	return c
+}
+
+func (r Row) id() int32 {
+	if r.Task != nil {
+		return r.Task.TID
+	}
+	return r.Proc.PID
+}
+
+// number is the numeric value of a row in a column, for sorting.
+func (v *View) number(r Row, c Column) float64 {
+	usr, sys, wake, nv := r.rates()
+	switch c {
+	case ColCPU:
+		return usr + sys
+	case ColUsr:
+		return usr
+	case ColSys:
+		return sys
+	case ColRSS:
+		return float64(r.Proc.RSSBytes)
+	case ColThreads:
+		return float64(r.Proc.Threads)
+	case ColFDs:
+		if r.Proc.Known&proc.KnownFDs == 0 {
+			return -1
+		}
+		return float64(r.Proc.FDs)
+	case ColWake:
+		return wake
+	case ColNvcsw:
+		return nv
+	}
+	return 0
+}
+
+// rates returns CPU user/sys percent and switch rates for the row.
+func (r Row) rates() (usr, sys, wake, nvcsw float64) {
+	if r.Task != nil {
+		if r.TaskRate == nil || r.TaskRate.New {
+			return 0, 0, 0, 0
+		}
+		t := r.TaskRate
+		return t.UserPct, t.SysPct, t.VolPerSec, t.InvolPerSec
+	}
+	if r.Rate == nil || r.Rate.New {
+		return 0, 0, 0, 0
+	}
+	return r.Rate.UserPct, r.Rate.SysPct, r.Rate.VolPerSec, r.Rate.InvolPerSec
+}
+
+// text is the cell text of a row in a column.
+func (v *View) text(r Row, c Column) string {
+	p := r.Proc
+	switch c {
+	case ColPID:
+		return strconv.Itoa(int(r.id()))
+	case ColUser:
+		return v.userName(p.UID)
+	case ColState:
+		if r.Task != nil {
+			return string(rune(r.Task.State))
+		}
+		return string(rune(p.State))
+	case ColCPU, ColUsr, ColSys, ColWake, ColNvcsw:
+		if (r.Task == nil && (r.Rate == nil || r.Rate.New)) || (r.Task != nil && (r.TaskRate == nil || r.TaskRate.New)) {
+			return "…"
+		}
+		x := v.number(r, c)
+		if c == ColWake || c == ColNvcsw {
+			return strconv.FormatFloat(x, 'f', 0, 64)
+		}
+		return strconv.FormatFloat(x, 'f', 1, 64)
+	case ColRSS:
+		if r.Task != nil {
+			return ""
+		}
+		return FormatBytes(p.RSSBytes)
+	case ColThreads:
+		if r.Task != nil {
+			return ""
+		}
+		return strconv.Itoa(int(p.Threads))
+	case ColFDs:
+		if r.Task != nil {
+			return ""
+		}
+		fds, lim := "-", "-"
+		if p.Known&proc.KnownFDs != 0 {
+			fds = strconv.Itoa(int(p.FDs))
+		}
+		if p.Known&proc.KnownFDLimit != 0 {
+			lim = formatLimit(p.FDLimit)
+		}
+		return fds + "/" + lim
+	case ColGo:
+		if r.Task != nil {
+			return ""
+		}
+		if p.Known&proc.KnownExe == 0 {
+			return "-"
+		}
+		return strings.TrimPrefix(p.GoVersion, "go")
+	case ColCommand:
+		if r.Task != nil {
+			return r.Prefix + r.Task.Comm
+		}
+		cmd := p.Cmdline
+		if cmd == "" {
+			cmd = "[" + p.Comm + "]"
+		}
+		return r.Prefix + cmd
+	}
+	return ""
+}
+
+func (v *View) userName(uid uint32) string {
+	if name, ok := v.users[uid]; ok {
+		return name
+	}
+	if v.users == nil {
+		v.users = make(map[uint32]string)
+	}
+	name := strconv.Itoa(int(uid))
+	if u, err := user.LookupId(name); err == nil {
+		name = u.Username
+	}
+	v.users[uid] = name
+	return name
+}
+
+func formatLimit(n int64) string {
+	if n == proc.Unlimited {
+		return "inf"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// FormatBytes prints a byte count in binary units, e.g. "12.3M".
+func FormatBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatUint(n, 10)
+	}
+	f := float64(n)
+	for _, s := range []string{"K", "M", "G", "T"} {
+		f /= unit
+		if f < unit || s == "T" {
+			if f < 10 {
+				return strconv.FormatFloat(f, 'f', 1, 64) + s
+			}
+			return strconv.FormatFloat(f, 'f', 0, 64) + s
+		}
+	}
+	return ""
+}
+
+// Header returns the column titles, padded like cells.
+func Header() []string {
+	out := make([]string, numColumns)
+	for i, c := range columns {
+		out[i] = c.title
+	}
+	return out
+}
+
+// Cells returns the row's cell texts in column order.
+func (v *View) Cells(r Row, out []string) []string {
+	out = out[:0]
+	for c := Column(0); c < numColumns; c++ {
+		out = append(out, v.text(r, c))
+	}
+	return out
+}
+
+// FormatLine lays out cells in fixed-width columns, cut to width runes
+// (0: no limit).
+func FormatLine(cells []string, width int) string {
+	var b strings.Builder
+	for i, c := range columns {
+		s := cells[i]
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if c.width == 0 {
+			b.WriteString(s)
+			continue
+		}
+		n := len([]rune(s))
+		if n > c.width {
+			r := []rune(s)
+			s = string(r[:c.width])
+			n = c.width
+		}
+		pad := strings.Repeat(" ", c.width-n)
+		if c.left {
+			b.WriteString(s + pad)
+		} else {
+			b.WriteString(pad + s)
+		}
+	}
+	line := b.String()
+	if width > 0 {
+		if r := []rune(line); len(r) > width {
+			line = string(r[:width])
+		}
+	}
+	return strings.TrimRight(line, " ")
+}
