@@ -146,8 +146,8 @@ var (
 // parseStatusCtxsw reads the voluntary and involuntary context switch counts
 // from a status file.
 func parseStatusCtxsw(b []byte) (vol, invol uint64, err error) {
-	vol, ok1 := numberAfter(b, keyVol)
-	invol, ok2 := numberAfter(b, keyInvol)
+	vol, ok1 := numberAfterLast(b, keyVol)
+	invol, ok2 := numberAfterLast(b, keyInvol)
 	if !ok1 || !ok2 {
 		return 0, 0, fmt.Errorf("parse status: %w: no ctxt_switches", ErrParse)
 	}
@@ -191,7 +191,16 @@ func parseLimitsNoFile(b []byte) (int64, error) {
 
 // numberAfter returns the decimal number that follows key (after blanks).
 func numberAfter(b, key []byte) (uint64, bool) {
-	i := bytes.Index(b, key)
+	return numberAt(b, bytes.Index(b, key), key)
+}
+
+// numberAfterLast is numberAfter for keys near the end of the file (the
+// context switch counts end a status file).
+func numberAfterLast(b, key []byte) (uint64, bool) {
+	return numberAt(b, bytes.LastIndex(b, key), key)
+}
+
+func numberAt(b []byte, i int, key []byte) (uint64, bool) {
 	if i < 0 {
 		return 0, false
 	}

@@ -49,7 +49,8 @@ type Reader struct {
 	buf      []byte
 	dbuf     []byte
 	path     []byte
-	tids     []int32
+	pids     []int32 // scratch for scanProc
+	tids     []int32 // scratch for rescanTasks
 	kept     int
 	warmKept int
 	nTasks   int
@@ -272,7 +273,9 @@ func (r *Reader) scanProc() error {
 	if _, err := unix.Seek(r.procfd, 0, 0); err != nil {
 		return fmt.Errorf("rewind %s: %w", r.root, err)
 	}
-	added := false
+	// Collect the PIDs first: adding a process lists its task directory
+	// through the same buffer.
+	r.pids = r.pids[:0]
 	for {
 		r.stats.Reads++
 		n, err := unix.Getdents(r.procfd, r.dbuf)
@@ -282,16 +285,17 @@ func (r *Reader) scanProc() error {
 		if n <= 0 {
 			break
 		}
-		forEachNumericDirent(r.dbuf[:n], func(id uint64) {
-			pid := int32(id)
-			if s, ok := r.slots[pid]; ok {
-				s.seen = r.gen
-				return
-			}
-			if r.addSlot(pid) {
-				added = true
-			}
-		})
+		forEachNumericDirent(r.dbuf[:n], func(id uint64) { r.pids = append(r.pids, int32(id)) })
+	}
+	added := false
+	for _, pid := range r.pids {
+		if s, ok := r.slots[pid]; ok {
+			s.seen = r.gen
+			continue
+		}
+		if r.addSlot(pid) {
+			added = true
+		}
 	}
 	for _, s := range r.order {
 		if s.seen != r.gen {

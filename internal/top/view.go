@@ -114,7 +114,7 @@ func (v *View) Rows(snap *proc.Snapshot, rates *proc.Rates) []Row {
 		slices.SortFunc(v.idx, less)
 		for _, i := range v.idx {
 			if v.match(&snap.Procs[i]) {
-				v.addProc(snap, rates, i, "")
+				v.addProc(snap, rates, i, "", "")
 			}
 		}
 		return v.rows
@@ -164,7 +164,7 @@ func (v *View) Rows(snap *proc.Snapshot, rates *proc.Rates) []Row {
 			if indent == "" {
 				branch, next = "", " "
 			}
-			v.addProc(snap, rates, i, indent+branch)
+			v.addProc(snap, rates, i, indent+branch, indent+next)
 			walk(children[snap.Procs[i].PID], indent+next)
 		}
 	}
@@ -172,7 +172,9 @@ func (v *View) Rows(snap *proc.Snapshot, rates *proc.Rates) []Row {
 	return v.rows
 }
 
-func (v *View) addProc(snap *proc.Snapshot, rates *proc.Rates, i int, prefix string) {
+// addProc adds process i and, in thread view, its threads; prefix goes before
+// the process's command and under is the indent of what hangs below it.
+func (v *View) addProc(snap *proc.Snapshot, rates *proc.Rates, i int, prefix, under string) {
 	p := &snap.Procs[i]
 	var rate *proc.ProcRate
 	if rates != nil && i < len(rates.Procs) && rates.Procs[i].Proc == p {
@@ -189,7 +191,7 @@ func (v *View) addProc(snap *proc.Snapshot, rates *proc.Rates, i int, prefix str
 		if t.TID == p.PID {
 			continue
 		}
-		row := Row{Proc: p, Rate: rate, Task: t, Prefix: prefix + "  ┊ "}
+		row := Row{Proc: p, Rate: rate, Task: t, Prefix: under + "┊ "}
 		if rate != nil {
 			lo, _ := snap.TaskRange(p)
 			if k := lo + ti; k < len(rates.Tasks) && rates.Tasks[k].Task == t {

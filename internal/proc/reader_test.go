@@ -1,0 +1,556 @@
+//go:build linux
+
+package proc
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The fixtures under testdata/proc were captured with testdata/capture.sh
+// from a live host: PID 1 (11 threads), kthreadd (2), a process whose name
+// is "a) b" (8279), a zombie (8286) and its parent (8284).
+func TestReaderFixtures(t *testing.T) {
+	r, err := NewReader(Options{Root: "testdata/proc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var s Snapshot
+	if err := r.Snapshot(&s); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int32
+	for _, p := range s.Procs {
+		pids = append(pids, p.PID)
+	}
+	if fmt.Sprint(pids) != "[1 2 8279 8284 8286]" {
+		t.Fatalf("pids = %v", pids)
+	}
+	page := uint64(os.Getpagesize())
+	one := s.Find(1)
+	if one.Comm != "process_api" || one.Threads != 11 || len(s.TasksOf(one)) != 11 {
+		t.Errorf("pid 1: comm %q threads %d tasks %d", one.Comm, one.Threads, len(s.TasksOf(one)))
+	}
+	// Context switches are summed over all threads, not taken from the
+	// process status (which counts the main thread only: 329).
+	if one.VolCtxsw != 6122 || one.InvolCtxsw != 441 {
+		t.Errorf("pid 1 switches = %d/%d, want 6122/441", one.VolCtxsw, one.InvolCtxsw)
+	}
+	if one.UTime != 22 || one.STime != 56 || one.CUTime != 2411 || one.CSTime != 1045 || one.RSSBytes != 1983*page {
+		t.Errorf("pid 1 times/rss = %+v", *one)
+	}
+	if one.FDs != 48 || one.Known&KnownFDs == 0 || one.FDLimit != 32768 {
+		t.Errorf("pid 1 fds = %d/%d known %b", one.FDs, one.FDLimit, one.Known)
+	}
+	if one.Known&KnownIO != 0 {
+		t.Errorf("pid 1 io was unreadable when captured, but Known has KnownIO")
+	}
+	if !strings.HasPrefix(one.Cmdline, "/process_api --firecracker-init --addr") {
+		t.Errorf("pid 1 cmdline = %q", one.Cmdline)
+	}
+	ab := s.Find(8279)
+	if ab.Comm != "a) b" || ab.State != 'S' || ab.PPID != 1 || ab.StartTime != 39658 || ab.Cmdline != "/tmp/a) b 300" {
+		t.Errorf("pid 8279 = %+v", *ab)
+	}
+	if ab.Known&KnownIO == 0 || ab.FDLimit != 20000 {
+		t.Errorf("pid 8279 io/limit: known %b limit %d", ab.Known, ab.FDLimit)
+	}
+	z := s.Find(8286)
+	if z.State != 'Z' || z.RSSBytes != 0 || z.Cmdline != "" || z.FDs != 0 {
+		t.Errorf("zombie = %+v", *z)
+	}
+	kt := s.Find(2)
+	if !kt.Kernel || kt.Comm != "kthreadd" || kt.PPID != 0 {
+		t.Errorf("kthreadd = %+v", *kt)
+	}
+	if s.Find(3) != nil {
+		t.Errorf("Find(3) found a process that is not there")
+	}
+
+	// Leaving kernel threads out.
+	r2, err := NewReader(Options{Root: "testdata/proc", SkipKernelThreads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	var s2 Snapshot
+	if err := r2.Snapshot(&s2); err != nil {
+		t.Fatal(err)
+	}
+	if s2.Find(2) != nil || len(s2.Procs) != 4 {
+		t.Errorf("SkipKernelThreads kept %d procs", len(s2.Procs))
+	}
+}
+
+// copyTree copies the fixture tree into a temporary root the test may edit.
+func copyTree(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if fi.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// TestReaderPIDReuse rewrites a process's start time between two reads: the
+// reader must treat it as a new process, and Rates must not mix the two.
+func TestReaderPIDReuse(t *testing.T) {
+	root := copyTree(t, "testdata/proc")
+	r, err := NewReader(Options{Root: root, FullEvery: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var a, b, c Snapshot
+	if err := r.Snapshot(&a); err != nil {
+		t.Fatal(err)
+	}
+	stat := filepath.Join(root, "8279", "stat")
+	old, _ := os.ReadFile(stat)
+	reused := strings.Replace(string(old), " 39658 ", " 99999 ", 1)
+	if reused == string(old) {
+		t.Fatal("fixture does not hold the expected start time")
+	}
+	if err := os.WriteFile(stat, []byte(reused), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Snapshot(&b); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Snapshot(&c); err != nil {
+		t.Fatal(err)
+	}
+	p := c.Find(8279)
+	if p == nil || p.StartTime != 99999 {
+		t.Fatalf("after reuse: %+v", p)
+	}
+	var rates Rates
+	rates.Compute(&a, &c)
+	for _, pr := range rates.Procs {
+		if pr.Proc.PID == 8279 && !pr.New {
+			t.Errorf("reused PID not reported as new")
+		}
+		if pr.Proc.PID == 1 && pr.New {
+			t.Errorf("PID 1 reported as new")
+		}
+	}
+}
+
+// TestReaderVanished removes a process from the fixture tree: it drops out
+// without an error.
+func TestReaderVanished(t *testing.T) {
+	root := copyTree(t, "testdata/proc")
+	r, err := NewReader(Options{Root: root, FullEvery: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var s Snapshot
+	if err := r.Snapshot(&s); err != nil {
+		t.Fatal(err)
+	}
+	kept := s.Stats.KeptFDs
+	if err := os.RemoveAll(filepath.Join(root, "8279")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Snapshot(&s); err != nil {
+		t.Fatalf("snapshot after a process vanished: %v", err)
+	}
+	if s.Find(8279) != nil || len(s.Procs) != 4 {
+		t.Errorf("vanished process still listed (%d procs)", len(s.Procs))
+	}
+	if s.Stats.KeptFDs >= kept {
+		t.Errorf("kept fds %d, was %d: the vanished process's descriptors were not released", s.Stats.KeptFDs, kept)
+	}
+}
+
+// helper modes run in a child copy of the test binary.
+func TestMain(m *testing.M) {
+	switch os.Getenv("GOSLEUTH_PROC_HELPER") {
+	case "":
+		os.Exit(m.Run())
+	case "threads":
+		helperThreads()
+	case "spin":
+		helperSpin()
+	case "wake":
+		helperWake()
+	}
+	os.Exit(0)
+}
+
+const helperThreadCount = 8
+
+// helperThreads holds helperThreadCount OS threads blocked in read(2) on a
+// pipe, sets its soft fd limit to 777 and opens a known number of files.
+func helperThreads() {
+	syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: 777, Max: 4096})
+	var fds [2]int
+	syscall.Pipe(fds[:])
+	for range helperThreadCount {
+		go func() {
+			runtime.LockOSThread()
+			var b [1]byte
+			syscall.Read(fds[0], b[:])
+		}()
+	}
+	for range 10 {
+		os.Open("/dev/null")
+	}
+	time.Sleep(200 * time.Millisecond)
+	fmt.Println("ready")
+	io.Copy(io.Discard, os.Stdin) // until the test closes stdin
+}
+
+func helperSpin() {
+	fmt.Println("ready")
+	go func() { io.Copy(io.Discard, os.Stdin); os.Exit(0) }()
+	x := 0
+	for {
+		x++
+	}
+}
+
+// helperWake wakes every 2 ms on a locked thread, a timer-loop patient.
+func helperWake() {
+	fmt.Println("ready")
+	go func() { io.Copy(io.Discard, os.Stdin); os.Exit(0) }()
+	for {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// startHelper starts the test binary in a helper mode and waits until it is
+// ready. Closing stdin (done in cleanup) ends it.
+func startHelper(t *testing.T, mode string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "GOSLEUTH_PROC_HELPER="+mode, "GOMAXPROCS=2")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		t.Fatalf("helper %s: %q %v", mode, line, err)
+	}
+	return cmd
+}
+
+func requireProc(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs a mounted /proc:", err)
+	}
+}
+
+func TestReaderLiveThreadsFDs(t *testing.T) {
+	requireProc(t)
+	cmd := startHelper(t, "threads")
+	pid := cmd.Process.Pid
+	r, err := NewReader(Options{PIDs: []int{pid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var s Snapshot
+	if err := r.Snapshot(&s); err != nil {
+		t.Fatal(err)
+	}
+	p := s.Find(int32(pid))
+	if p == nil {
+		t.Fatalf("helper %d not found", pid)
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if int(p.Threads) != len(tasks) || len(s.TasksOf(p)) != len(tasks) || p.Threads < helperThreadCount+1 {
+		t.Errorf("threads = %d (%d task rows), kernel lists %d, want >= %d", p.Threads, len(s.TasksOf(p)), len(tasks), helperThreadCount+1)
+	}
+	if int(p.FDs) != len(fds) || p.FDs < 13 {
+		t.Errorf("fds = %d, kernel lists %d", p.FDs, len(fds))
+	}
+	if p.FDLimit != 777 {
+		t.Errorf("fd limit = %d, want 777", p.FDLimit)
+	}
+	if p.GoVersion != runtime.Version() {
+		t.Errorf("go version = %q, want %q", p.GoVersion, runtime.Version())
+	}
+	if p.Known&(KnownFDs|KnownFDLimit|KnownExe|KnownCtxsw) != KnownFDs|KnownFDLimit|KnownExe|KnownCtxsw {
+		t.Errorf("known = %b", p.Known)
+	}
+	var rss uint64
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid)); err == nil {
+		f := strings.Fields(string(b))
+		n, _ := strconv.ParseUint(f[1], 10, 64)
+		rss = n * uint64(os.Getpagesize())
+	}
+	if p.RSSBytes == 0 || p.RSSBytes > 2*rss || p.RSSBytes < rss/2 {
+		t.Errorf("rss = %d, statm says %d", p.RSSBytes, rss)
+	}
+
+	// Steady state: no file is opened again and about one read per thread.
+	for range 3 {
+		time.Sleep(20 * time.Millisecond)
+		if err := r.Snapshot(&s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := len(s.Tasks)
+	if s.Stats.Full || s.Stats.Opens != 0 || s.Stats.Reads > n+n/2+2 {
+		t.Errorf("steady refresh of %d tasks: %+v; want no opens and <= 1.5 reads per task", n, s.Stats)
+	}
+
+	// The process exits: it drops out silently and its descriptors are freed.
+	cmd.Process.Kill()
+	cmd.Wait()
+	if err := r.Snapshot(&s); err != nil {
+		t.Fatalf("snapshot after exit: %v", err)
+	}
+	if len(s.Procs) != 0 || s.Stats.KeptFDs != 0 {
+		t.Errorf("after exit: %d procs, %d kept fds", len(s.Procs), s.Stats.KeptFDs)
+	}
+}
+
+// ticks reads utime+stime of a process independently of the reader.
+func ticks(t *testing.T, pid int) (uint64, uint64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	u, _ := strconv.ParseUint(f[11], 10, 64)
+	k, _ := strconv.ParseUint(f[12], 10, 64)
+	return u, k
+}
+
+func TestRatesLiveCPU(t *testing.T) {
+	requireProc(t)
+	cmd := startHelper(t, "spin")
+	pid := cmd.Process.Pid
+	r, err := NewReader(Options{PIDs: []int{pid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var a, b Snapshot
+	r.Snapshot(&a)
+	u0, s0 := ticks(t, pid)
+	t0 := time.Now()
+	time.Sleep(time.Second)
+	r.Snapshot(&b)
+	u1, s1 := ticks(t, pid)
+	kernelPct := float64(u1+s1-u0-s0) / time.Since(t0).Seconds()
+	var rates Rates
+	rates.Compute(&a, &b)
+	pr := rates.Procs[0]
+	got := pr.UserPct + pr.SysPct
+	if pr.New || got < 30 {
+		t.Fatalf("spinning process: %+v", pr)
+	}
+	if d := got - kernelPct; d > 3 || d < -3 {
+		t.Errorf("cpu %.1f%%, kernel counters over the same window %.1f%%", got, kernelPct)
+	}
+	if pr.UserPct < 5*pr.SysPct {
+		t.Errorf("a user-space spin shows user %.1f%% sys %.1f%%", pr.UserPct, pr.SysPct)
+	}
+}
+
+// sumVol sums voluntary switches over /proc/PID/task/*/status.
+func sumVol(t *testing.T, pid int) uint64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var sum uint64
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		v, _, err := parseStatusCtxsw(b)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+func TestRatesLiveWakeups(t *testing.T) {
+	requireProc(t)
+	waker := startHelper(t, "wake")
+	idle := startHelper(t, "threads")
+	r, err := NewReader(Options{PIDs: []int{waker.Process.Pid, idle.Process.Pid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var a, b Snapshot
+	r.Snapshot(&a)
+	v0 := sumVol(t, waker.Process.Pid)
+	time.Sleep(time.Second)
+	r.Snapshot(&b)
+	v1 := sumVol(t, waker.Process.Pid)
+	var rates Rates
+	rates.Compute(&a, &b)
+	for _, pr := range rates.Procs {
+		switch int(pr.Proc.PID) {
+		case waker.Process.Pid:
+			// A 2 ms sleep loop wakes at most ~500 times a second, plus
+			// runtime threads; it must be far above an idle process.
+			if pr.VolPerSec < 150 || pr.VolPerSec > 3000 {
+				t.Errorf("waker: %.0f wake-ups/s", pr.VolPerSec)
+			}
+			want := float64(v1-v0) / rates.Interval.Seconds()
+			if d := pr.VolPerSec - want; d > 0.1*want || d < -0.1*want {
+				t.Errorf("waker: %.0f wake-ups/s, kernel per-thread sum %.0f", pr.VolPerSec, want)
+			}
+		case idle.Process.Pid:
+			if pr.VolPerSec > 30 {
+				t.Errorf("idle process: %.0f wake-ups/s", pr.VolPerSec)
+			}
+		}
+	}
+}
+
+// TestReaderFDCap runs with a tiny descriptor cap: figures stay right and
+// the cap holds.
+func TestReaderFDCap(t *testing.T) {
+	requireProc(t)
+	capped, err := NewReader(Options{MaxFDs: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer capped.Close()
+	full, err := NewReader(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	var a, b Snapshot
+	for range 2 {
+		if err := capped.Snapshot(&a); err != nil {
+			t.Fatal(err)
+		}
+		if err := full.Snapshot(&b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.Stats.KeptFDs > 16 {
+		t.Errorf("kept %d fds over a cap of 16", a.Stats.KeptFDs)
+	}
+	if a.Stats.Opens == 0 {
+		t.Errorf("beyond the cap files must be opened each time; stats %+v", a.Stats)
+	}
+	self := int32(os.Getpid())
+	pa, pb := a.Find(self), b.Find(self)
+	if pa == nil || pb == nil || pa.Threads != pb.Threads || pa.StartTime != pb.StartTime || pa.FDLimit != pb.FDLimit {
+		t.Errorf("capped and uncapped readers disagree on this process: %+v vs %+v", pa, pb)
+	}
+	if len(a.Procs) < 3 || abs(len(a.Procs)-len(b.Procs)) > 3 {
+		t.Errorf("capped reader saw %d processes, uncapped %d", len(a.Procs), len(b.Procs))
+	}
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// TestReaderCloseReleases checks that Close leaves no descriptor behind.
+func TestReaderCloseReleases(t *testing.T) {
+	requireProc(t)
+	before, _ := os.ReadDir("/proc/self/fd")
+	r, err := NewReader(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Snapshot
+	r.Snapshot(&s)
+	if s.Stats.KeptFDs < len(s.Procs) {
+		t.Errorf("kept only %d fds for %d processes", s.Stats.KeptFDs, len(s.Procs))
+	}
+	r.Close()
+	r.Close()
+	after, _ := os.ReadDir("/proc/self/fd")
+	if len(after) > len(before) {
+		t.Errorf("fds before %d, after Close %d", len(before), len(after))
+	}
+	if err := r.Snapshot(&s); err == nil {
+		t.Errorf("Snapshot after Close succeeded")
+	}
+}
+
+// BenchmarkSnapshot measures one steady-state refresh of the whole host;
+// allocs/op must stay at zero (goal: < 1 KB per refresh).
+func BenchmarkSnapshot(b *testing.B) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		b.Skip("needs /proc")
+	}
+	r, err := NewReader(Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	var s Snapshot
+	for range 2 {
+		r.Snapshot(&s)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := r.Snapshot(&s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(s.Tasks)), "tasks")
+}
+
+func BenchmarkRates(b *testing.B) {
+	r, err := NewReader(Options{Root: "testdata/proc"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	var s1, s2 Snapshot
+	r.Snapshot(&s1)
+	r.Snapshot(&s2)
+	var rates Rates
+	b.ReportAllocs()
+	for b.Loop() {
+		rates.Compute(&s1, &s2)
+	}
+}
