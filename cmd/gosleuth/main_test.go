@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestMain lets a test run the CLI in a child process (for example as
+// another user): GOSLEUTH_CLI_ARGS holds the arguments, one per line.
+func TestMain(m *testing.M) {
+	if args := os.Getenv("GOSLEUTH_CLI_ARGS"); args != "" {
+		err := run(context.Background(), strings.Split(args, "\n"), os.Stdout, os.Stderr)
+		os.Exit(exitCode(err, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func TestRunCommands(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		stdout   string // substring
+		errWords string // substring of the error
+	}{
+		{"no command", nil, 2, "", "no command given"},
+		{"help", []string{"help"}, 0, "Commands:", ""},
+		{"help top", []string{"help", "top"}, 0, "--interval", ""},
+		{"help unknown", []string{"help", "nope"}, 2, "", `unknown command "nope"`},
+		{"unknown command", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
+		{"version", []string{"version"}, 0, "gosleuth ", ""},
+		{"version with args", []string{"version", "x"}, 2, "", "no arguments"},
+		{"top bad flag", []string{"top", "--bogus"}, 2, "", "flag provided but not defined"},
+		{"top bad interval", []string{"top", "--interval", "1ms"}, 2, "", "at least 100ms"},
+		{"top malformed interval", []string{"top", "--interval", "soon"}, 2, "", "invalid value"},
+		{"top bad format", []string{"top", "--format", "xml"}, 2, "", "text or json"},
+		{"top bad sort", []string{"top", "--sort", "size"}, 2, "", "unknown sort column"},
+		{"top bad pid", []string{"top", "--pid", "abc"}, 2, "", `invalid pid "abc"`},
+		{"top negative pid", []string{"top", "--pid", "-5"}, 2, "", `invalid pid "-5"`},
+		{"top stray argument", []string{"top", "1234"}, 2, "", "takes no arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := run(context.Background(), tt.args, &out, &errb)
+			code := 0
+			var u usageError
+			switch {
+			case err == nil:
+			case errors.As(err, &u):
+				code = 2
+			default:
+				code = 1
+			}
+			if code != tt.code {
+				t.Fatalf("exit code %d, want %d (err %v)", code, tt.code, err)
+			}
+			if !strings.Contains(out.String(), tt.stdout) {
+				t.Errorf("stdout %q lacks %q", out.String(), tt.stdout)
+			}
+			if tt.errWords != "" && (err == nil || !strings.Contains(err.Error(), tt.errWords)) {
+				t.Errorf("error %v lacks %q", err, tt.errWords)
+			}
+		})
+	}
+}
+
+// runChild runs the CLI in a child process and returns stdout, stderr and
+// the exit code; cred, when set, runs it as that user.
+func runChild(t *testing.T, bin string, cred *syscall.Credential, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.Env = append(os.Environ(), "GOSLEUTH_CLI_ARGS="+strings.Join(args, "\n"))
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		cmd.Dir = "/"
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestTopNotFound(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("top needs Linux")
+	}
+	_, stderr, code := runChild(t, os.Args[0], nil, "top", "--pid", "536870000", "--once")
+	if code != 1 || stderr != "gosleuth: process 536870000 not found\n" {
+		t.Errorf("code %d stderr %q", code, stderr)
+	}
+}
+
+// TestTopUnprivileged runs top as user nobody: other users' descriptor
+// counts and executables are unreadable, shown as null with a note, and
+// nothing fails.
+func TestTopUnprivileged(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("top needs Linux")
+	}
+	if os.Getuid() != 0 {
+		t.Skip("needs root to switch to user nobody")
+	}
+	dir, err := os.MkdirTemp("", "gosleuth-unpriv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "gosleuth.test")
+	src, err := os.Open(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(dst, src)
+	src.Close()
+	dst.Close()
+	stdout, stderr, code := runChild(t, bin, &syscall.Credential{Uid: 65534, Gid: 65534},
+		"top", "--once", "--format", "json", "--interval", "200ms")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	var rec struct {
+		Note      string `json:"note"`
+		Processes []struct {
+			PID  int    `json:"pid"`
+			User string `json:"user"`
+			FDs  *int   `json:"fds"`
+		} `json:"processes"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rec); err != nil {
+		t.Fatalf("output is not one JSON record: %v\n%s", err, stdout)
+	}
+	if rec.Note == "" {
+		t.Errorf("no permission note")
+	}
+	var nullFDs, ownFDs int
+	for _, p := range rec.Processes {
+		if p.FDs == nil && p.User == "root" {
+			nullFDs++
+		}
+		if p.FDs != nil && p.User == "nobody" {
+			ownFDs++
+		}
+	}
+	if nullFDs == 0 || ownFDs == 0 {
+		t.Errorf("root processes with null fds: %d, nobody's with fds: %d", nullFDs, ownFDs)
+	}
+}
