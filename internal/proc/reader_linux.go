@@ -29,9 +29,10 @@ type Options struct {
 	PIDs []int
 	// SkipKernelThreads leaves kernel threads out (and unread).
 	SkipKernelThreads bool
-	// FullEvery re-reads every file of every task once in this many
-	// refreshes (default 10), even for tasks that did not run, so values that
-	// change without the task running (RSS under reclaim) stay fresh.
+	// FullEvery re-reads each process's stat and limits once in this many
+	// refreshes (default 10) even when none of its threads ran, because RSS
+	// (under reclaim) and limits (prlimit) change without the process
+	// running. Everything else is read only for threads that ran.
 	FullEvery int
 }
 
@@ -71,6 +72,7 @@ type procSlot struct {
 	taskfd   int
 	fdfd     int
 	iofd     int
+	limfd    int
 	tasks    []*taskSlot // sorted by TID
 	seen     uint64
 	skip     bool // a kernel thread left out by SkipKernelThreads
@@ -334,17 +336,17 @@ func forEachNumericDirent(b []byte, fn func(uint64)) {
 
 // addSlot starts watching pid. It reports false when the process is gone.
 func (r *Reader) addSlot(pid int32) bool {
-	s := &procSlot{statfd: -1, taskfd: -1, fdfd: -1, iofd: -1, fresh: true, seen: r.gen}
+	s := &procSlot{statfd: -1, taskfd: -1, fdfd: -1, iofd: -1, limfd: -1, fresh: true, seen: r.gen}
 	s.p.PID = pid
 	s.p.FDs = -1
 	s.p.FDLimit = -1
-	b, err := r.read(&s.statfd, false, pid, 0, "stat")
+	b, err := r.read(&s.statfd, true, pid, 0, "stat")
 	if err != nil {
 		return false
 	}
 	var sf statFields
 	if parseStat(b, &sf) != nil {
-		r.closeFD(&s.statfd, false)
+		r.closeFD(&s.statfd, true)
 		return false
 	}
 	s.p.Kernel = sf.Flags&pfKthread != 0
@@ -353,7 +355,7 @@ func (r *Reader) addSlot(pid int32) bool {
 	r.order = append(r.order, s)
 	if s.p.Kernel && r.opts.SkipKernelThreads {
 		s.skip = true
-		r.closeFD(&s.statfd, false)
+		r.closeFD(&s.statfd, true)
 		return true
 	}
 	var st unix.Stat_t
@@ -420,9 +422,14 @@ func (r *Reader) applyStat(s *procSlot, sf *statFields) {
 
 // refreshProc reads one process: every thread's schedstat, then stat and
 // status of the threads that ran, then the process files if anything moved.
+//
+// A thread's CPU times, switch counts and state, and a process's descriptor
+// count and io counters, change only when one of its threads runs, which
+// moves schedstat. Only RSS (reclaim) and the limits (prlimit from outside)
+// change behind a sleeping process's back: a full pass re-reads just those.
 func (r *Reader) refreshProc(s *procSlot, full bool) {
 	pid := s.p.PID
-	changed := full || s.fresh
+	ran := s.fresh
 	anyGone := false
 	for _, ts := range s.tasks {
 		b, err := r.read(&ts.schedfd, true, pid, ts.t.TID, "schedstat")
@@ -437,21 +444,21 @@ func (r *Reader) refreshProc(s *procSlot, full bool) {
 		if err != nil {
 			continue
 		}
-		moved := full || ts.fresh || run != ts.t.RunNS || slices != ts.t.Slices
+		moved := ts.fresh || run != ts.t.RunNS || slices != ts.t.Slices
 		ts.t.RunNS, ts.t.WaitNS, ts.t.Slices = run, wait, slices
 		if moved {
 			r.stats.Changed++
 			if r.readTask(pid, ts) {
-				changed = true
+				ran = true
 			} else {
 				anyGone = true
 			}
 		}
 	}
-	if !changed && !anyGone {
+	if !ran && !anyGone && !full {
 		return
 	}
-	b, err := r.read(&s.statfd, false, pid, 0, "stat")
+	b, err := r.read(&s.statfd, true, pid, 0, "stat")
 	if err != nil {
 		if errors.Is(err, errGone) {
 			s.gone = true
@@ -477,10 +484,12 @@ func (r *Reader) refreshProc(s *procSlot, full bool) {
 	if anyGone || int(sf.Threads) != r.liveTasks(s) {
 		r.rescanTasks(s)
 	}
-	r.readFDs(s, full)
-	r.readIO(s, full)
+	if ran || (full && (s.fdDenied || s.ioDenied)) {
+		r.readFDs(s)
+		r.readIO(s)
+	}
 	if full || s.fresh {
-		if b, err := r.read(nil, false, pid, 0, "limits"); err == nil {
+		if b, err := r.read(&s.limfd, false, pid, 0, "limits"); err == nil {
 			if v, err := parseLimitsNoFile(b); err == nil {
 				s.p.FDLimit = v
 				s.p.Known |= KnownFDLimit
@@ -614,10 +623,7 @@ func (r *Reader) rescanTasks(s *procSlot) {
 	s.tasks = out
 }
 
-func (r *Reader) readFDs(s *procSlot, full bool) {
-	if s.fdDenied && !full {
-		return
-	}
+func (r *Reader) readFDs(s *procSlot) {
 	fd, transient, err := r.ensure(&s.fdfd, false, s.p.PID, 0, "fd", unix.O_DIRECTORY)
 	if err != nil {
 		s.fdDenied = errors.Is(err, errDenied)
@@ -651,10 +657,7 @@ func (r *Reader) readFDs(s *procSlot, full bool) {
 	}
 }
 
-func (r *Reader) readIO(s *procSlot, full bool) {
-	if s.ioDenied && !full {
-		return
-	}
+func (r *Reader) readIO(s *procSlot) {
 	b, err := r.read(&s.iofd, false, s.p.PID, 0, "io")
 	if err != nil {
 		s.ioDenied = errors.Is(err, errDenied)
@@ -701,11 +704,14 @@ func (r *Reader) rebalance() {
 		}
 		r.closeFD(&s.iofd, false)
 		r.closeFD(&s.fdfd, false)
+		r.closeFD(&s.limfd, false)
 	}
 }
 
+// warmBudget is what the cap leaves for warm descriptors once every task's
+// schedstat and every process's stat and task directory (the hot ones) fit.
 func (r *Reader) warmBudget() int {
-	return r.max - r.nTasks - len(r.order)
+	return r.max - r.nTasks - 2*len(r.order)
 }
 
 func (r *Reader) closeSlot(s *procSlot) {
@@ -713,10 +719,11 @@ func (r *Reader) closeSlot(s *procSlot) {
 		r.closeTask(ts)
 	}
 	s.tasks = nil
-	r.closeFD(&s.statfd, false)
+	r.closeFD(&s.statfd, true)
 	r.closeFD(&s.taskfd, true)
 	r.closeFD(&s.fdfd, false)
 	r.closeFD(&s.iofd, false)
+	r.closeFD(&s.limfd, false)
 }
 
 func (r *Reader) closeTask(ts *taskSlot) {

@@ -180,9 +180,9 @@ var (
 
 func (u *tui) draw() {
 	scr := u.scr
-	scr.Clear()
 	w, h := scr.Size()
 	if w < 40 || h < 8 {
+		scr.Clear()
 		u.put(0, 0, fmt.Sprintf("terminal too small (%dx%d): need 40x8", w, h), styleWarn, w)
 		scr.Show()
 		return
@@ -227,7 +227,7 @@ func (u *tui) draw() {
 	}
 	head := Header()
 	head[v.Sort] = head[v.Sort] + dir
-	u.put(0, y, padRight(FormatLine(head, w), w), styleHead, w)
+	u.put(0, y, FormatLine(head, w), styleHead, w)
 	y++
 	if !u.ready {
 		u.put(0, y, fmt.Sprintf("measuring for %s…", u.cfg.Interval), styleDim, w)
@@ -241,7 +241,9 @@ func (u *tui) draw() {
 	if u.cursor >= u.top+page {
 		u.top = u.cursor - page + 1
 	}
-	if u.ready {
+	if !u.ready {
+		y++
+	} else {
 		for i := u.top; i < len(u.rows) && y < h-1; i++ {
 			r := u.rows[i]
 			u.cells = v.Cells(r, u.cells)
@@ -252,22 +254,19 @@ func (u *tui) draw() {
 			if i == u.cursor {
 				st = styleSel
 			}
-			u.put(0, y, padRight(FormatLine(u.cells, w), w), st, w)
+			u.put(0, y, FormatLine(u.cells, w), st, w)
 			y++
 		}
+	}
+	for ; y < h-1; y++ {
+		u.put(0, y, "", styleNormal, w)
 	}
 	u.put(0, h-1, helpLine, styleDim, w)
 	scr.Show()
 }
 
-func padRight(s string, w int) string {
-	n := len([]rune(s))
-	if n >= w {
-		return s
-	}
-	return s + strings.Repeat(" ", w-n)
-}
-
+// put writes s at (x, y) and blanks the rest of the line, so the screen
+// never needs a full Clear (tcell then sends only the cells that changed).
 func (u *tui) put(x, y int, s string, st tcell.Style, w int) {
 	for _, r := range s {
 		if x >= w {
@@ -275,5 +274,8 @@ func (u *tui) put(x, y int, s string, st tcell.Style, w int) {
 		}
 		u.scr.SetContent(x, y, r, nil, st)
 		x++
+	}
+	for ; x < w; x++ {
+		u.scr.SetContent(x, y, ' ', nil, st)
 	}
 }
