@@ -167,9 +167,6 @@ func (r *Reader) Close() error {
 		return nil
 	}
 	r.closed = true
-	for _, s := range r.order {
-		r.closeSlot(s)
-	}
 	for _, s := range r.slots {
 		r.closeSlot(s)
 	}

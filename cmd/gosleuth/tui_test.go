@@ -1,0 +1,135 @@
+//go:build linux
+
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tmuxSession runs the CLI in a detached tmux pane of the given size.
+type tmuxSession struct {
+	t    *testing.T
+	name string
+}
+
+func newTmux(t *testing.T, w, h string, args ...string) *tmuxSession {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("needs tmux to drive the terminal UI:", err)
+	}
+	s := &tmuxSession{t: t, name: "gosleuth-test-" + strings.ReplaceAll(t.Name(), "/", "-")}
+	exec.Command("tmux", "kill-session", "-t", s.name).Run()
+	env := "GOSLEUTH_CLI_ARGS=" + strings.Join(args, "\n")
+	// The shell stays after the program exits, so the test can see what the
+	// terminal was left with.
+	cmd := exec.Command("tmux", "new-session", "-d", "-s", s.name, "-x", w, "-y", h,
+		"env", env, "TERM=xterm-256color", os.Args[0], "-test.run=^$")
+	cmd.Env = os.Environ()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tmux: %v: %s", err, out)
+	}
+	exec.Command("tmux", "set-option", "-t", s.name, "remain-on-exit", "on").Run()
+	t.Cleanup(func() { exec.Command("tmux", "kill-session", "-t", s.name).Run() })
+	return s
+}
+
+func (s *tmuxSession) screen() string {
+	out, err := exec.Command("tmux", "capture-pane", "-p", "-t", s.name).Output()
+	if err != nil {
+		s.t.Fatalf("capture-pane: %v", err)
+	}
+	return string(out)
+}
+
+// waitFor polls the screen until it contains want.
+func (s *tmuxSession) waitFor(want string) string {
+	s.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var scr string
+	for time.Now().Before(deadline) {
+		scr = s.screen()
+		if strings.Contains(scr, want) {
+			return scr
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.t.Fatalf("screen never showed %q:\n%s", want, scr)
+	return ""
+}
+
+func (s *tmuxSession) keys(k ...string) {
+	args := append([]string{"send-keys", "-t", s.name}, k...)
+	if err := exec.Command("tmux", args...).Run(); err != nil {
+		s.t.Fatalf("send-keys: %v", err)
+	}
+}
+
+func (s *tmuxSession) dead() bool {
+	out, _ := exec.Command("tmux", "display-message", "-p", "-t", s.name, "#{pane_dead}").Output()
+	return strings.TrimSpace(string(out)) == "1"
+}
+
+func TestTUI(t *testing.T) {
+	s := newTmux(t, "160", "40", "top", "--interval", "200ms")
+	scr := s.waitFor("COMMAND")
+	if !strings.Contains(scr, "gosleuth top") || !strings.Contains(scr, "gosleuth: cpu") {
+		t.Errorf("header missing:\n%s", scr)
+	}
+	s.waitFor("1.26") // this test binary's own row shows its Go version
+	// Threads as rows.
+	s.keys("H")
+	s.waitFor("view threads")
+	s.waitFor("┊ ")
+	// Filter by a name that matches nothing but this test binary.
+	name := filepath.Base(os.Args[0])
+	s.keys("/")
+	s.keys("-l", name)
+	s.keys("Enter")
+	scr = s.waitFor("filter: " + name)
+	rows := 0
+	for _, line := range strings.Split(scr, "\n") {
+		if strings.Contains(line, name) && !strings.Contains(line, "filter:") {
+			rows++
+		}
+	}
+	if rows == 0 {
+		t.Errorf("filtered view shows no matching row:\n%s", scr)
+	}
+	// Sort by wake-ups with a key.
+	s.keys("W")
+	s.waitFor("WAKE/s↓")
+	// Quit restores the terminal: the program exits cleanly.
+	s.keys("q")
+	deadline := time.Now().Add(5 * time.Second)
+	for !s.dead() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !s.dead() {
+		t.Fatal("q did not quit")
+	}
+	if scr := s.screen(); strings.Contains(scr, "COMMAND") {
+		t.Errorf("the monitor's screen is still shown after quitting (terminal not restored):\n%s", scr)
+	}
+}
+
+func TestTUITooSmallAndResize(t *testing.T) {
+	s := newTmux(t, "30", "6", "top", "--interval", "200ms")
+	s.waitFor("terminal too small")
+	if err := exec.Command("tmux", "resize-window", "-t", s.name, "-x", "150", "-y", "30").Run(); err != nil {
+		t.Skip("tmux cannot resize a detached window here:", err)
+	}
+	s.waitFor("COMMAND")
+	s.keys("C-c")
+	deadline := time.Now().Add(5 * time.Second)
+	for !s.dead() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !s.dead() {
+		t.Fatal("Ctrl-C did not quit")
+	}
+}
