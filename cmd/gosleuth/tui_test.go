@@ -69,9 +69,16 @@ func (s *tmuxSession) keys(k ...string) {
 	}
 }
 
-func (s *tmuxSession) dead() bool {
-	out, _ := exec.Command("tmux", "display-message", "-p", "-t", s.name, "#{pane_dead}").Output()
-	return strings.TrimSpace(string(out)) == "1"
+// waitDead waits up to 5 s for the program in the pane to exit.
+func (s *tmuxSession) waitDead() bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		out, _ := exec.Command("tmux", "display-message", "-p", "-t", s.name, "#{pane_dead}").Output()
+		if strings.TrimSpace(string(out)) == "1" {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
 }
 
 func TestTUI(t *testing.T) {
@@ -105,11 +112,7 @@ func TestTUI(t *testing.T) {
 	s.waitFor("WAKE/s↓")
 	// Quit restores the terminal: the program exits cleanly.
 	s.keys("q")
-	deadline := time.Now().Add(5 * time.Second)
-	for !s.dead() && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !s.dead() {
+	if !s.waitDead() {
 		t.Fatal("q did not quit")
 	}
 	if scr := s.screen(); strings.Contains(scr, "COMMAND") {
@@ -125,11 +128,7 @@ func TestTUITooSmallAndResize(t *testing.T) {
 	}
 	s.waitFor("COMMAND")
 	s.keys("C-c")
-	deadline := time.Now().Add(5 * time.Second)
-	for !s.dead() && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !s.dead() {
+	if !s.waitDead() {
 		t.Fatal("Ctrl-C did not quit")
 	}
 }

@@ -7,15 +7,6 @@ import "errors"
 // ErrNotSupported is returned by NewReader on systems other than Linux.
 var ErrNotSupported = errors.New("reading processes needs Linux /proc")
 
-// Options configure a Reader; see the Linux documentation.
-type Options struct {
-	Root              string
-	MaxFDs            int
-	PIDs              []int
-	SkipKernelThreads bool
-	FullEvery         int
-}
-
 // Reader reads processes; it exists only on Linux.
 type Reader struct{}
 

@@ -21,15 +21,9 @@ import (
 // from a live host: PID 1 (11 threads), kthreadd (2), a process whose name
 // is "a) b" (8279), a zombie (8286) and its parent (8284).
 func TestReaderFixtures(t *testing.T) {
-	r, err := NewReader(Options{Root: "testdata/proc"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newTestReader(t, Options{Root: "testdata/proc"})
 	var s Snapshot
-	if err := r.Snapshot(&s); err != nil {
-		t.Fatal(err)
-	}
+	mustSnapshot(t, r, &s)
 	var pids []int32
 	for _, p := range s.Procs {
 		pids = append(pids, p.PID)
@@ -79,17 +73,28 @@ func TestReaderFixtures(t *testing.T) {
 	}
 
 	// Leaving kernel threads out.
-	r2, err := NewReader(Options{Root: "testdata/proc", SkipKernelThreads: true})
+	r2 := newTestReader(t, Options{Root: "testdata/proc", SkipKernelThreads: true})
+	var s2 Snapshot
+	mustSnapshot(t, r2, &s2)
+	if s2.Find(2) != nil || len(s2.Procs) != 4 {
+		t.Errorf("SkipKernelThreads kept %d procs", len(s2.Procs))
+	}
+}
+
+func newTestReader(t *testing.T, opts Options) *Reader {
+	t.Helper()
+	r, err := NewReader(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r2.Close()
-	var s2 Snapshot
-	if err := r2.Snapshot(&s2); err != nil {
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func mustSnapshot(t *testing.T, r *Reader, s *Snapshot) {
+	t.Helper()
+	if err := r.Snapshot(s); err != nil {
 		t.Fatal(err)
-	}
-	if s2.Find(2) != nil || len(s2.Procs) != 4 {
-		t.Errorf("SkipKernelThreads kept %d procs", len(s2.Procs))
 	}
 }
 
@@ -122,15 +127,9 @@ func copyTree(t *testing.T, src string) string {
 // reader must treat it as a new process, and Rates must not mix the two.
 func TestReaderPIDReuse(t *testing.T) {
 	root := copyTree(t, "testdata/proc")
-	r, err := NewReader(Options{Root: root, FullEvery: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newTestReader(t, Options{Root: root, FullEvery: 1})
 	var a, b, c Snapshot
-	if err := r.Snapshot(&a); err != nil {
-		t.Fatal(err)
-	}
+	mustSnapshot(t, r, &a)
 	stat := filepath.Join(root, "8279", "stat")
 	old, _ := os.ReadFile(stat)
 	reused := strings.Replace(string(old), " 39658 ", " 99999 ", 1)
@@ -140,12 +139,8 @@ func TestReaderPIDReuse(t *testing.T) {
 	if err := os.WriteFile(stat, []byte(reused), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Snapshot(&b); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Snapshot(&c); err != nil {
-		t.Fatal(err)
-	}
+	mustSnapshot(t, r, &b)
+	mustSnapshot(t, r, &c)
 	p := c.Find(8279)
 	if p == nil || p.StartTime != 99999 {
 		t.Fatalf("after reuse: %+v", p)
@@ -166,15 +161,9 @@ func TestReaderPIDReuse(t *testing.T) {
 // without an error.
 func TestReaderVanished(t *testing.T) {
 	root := copyTree(t, "testdata/proc")
-	r, err := NewReader(Options{Root: root, FullEvery: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newTestReader(t, Options{Root: root, FullEvery: 1})
 	var s Snapshot
-	if err := r.Snapshot(&s); err != nil {
-		t.Fatal(err)
-	}
+	mustSnapshot(t, r, &s)
 	kept := s.Stats.KeptFDs
 	if err := os.RemoveAll(filepath.Join(root, "8279")); err != nil {
 		t.Fatal(err)
@@ -286,15 +275,9 @@ func TestReaderLiveThreadsFDs(t *testing.T) {
 	requireProc(t)
 	cmd := startHelper(t, "threads")
 	pid := cmd.Process.Pid
-	r, err := NewReader(Options{PIDs: []int{pid}, FullEvery: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newTestReader(t, Options{PIDs: []int{pid}, FullEvery: 2})
 	var s Snapshot
-	if err := r.Snapshot(&s); err != nil {
-		t.Fatal(err)
-	}
+	mustSnapshot(t, r, &s)
 	p := s.Find(int32(pid))
 	if p == nil {
 		t.Fatalf("helper %d not found", pid)
@@ -331,9 +314,7 @@ func TestReaderLiveThreadsFDs(t *testing.T) {
 	sawFull, sawGated := false, false
 	for range 4 {
 		time.Sleep(20 * time.Millisecond)
-		if err := r.Snapshot(&s); err != nil {
-			t.Fatal(err)
-		}
+		mustSnapshot(t, r, &s)
 		if s.Stats.Opens != 0 {
 			t.Errorf("steady refresh opened %d files: %+v", s.Stats.Opens, s.Stats)
 		}
@@ -378,11 +359,7 @@ func TestRatesLiveCPU(t *testing.T) {
 	requireProc(t)
 	cmd := startHelper(t, "spin")
 	pid := cmd.Process.Pid
-	r, err := NewReader(Options{PIDs: []int{pid}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newTestReader(t, Options{PIDs: []int{pid}})
 	var a, b Snapshot
 	r.Snapshot(&a)
 	u0, s0 := ticks(t, pid)
@@ -424,11 +401,7 @@ func TestRatesLiveWakeups(t *testing.T) {
 	requireProc(t)
 	waker := startHelper(t, "wake")
 	idle := startHelper(t, "threads")
-	r, err := NewReader(Options{PIDs: []int{waker.Process.Pid, idle.Process.Pid}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := newTestReader(t, Options{PIDs: []int{waker.Process.Pid, idle.Process.Pid}})
 	var a, b Snapshot
 	r.Snapshot(&a)
 	v0 := sumVol(t, waker.Process.Pid)
@@ -437,23 +410,24 @@ func TestRatesLiveWakeups(t *testing.T) {
 	v1 := sumVol(t, waker.Process.Pid)
 	var rates Rates
 	rates.Compute(&a, &b)
+	var wake, quiet float64
 	for _, pr := range rates.Procs {
 		switch int(pr.Proc.PID) {
 		case waker.Process.Pid:
-			// A 2 ms sleep loop wakes at most ~500 times a second, plus
-			// runtime threads; it must be far above an idle process.
-			if pr.VolPerSec < 150 || pr.VolPerSec > 3000 {
-				t.Errorf("waker: %.0f wake-ups/s", pr.VolPerSec)
-			}
+			wake = pr.VolPerSec
 			want := float64(v1-v0) / rates.Interval.Seconds()
 			if d := pr.VolPerSec - want; d > 0.1*want || d < -0.1*want {
 				t.Errorf("waker: %.0f wake-ups/s, kernel per-thread sum %.0f", pr.VolPerSec, want)
 			}
 		case idle.Process.Pid:
-			if pr.VolPerSec > 30 {
-				t.Errorf("idle process: %.0f wake-ups/s", pr.VolPerSec)
-			}
+			quiet = pr.VolPerSec
 		}
+	}
+	// A 2 ms sleep loop wakes at most ~500 times a second, plus runtime
+	// threads; an idle Go process (threads blocked in read) barely wakes,
+	// though on a busy machine its runtime still does a little.
+	if wake < 150 || wake > 3000 || quiet > 100 || wake < 3*quiet {
+		t.Errorf("waker %.0f wake-ups/s, idle %.0f", wake, quiet)
 	}
 }
 
@@ -461,24 +435,12 @@ func TestRatesLiveWakeups(t *testing.T) {
 // the cap holds.
 func TestReaderFDCap(t *testing.T) {
 	requireProc(t)
-	capped, err := NewReader(Options{MaxFDs: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer capped.Close()
-	full, err := NewReader(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer full.Close()
+	capped := newTestReader(t, Options{MaxFDs: 16})
+	full := newTestReader(t, Options{})
 	var a, b Snapshot
 	for range 2 {
-		if err := capped.Snapshot(&a); err != nil {
-			t.Fatal(err)
-		}
-		if err := full.Snapshot(&b); err != nil {
-			t.Fatal(err)
-		}
+		mustSnapshot(t, capped, &a)
+		mustSnapshot(t, full, &b)
 	}
 	if a.Stats.KeptFDs > 16 {
 		t.Errorf("kept %d fds over a cap of 16", a.Stats.KeptFDs)

@@ -1,0 +1,22 @@
+package proc
+
+// Options configure a Reader. The zero value reads every process under /proc.
+type Options struct {
+	// Root is the procfs mount point, "/proc" when empty. Tests point it at
+	// fixtures under testdata/.
+	Root string
+	// MaxFDs caps the /proc descriptors kept open between refreshes (default
+	// 4096). Each costs the kernel about 4 KiB of memory once read. Beyond
+	// the cap, files are opened, read and closed each time.
+	MaxFDs int
+	// PIDs, when set, restricts the reader to these processes and their
+	// threads; /proc itself is not scanned.
+	PIDs []int
+	// SkipKernelThreads leaves kernel threads out (and unread).
+	SkipKernelThreads bool
+	// FullEvery re-reads each process's stat and limits once in this many
+	// refreshes (default 10) even when none of its threads ran, because RSS
+	// (under reclaim) and limits (prlimit) change without the process
+	// running. Everything else is read only for threads that ran.
+	FullEvery int
+}
