@@ -107,4 +107,27 @@ population small
 spawn 140 21
 sleep 3
 population large
+# Accuracy: a busy process's CPU% from gosleuth and from pidstat over the same
+# window (both sample the kernel's utime/stime once a second).
+accuracy() { # label CMD...
+  local label=$1; shift
+  "$@" >/dev/null 2>&1 &
+  local pid=$!
+  pids+=($pid)
+  sleep 1
+  pidstat -u -p "$pid" 1 10 > "$out/pidstat-$label.txt" &
+  local ps=$!
+  "$out/gosleuth" top --pid "$pid" --format json --count 10 > "$out/gosleuth-$label.json"
+  wait $ps || true
+  kill "$pid" 2>/dev/null || true
+  local p g
+  p=$(awk '/^Average:/ && $3 ~ /^[0-9]+$/ { printf "%.2f %.2f", $4, $5 }' "$out/pidstat-$label.txt")
+  g=$(python3 -c 'import json,sys
+rs=[json.loads(l)["processes"][0] for l in open(sys.argv[1])]
+print("%.2f %.2f" % (sum(r["cpu_user_pct"] for r in rs)/len(rs), sum(r["cpu_sys_pct"] for r in rs)/len(rs)))' "$out/gosleuth-$label.json")
+  echo "accuracy $label: usr/sys % pidstat $p, gosleuth $g" | tee -a "$out/summary.txt"
+}
+accuracy busy-user yes
+accuracy busy-sys dd if=/dev/zero of=/dev/null bs=64
+
 echo; cat "$out/summary.txt"
