@@ -45,7 +45,8 @@ over all threads), involuntary switches and the Go version of Go binaries. The
 header shows what gosleuth itself costs.
 
 Keys: q quit, s/S or →/← change the sort column, r reverse, t tree, H threads,
-K kernel threads, / filter by name or PID, P/M/W sort by CPU/memory/wake-ups.
+K kernel threads, / filter by name or PID, Esc clear the filter, Enter focus
+on the selected process, P/M/W sort by CPU/memory/wake-ups.
 
 Without a terminal (or with --once, --format json) it prints a table or one
 JSON object per interval to stdout. Reading other users' descriptors, io and

@@ -49,16 +49,22 @@ func (s *tmuxSession) screen() string {
 // waitFor polls the screen until it contains want.
 func (s *tmuxSession) waitFor(want string) string {
 	s.t.Helper()
+	return s.waitUntil(want, func(scr string) bool { return strings.Contains(scr, want) })
+}
+
+// waitUntil polls the screen for up to 10 s until ok accepts it.
+func (s *tmuxSession) waitUntil(what string, ok func(string) bool) string {
+	s.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	var scr string
 	for time.Now().Before(deadline) {
 		scr = s.screen()
-		if strings.Contains(scr, want) {
+		if ok(scr) {
 			return scr
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	s.t.Fatalf("screen never showed %q:\n%s", want, scr)
+	s.t.Fatalf("screen never showed %s:\n%s", what, scr)
 	return ""
 }
 
@@ -110,6 +116,14 @@ func TestTUI(t *testing.T) {
 	// Sort by wake-ups with a key.
 	s.keys("W")
 	s.waitFor("WAKE/s↓")
+	// Esc clears the filter; Enter focuses on the selected process.
+	s.keys("Escape")
+	s.waitUntil("the filter to clear", func(scr string) bool { return !strings.Contains(scr, "filter:") })
+	s.keys("Home", "Enter")
+	scr = s.waitFor("filter: ")
+	if !strings.Contains(scr, "view threads") {
+		t.Errorf("focus did not turn threads on:\n%s", scr)
+	}
 	// Quit restores the terminal: the program exits cleanly.
 	s.keys("q")
 	if !s.waitDead() {

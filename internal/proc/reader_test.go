@@ -528,3 +528,25 @@ func BenchmarkRates(b *testing.B) {
 		rates.Compute(&s1, &s2)
 	}
 }
+
+// TestReaderFDCountFallback counts descriptors by listing /proc/PID/fd, as
+// on kernels before 6.2 where fstat does not report the count, and checks it
+// against the fstat count.
+func TestReaderFDCountFallback(t *testing.T) {
+	requireProc(t)
+	cmd := startHelper(t, "threads")
+	pid := cmd.Process.Pid
+	fast := newTestReader(t, Options{PIDs: []int{pid}})
+	slow := newTestReader(t, Options{PIDs: []int{pid}})
+	if !fast.fdSize {
+		t.Skip("this kernel does not report descriptor counts through fstat (Linux < 6.2): only the fallback exists")
+	}
+	slow.fdSize = false
+	var a, b Snapshot
+	mustSnapshot(t, fast, &a)
+	mustSnapshot(t, slow, &b)
+	pa, pb := a.Find(int32(pid)), b.Find(int32(pid))
+	if pa == nil || pb == nil || pa.FDs != pb.FDs || pb.FDs < 13 || pb.Known&KnownFDs == 0 {
+		t.Errorf("fstat count %+v, listing count %+v", pa, pb)
+	}
+}

@@ -3,13 +3,14 @@ package top
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gdamore/tcell/v2"
 )
 
-const helpLine = "q quit  s/S sort →/←  r reverse  t tree  H threads  K kernel  / filter  ↑↓ PgUp PgDn Home End"
+const helpLine = "q quit  s/S sort  r reverse  t tree  H threads  K kernel  / filter  Enter focus  Esc clear  ↑↓ PgUp PgDn"
 
 // tui is the interactive screen. Everything runs on the goroutine of
 // runTUI: tcell delivers input events over a channel, so the collector and
@@ -107,8 +108,17 @@ func (u *tui) handle(ev tcell.Event) bool {
 			return false
 		}
 		switch ev.Key() {
-		case tcell.KeyCtrlC, tcell.KeyEscape:
+		case tcell.KeyCtrlC:
 			return true
+		case tcell.KeyEscape:
+			v.Filter = ""
+		case tcell.KeyEnter:
+			// Focus on the selected process: it alone, with its threads.
+			if u.cursor >= 0 && u.cursor < len(u.rows) {
+				v.Filter = strconv.Itoa(int(u.rows[u.cursor].Proc.PID))
+				v.Threads = true
+				u.cursor, u.top = 0, 0
+			}
 		case tcell.KeyUp:
 			u.cursor--
 		case tcell.KeyDown:

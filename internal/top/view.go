@@ -27,6 +27,8 @@ const (
 	ColFDs
 	ColWake
 	ColNvcsw
+	ColRunQ
+	ColSyscalls
 	ColGo
 	ColCommand
 	numColumns
@@ -51,8 +53,12 @@ var columns = [numColumns]columnInfo{
 	ColFDs:     {"fds", "FDS/LIMIT", 12, false},
 	ColWake:    {"wake", "WAKE/s", 7, false},
 	ColNvcsw:   {"nvcsw", "NVCSW/s", 7, false},
-	ColGo:      {"go", "GO", 7, true},
-	ColCommand: {"command", "COMMAND", 0, true},
+	// RUNQ% is time runnable but waiting for a CPU: scheduler latency.
+	ColRunQ: {"runq", "RUNQ%", 5, false},
+	// SYSC/s is read- and write-like syscalls per second (syscr+syscw).
+	ColSyscalls: {"sysc", "SYSC/s", 7, false},
+	ColGo:       {"go", "GO", 7, true},
+	ColCommand:  {"command", "COMMAND", 0, true},
 }
 
 // ParseColumn returns the column named by a --sort value.
@@ -258,14 +264,14 @@ func (r Row) id() int32 {
 
 // number is the numeric value of a row in a column, for sorting.
 func (v *View) number(r Row, c Column) float64 {
-	usr, sys, wake, nv := r.rates()
+	rt := r.rates()
 	switch c {
 	case ColCPU:
-		return usr + sys
+		return rt.usr + rt.sys
 	case ColUsr:
-		return usr
+		return rt.usr
 	case ColSys:
-		return sys
+		return rt.sys
 	case ColRSS:
 		return float64(r.Proc.RSSBytes)
 	case ColThreads:
@@ -276,26 +282,38 @@ func (v *View) number(r Row, c Column) float64 {
 		}
 		return float64(r.Proc.FDs)
 	case ColWake:
-		return wake
+		return rt.wake
 	case ColNvcsw:
-		return nv
+		return rt.nvcsw
+	case ColRunQ:
+		return rt.runq
+	case ColSyscalls:
+		return rt.syscalls
 	}
 	return 0
 }
 
-// rates returns CPU user/sys percent and switch rates for the row.
-func (r Row) rates() (usr, sys, wake, nvcsw float64) {
+// rowRates are the per-second figures of a row; ok is false before a row
+// has been seen twice.
+type rowRates struct {
+	ok                          bool
+	usr, sys, wake, nvcsw, runq float64
+	syscalls                    float64 // -1: unknown (and for threads)
+}
+
+func (r Row) rates() rowRates {
 	if r.Task != nil {
 		if r.TaskRate == nil || r.TaskRate.New {
-			return 0, 0, 0, 0
+			return rowRates{syscalls: -1}
 		}
 		t := r.TaskRate
-		return t.UserPct, t.SysPct, t.VolPerSec, t.InvolPerSec
+		return rowRates{true, t.UserPct, t.SysPct, t.VolPerSec, t.InvolPerSec, t.RunQueuePct, -1}
 	}
 	if r.Rate == nil || r.Rate.New {
-		return 0, 0, 0, 0
+		return rowRates{syscalls: -1}
 	}
-	return r.Rate.UserPct, r.Rate.SysPct, r.Rate.VolPerSec, r.Rate.InvolPerSec
+	p := r.Rate
+	return rowRates{true, p.UserPct, p.SysPct, p.VolPerSec, p.InvolPerSec, p.RunQueuePct, p.SyscallsPerSec}
 }
 
 // text is the cell text of a row in a column.
@@ -311,12 +329,17 @@ func (v *View) text(r Row, c Column) string {
 			return string(rune(r.Task.State))
 		}
 		return string(rune(p.State))
-	case ColCPU, ColUsr, ColSys, ColWake, ColNvcsw:
-		if (r.Task == nil && (r.Rate == nil || r.Rate.New)) || (r.Task != nil && (r.TaskRate == nil || r.TaskRate.New)) {
+	case ColCPU, ColUsr, ColSys, ColWake, ColNvcsw, ColRunQ, ColSyscalls:
+		if !r.rates().ok {
 			return "…"
 		}
 		x := v.number(r, c)
-		if c == ColWake || c == ColNvcsw {
+		switch {
+		case c == ColSyscalls && r.Task != nil:
+			return ""
+		case c == ColSyscalls && x < 0:
+			return "-"
+		case c == ColWake || c == ColNvcsw || c == ColSyscalls:
 			return strconv.FormatFloat(x, 'f', 0, 64)
 		}
 		return strconv.FormatFloat(x, 'f', 1, 64)
