@@ -13,10 +13,15 @@ import (
 )
 
 func main() {
+	os.Exit(mainExit(os.Args[1:]))
+}
+
+// mainExit runs gosleuth with args until it ends or is interrupted (SIGINT,
+// SIGTERM), and returns the exit status.
+func mainExit(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(exitCode(err, os.Stderr))
+	defer stop()
+	return exitCode(run(ctx, args, os.Stdout, os.Stderr), os.Stderr)
 }
 
 // exitCode prints err the way every subcommand reports failure and maps it

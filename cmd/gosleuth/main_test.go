@@ -19,8 +19,7 @@ import (
 // another user): GOSLEUTH_CLI_ARGS holds the arguments, one per line.
 func TestMain(m *testing.M) {
 	if args := os.Getenv("GOSLEUTH_CLI_ARGS"); args != "" {
-		err := run(context.Background(), strings.Split(args, "\n"), os.Stdout, os.Stderr)
-		os.Exit(exitCode(err, os.Stderr))
+		os.Exit(mainExit(strings.Split(args, "\n")))
 	}
 	os.Exit(m.Run())
 }

@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -144,5 +146,29 @@ func TestTUITooSmallAndResize(t *testing.T) {
 	s.keys("C-c")
 	if !s.waitDead() {
 		t.Fatal("Ctrl-C did not quit")
+	}
+}
+
+// TestTUISigterm stops the monitor with SIGTERM: it exits and gives the
+// terminal back.
+func TestTUISigterm(t *testing.T) {
+	s := newTmux(t, "120", "30", "top", "--interval", "200ms")
+	s.waitFor("COMMAND")
+	out, err := exec.Command("tmux", "display-message", "-p", "-t", s.name, "#{pane_pid}").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("pane pid %q: %v", out, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if !s.waitDead() {
+		t.Fatal("SIGTERM did not stop top")
+	}
+	if scr := s.screen(); strings.Contains(scr, "COMMAND") {
+		t.Errorf("terminal not restored after SIGTERM:\n%s", scr)
 	}
 }
