@@ -120,17 +120,10 @@ func parseStat(b []byte, s *statFields) error {
 func parseSchedstat(b []byte) (run, wait, slices uint64, err error) {
 	var vals [3]uint64
 	for i := range vals {
-		b = skipSpace(b)
-		end := 0
-		for end < len(b) && b[end] >= '0' && b[end] <= '9' {
-			end++
-		}
-		v, ok := atou(b[:end])
-		if !ok {
+		var ok bool
+		if vals[i], b, ok = leadingNumber(b); !ok {
 			return 0, 0, 0, fmt.Errorf("parse schedstat: %w", ErrParse)
 		}
-		vals[i] = v
-		b = b[end:]
 	}
 	return vals[0], vals[1], vals[2], nil
 }
@@ -178,11 +171,7 @@ func parseLimitsNoFile(b []byte) (int64, error) {
 	if bytes.HasPrefix(rest, []byte("unlimited")) {
 		return Unlimited, nil
 	}
-	end := 0
-	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
-		end++
-	}
-	v, ok := atou(rest[:end])
+	v, _, ok := leadingNumber(rest)
 	if !ok {
 		return 0, fmt.Errorf("parse limits: %w: bad Max open files", ErrParse)
 	}
@@ -204,12 +193,20 @@ func numberAt(b []byte, i int, key []byte) (uint64, bool) {
 	if i < 0 {
 		return 0, false
 	}
-	rest := skipSpace(b[i+len(key):])
+	v, _, ok := leadingNumber(b[i+len(key):])
+	return v, ok
+}
+
+// leadingNumber parses the decimal number at the start of b (after blanks)
+// and returns what follows it.
+func leadingNumber(b []byte) (v uint64, rest []byte, ok bool) {
+	b = skipSpace(b)
 	end := 0
-	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+	for end < len(b) && b[end] >= '0' && b[end] <= '9' {
 		end++
 	}
-	return atou(rest[:end])
+	v, ok = atou(b[:end])
+	return v, b[end:], ok
 }
 
 // atou parses a non-empty unsigned decimal without allocating.
