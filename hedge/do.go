@@ -82,6 +82,7 @@ func Do[T any](ctx context.Context, p *Policy, attempt func(context.Context) (T,
 		}()
 	}
 	next, pending := 1, 1 // next: the attempt slot the timer considers next
+	hedges := 0           // extra attempts launched
 	launch(0)
 
 	timer := time.NewTimer(p.Delay())
@@ -118,8 +119,8 @@ func Do[T any](ctx context.Context, p *Policy, attempt func(context.Context) (T,
 			o := classifyErr(r.err, ctx)
 			p.record(now, now.Sub(starts[r.i]), r.i == 0, o)
 			if r.err == nil {
-				if r.i > 0 {
-					p.hedgesWon.Add(1)
+				if hedges > 0 {
+					p.hedged(hedges, r.i > 0, false)
 				}
 				finish(now, outcomeSuperseded)
 				return r.v, nil
@@ -131,6 +132,9 @@ func Do[T any](ctx context.Context, p *Policy, attempt func(context.Context) (T,
 				firstErr = r.err
 			}
 			if pending == 0 {
+				if hedges > 0 {
+					p.hedged(hedges, false, ctx.Err() != nil)
+				}
 				finish(now, outcomeSuperseded)
 				var zero T
 				return zero, firstErr
@@ -141,6 +145,7 @@ func Do[T any](ctx context.Context, p *Policy, attempt func(context.Context) (T,
 			if p.admit() {
 				launch(next)
 				pending++
+				hedges++
 			}
 			next++
 			if next < p.cfg.maxAttempts {

@@ -6,7 +6,7 @@
 //
 // Hedging can also turn a busy backend into a collapsed one, since every
 // extra request adds load just when the backend is slowest. A Policy
-// therefore bounds the extra load in four ways:
+// therefore bounds the extra load in five ways:
 //
 //   - a budget: extra attempts never exceed a ratio (default 5%) of the
 //     real requests plus a small burst, counted on real traffic;
@@ -16,6 +16,10 @@
 //     shifts well above its long-run value (queueing, not a tail), and
 //     resumes when the backend settles; a Retry-After on a 429 or 503
 //     pauses it for that long;
+//   - a win-rate switch: hedging also pauses while fewer than one hedge
+//     in ten answers before its primary (near capacity a hedge only
+//     queues behind it), and a trickle of probe hedges tells when hedges
+//     win again;
 //   - a delay that adapts: by default the 97th percentile of recent
 //     attempt latencies, so that only about 3% of requests get a hedge.
 //     Attempts cut short because another one won are recorded at the time

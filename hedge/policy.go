@@ -36,9 +36,10 @@ const (
 )
 
 // SwitchOff sets when hedging pauses because the backend looks
-// overloaded. A zero field disables its check. Only primaries (first
-// attempts) are counted, over the current and the previous latency window
-// (each at least one second and 200 attempts, or ten seconds).
+// overloaded or hedges do not pay. A zero field disables its check. For
+// the error, rejection and latency checks only primaries (first attempts)
+// are counted, over the current and the previous latency window (each at
+// least one second and 200 attempts, or ten seconds).
 type SwitchOff struct {
 	// ErrorRate pauses hedging while more than this share of primaries
 	// end in a transport error or a 5xx status other than 503. Default 0.05.
@@ -54,10 +55,27 @@ type SwitchOff struct {
 	// MaxPause is how long a latency shift may pause hedging before the
 	// new level is taken as the long-run median. Default 30 s.
 	MaxPause time.Duration
+	// MinWinRate pauses hedging while fewer than this share of hedges win
+	// (answer their request before the other attempts), judged over each
+	// run of 20 hedges whose requests were answered. Such hedges add load
+	// and buy nothing: near capacity, or when every attempt takes about as
+	// long as any other, a hedge just queues behind its primary. While
+	// paused, one hedge in 10 that would have been sent still goes out as
+	// a probe (one in 20, 40, then 80 after each further run of 20 probes
+	// that still lose), and hedging resumes after a run of 20 probes that
+	// wins often enough. Default 0.1: when the delay sits near the P97 of
+	// latency, a hedge that wins less than one time in ten rescues at most
+	// 0.3% of requests, too few to move the P99, while the losers still
+	// add their load. Hedges against a real tail win far more often: 90%
+	// with the adaptive delay and 98% with a fixed 5 ms one in the heavy
+	// tail scenario of bench/hedge-tail.
+	MinWinRate float64
 }
 
 // DefaultSwitchOff is the SwitchOff of a Policy built without WithSwitchOff.
-var DefaultSwitchOff = SwitchOff{ErrorRate: 0.05, RejectRate: 0.01, LatencyShift: 2, MaxPause: 30 * time.Second}
+var DefaultSwitchOff = SwitchOff{
+	ErrorRate: 0.05, RejectRate: 0.01, LatencyShift: 2, MaxPause: 30 * time.Second, MinWinRate: 0.1,
+}
 
 // config collects what the options set.
 type config struct {
@@ -193,11 +211,13 @@ func WithMaxAttempts(n int) Option {
 	return policyOption(func(c *config) { c.maxAttempts = n })
 }
 
-// WithSwitchOff replaces DefaultSwitchOff. It panics on negative fields.
+// WithSwitchOff replaces DefaultSwitchOff. It panics on negative fields
+// and on a MinWinRate above 1.
 func WithSwitchOff(s SwitchOff) Option {
 	if s.ErrorRate < 0 || s.RejectRate < 0 || s.LatencyShift < 0 || s.MaxPause < 0 ||
+		!(s.MinWinRate >= 0 && s.MinWinRate <= 1) ||
 		math.IsNaN(s.ErrorRate+s.RejectRate+s.LatencyShift) {
-		panic(fmt.Sprintf("hedge: WithSwitchOff(%+v): fields must not be negative", s))
+		panic(fmt.Sprintf("hedge: WithSwitchOff(%+v): fields must not be negative, MinWinRate at most 1", s))
 	}
 	if s.MaxPause == 0 {
 		s.MaxPause = DefaultSwitchOff.MaxPause
@@ -231,6 +251,9 @@ const (
 	// GetBody), or the request asks for a protocol upgrade. Counted once
 	// per request.
 	ReasonNotReplayable
+	// ReasonLowWinRate: too few recent hedges won (SwitchOff.MinWinRate);
+	// hedging is paused but for a trickle of probes.
+	ReasonLowWinRate
 	numReasons
 )
 
@@ -243,6 +266,7 @@ var reasonNames = [numReasons]string{
 	ReasonPushback:      "pushback",
 	ReasonNotIdempotent: "not-idempotent",
 	ReasonNotReplayable: "not-replayable",
+	ReasonLowWinRate:    "low-win-rate",
 }
 
 // String returns the reason's name, such as "budget" or
@@ -281,6 +305,7 @@ type Stats struct {
 	// Delay is the current hedge delay.
 	Delay time.Duration
 	// Paused is the reason hedging is paused now, or -1 when it is not.
+	// During a ReasonLowWinRate pause a few probes are still sent.
 	Paused Reason
 	// ExtraLoad is Hedges / Requests: the extra attempts sent per real
 	// request since the Policy was created.
@@ -295,6 +320,7 @@ type Policy struct {
 	cfg     config
 	tracker *tracker
 	budget  *budget
+	wins    winGate
 
 	delay       atomic.Int64 // current delay, ns
 	paused      atomic.Int32 // Reason+1 of the overload switch, 0 when off
@@ -369,6 +395,18 @@ func (p *Policy) Stats() Stats {
 
 // pausedReason returns why hedging is paused now, or -1.
 func (p *Policy) pausedReason(now time.Time) Reason {
+	if r := p.overloadReason(now); r >= 0 {
+		return r
+	}
+	if p.wins.paused() {
+		return ReasonLowWinRate
+	}
+	return -1
+}
+
+// overloadReason returns why the overload switch or a pushback pauses
+// hedging now, or -1.
+func (p *Policy) overloadReason(now time.Time) Reason {
 	if r := p.paused.Load(); r > 0 {
 		return Reason(r - 1)
 	}
@@ -390,8 +428,12 @@ func (p *Policy) deny(r Reason) { p.denied[r].Add(1) }
 // caller owns one in-flight slot and must call release when the attempt
 // ends.
 func (p *Policy) admit() bool {
-	if r := p.pausedReason(time.Now()); r >= 0 {
+	if r := p.overloadReason(time.Now()); r >= 0 {
 		p.deny(r)
+		return false
+	}
+	if !p.wins.probe() {
+		p.deny(ReasonLowWinRate)
 		return false
 	}
 	if p.inFlight.Add(1) > int64(p.cfg.maxInFlight) {
@@ -410,6 +452,19 @@ func (p *Policy) admit() bool {
 
 // release frees the in-flight slot of an extra attempt.
 func (p *Policy) release() { p.inFlight.Add(-1) }
+
+// hedged records how a request that sent hedges was answered: won tells
+// whether one of its hedges answered it. When the caller gave up, the
+// request says nothing about whether hedges pay, and only a win is
+// counted.
+func (p *Policy) hedged(hedges int, won, gaveUp bool) {
+	if won {
+		p.hedgesWon.Add(1)
+	}
+	if !gaveUp {
+		p.wins.record(hedges, won, p.cfg.switchOff.MinWinRate)
+	}
+}
 
 // record feeds one attempt's latency and outcome to the estimator and the
 // overload switch, and publishes their new state when it was refreshed.

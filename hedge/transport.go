@@ -323,9 +323,7 @@ func (c *call) deliver(i int, resp *http.Response, err error, now time.Time) *ht
 		}
 		c.cancel(j)
 	}
-	if o == outcomeOK && winner > 0 {
-		p.hedgesWon.Add(1)
-	}
+	p.hedged(c.hedges, o == outcomeOK && winner > 0, c.req.Context().Err() != nil)
 	c.resp, c.err = c.finishWinner(winner, resp, err)
 	if c.done != nil {
 		close(c.done)

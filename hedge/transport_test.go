@@ -304,8 +304,12 @@ func TestSwitchOffUnderOverload(t *testing.T) {
 				w.WriteHeader(status)
 			})
 			// Delay 3 ms: every slow request would be hedged if allowed;
-			// the budget is out of the way.
-			p := testPolicy(WithDelay(3*time.Millisecond), WithBudget(1), WithMaxInFlight(100))
+			// the budget is out of the way, and so is the low win rate
+			// switch (hedges lose while everything is slower, before the
+			// shift is seen; TestLowWinRateSwitchOff covers it).
+			so := DefaultSwitchOff
+			so.MinWinRate = 0
+			p := testPolicy(WithDelay(3*time.Millisecond), WithBudget(1), WithMaxInFlight(100), WithSwitchOff(so))
 			c, ht := newClient(t, WithPolicy(p))
 			for i, ph := range tt.phases {
 				behave.Store(&ph.behave)

@@ -13,7 +13,8 @@
 //	denied_total{reason}    hedges not sent, by hedge.Reason (counter)
 //	in_flight               extra attempts running now (gauge)
 //	delay_seconds           current hedge delay (gauge)
-//	paused{reason}          1 for the reason hedging is paused now (gauge)
+//	paused{reason}          1 for the reason hedging is paused now, such as
+//	                        overload-queueing or low-win-rate (gauge)
 //	extra_load_ratio        hedges_total / requests_total (gauge)
 package hedgeprom
 
@@ -23,7 +24,9 @@ import (
 )
 
 // pauseReasons are the reasons that can pause hedging as a whole.
-var pauseReasons = []hedge.Reason{hedge.ReasonErrors, hedge.ReasonRejections, hedge.ReasonQueueing, hedge.ReasonPushback}
+var pauseReasons = []hedge.Reason{
+	hedge.ReasonErrors, hedge.ReasonRejections, hedge.ReasonQueueing, hedge.ReasonPushback, hedge.ReasonLowWinRate,
+}
 
 // Collector is a prometheus.Collector for one hedge.Policy. Each scrape
 // takes one Policy.Stats snapshot.

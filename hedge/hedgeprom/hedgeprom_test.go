@@ -3,6 +3,7 @@ package hedgeprom_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -59,6 +60,7 @@ hedge_hedges_won_total{backend="test"} 1
 # TYPE hedge_denied_total counter
 hedge_denied_total{backend="test",reason="budget"} 1
 hedge_denied_total{backend="test",reason="in-flight"} 0
+hedge_denied_total{backend="test",reason="low-win-rate"} 0
 hedge_denied_total{backend="test",reason="not-idempotent"} 0
 hedge_denied_total{backend="test",reason="not-replayable"} 0
 hedge_denied_total{backend="test",reason="overload-errors"} 0
@@ -73,6 +75,7 @@ hedge_in_flight{backend="test"} 0
 hedge_delay_seconds{backend="test"} 0.002
 # HELP hedge_paused 1 for the reason hedging is paused now, 0 for the others.
 # TYPE hedge_paused gauge
+hedge_paused{backend="test",reason="low-win-rate"} 0
 hedge_paused{backend="test",reason="overload-errors"} 0
 hedge_paused{backend="test",reason="overload-queueing"} 0
 hedge_paused{backend="test",reason="overload-rejections"} 0
@@ -84,8 +87,8 @@ hedge_extra_load_ratio{backend="test"} 0.3333333333333333
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := testutil.GatherAndCount(register(t, c)); err != nil || n != 18 {
-		t.Fatalf("registered collector gathers %d series (err %v), want 18", n, err)
+	if n, err := testutil.GatherAndCount(register(t, c)); err != nil || n != 20 {
+		t.Fatalf("registered collector gathers %d series (err %v), want 20", n, err)
 	}
 }
 
@@ -98,4 +101,51 @@ func register(t *testing.T, c prometheus.Collector) *prometheus.Registry {
 		t.Fatalf("register: %v", err)
 	}
 	return r
+}
+
+func TestCollectorLowWinRate(t *testing.T) {
+	p := hedge.NewPolicy(hedge.WithDelay(time.Millisecond), hedge.WithBudget(1))
+	// Every attempt takes as long as any other: the hedges never win, and
+	// after 20 of them hedging pauses.
+	sameTime := func(ctx context.Context) (int, error) {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+			return 1, nil
+		}
+	}
+	for range 30 {
+		if _, err := hedge.Do(context.Background(), p, sameTime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := p.Stats()
+	c := hedgeprom.NewCollector(p, nil)
+	want := fmt.Sprintf(`
+# HELP hedge_paused 1 for the reason hedging is paused now, 0 for the others.
+# TYPE hedge_paused gauge
+hedge_paused{reason="low-win-rate"} 1
+hedge_paused{reason="overload-errors"} 0
+hedge_paused{reason="overload-queueing"} 0
+hedge_paused{reason="overload-rejections"} 0
+hedge_paused{reason="pushback"} 0
+# HELP hedge_denied_total Hedges not sent, by reason.
+# TYPE hedge_denied_total counter
+hedge_denied_total{reason="budget"} 0
+hedge_denied_total{reason="in-flight"} 0
+hedge_denied_total{reason="low-win-rate"} %d
+hedge_denied_total{reason="not-idempotent"} 0
+hedge_denied_total{reason="not-replayable"} 0
+hedge_denied_total{reason="overload-errors"} 0
+hedge_denied_total{reason="overload-queueing"} 0
+hedge_denied_total{reason="overload-rejections"} 0
+hedge_denied_total{reason="pushback"} 0
+`, s.Denied[hedge.ReasonLowWinRate])
+	if s.Denied[hedge.ReasonLowWinRate] == 0 {
+		t.Fatalf("stats %+v: no low-win-rate denial", s)
+	}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "hedge_paused", "hedge_denied_total"); err != nil {
+		t.Fatal(err)
+	}
 }
