@@ -56,6 +56,9 @@ func BenchmarkRoundTrip(b *testing.B) {
 	defer base.CloseIdleConnections()
 	b.Run("loopback/base", func(b *testing.B) { benchRoundTrip(b, base, lreq) })
 	b.Run("loopback/hedge", func(b *testing.B) { benchRoundTrip(b, NewTransport(base), lreq) })
+	clreq := lreq.WithContext(ctx)
+	b.Run("loopback-cancellable-ctx/base", func(b *testing.B) { benchRoundTrip(b, base, clreq) })
+	b.Run("loopback-cancellable-ctx/hedge", func(b *testing.B) { benchRoundTrip(b, NewTransport(base), clreq) })
 }
 
 var sinkString string
@@ -77,4 +80,41 @@ func BenchmarkDo(b *testing.B) {
 			sinkString, _ = Do(ctx, p, attempt)
 		}
 	})
+}
+
+// TestFastPathAllocs guards the cost of a request that is not hedged: one
+// allocation over the base transport (the call, with the primary's request
+// and context inside), whether or not the caller's context can be
+// cancelled, as long as the base transport does not watch the context.
+func TestFastPathAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocation counts")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tests := []struct {
+		name string
+		ctx  context.Context
+	}{
+		{"background context", context.Background()},
+		{"cancellable context", ctx},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequestWithContext(tt.ctx, http.MethodGet, "http://stub.invalid/", nil)
+			allocs := func(rt http.RoundTripper) float64 {
+				return testing.AllocsPerRun(500, func() {
+					resp, err := rt.RoundTrip(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+				})
+			}
+			base, hedged := allocs(stubTransport{}), allocs(NewTransport(stubTransport{}))
+			if hedged > base+1 {
+				t.Fatalf("%v allocations per request through Transport, %v through the base: want at most one more", hedged, base)
+			}
+		})
+	}
 }

@@ -11,19 +11,24 @@ import (
 // inside the call, so the common case (no hedge fires) allocates no
 // context of its own; it behaves as context.WithCancel(parent) would.
 //
+// It registers with its parent only once someone asks to be told when it
+// ends (Done or AfterFunc): a base transport that never watches the
+// context costs no registration. Err checks the parent itself.
+//
 // It implements the AfterFunc method that the context package looks for
 // on custom contexts, so contexts derived from it (net/http derives one
 // per request) register a callback here instead of starting a goroutine
 // to watch Done.
 type primaryCtx struct {
-	parent     context.Context
-	stopParent func() bool // unregisters from parent; nil if parent never ends
+	parent context.Context
 
-	mu   sync.Mutex
-	done chan struct{} // made on first use or on cancel
-	err  error
-	fn   func()   // the first registered callback
-	fns  []func() // further ones
+	mu         sync.Mutex
+	watched    bool          // registration with the parent was claimed
+	stopParent func() bool   // unregisters from the parent; nil if none
+	done       chan struct{} // made on first use or on cancel
+	err        error
+	fn         func()   // the first registered callback
+	fns        []func() // further ones
 }
 
 // closedChan is the Done channel of a context cancelled before anyone
@@ -34,12 +39,7 @@ var closedChan = func() chan struct{} {
 	return c
 }()
 
-func (c *primaryCtx) init(parent context.Context) {
-	c.parent = parent
-	if parent.Done() != nil {
-		c.stopParent = context.AfterFunc(parent, func() { c.cancel(parent.Err()) })
-	}
-}
+func (c *primaryCtx) init(parent context.Context) { c.parent = parent }
 
 // Deadline implements context.Context.
 func (c *primaryCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
@@ -54,16 +54,59 @@ func (c *primaryCtx) Done() <-chan struct{} {
 		c.done = make(chan struct{})
 	}
 	d := c.done
+	watch := c.claimWatchLocked()
 	c.mu.Unlock()
+	if watch {
+		c.watchParent()
+	}
 	return d
 }
 
-// Err implements context.Context.
+// claimWatchLocked reports whether the caller must register c with its
+// parent: true once, unless c already ended. c.mu is held.
+func (c *primaryCtx) claimWatchLocked() bool {
+	if c.watched || c.err != nil {
+		return false
+	}
+	c.watched = true
+	return true
+}
+
+// watchParent makes the end of the parent end c.
+func (c *primaryCtx) watchParent() {
+	if c.parent.Done() == nil {
+		return // the parent never ends
+	}
+	if err := c.parent.Err(); err != nil {
+		c.cancel(err)
+		return
+	}
+	stop := context.AfterFunc(c.parent, func() { c.cancel(c.parent.Err()) })
+	c.mu.Lock()
+	if c.err != nil {
+		// Cancelled meanwhile: cancel found no registration to undo.
+		c.mu.Unlock()
+		stop()
+		return
+	}
+	c.stopParent = stop
+	c.mu.Unlock()
+}
+
+// Err implements context.Context. Until someone watches c, the parent's
+// end is noticed here.
 func (c *primaryCtx) Err() error {
 	c.mu.Lock()
 	err := c.err
 	c.mu.Unlock()
-	return err
+	if err != nil {
+		return err
+	}
+	if err := c.parent.Err(); err != nil {
+		c.cancel(err)
+		return c.Err()
+	}
+	return nil
 }
 
 // String names the context, as the context package's own types do.
@@ -74,7 +117,16 @@ func (c *primaryCtx) String() string { return "hedge.primaryCtx" }
 // derived from c. The returned stop function only reports false: a
 // callback left registered runs at most once when c is cancelled, and the
 // context package's callbacks are idempotent cancels.
+//
+// f never runs on the caller's goroutine: the context package calls
+// AfterFunc while holding the lock that f takes.
 func (c *primaryCtx) AfterFunc(f func()) func() bool {
+	c.mu.Lock()
+	watch := c.claimWatchLocked()
+	c.mu.Unlock()
+	if watch {
+		c.watchParent() // may cancel c, if the parent has ended
+	}
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -105,11 +157,11 @@ func (c *primaryCtx) cancel(err error) {
 	} else {
 		close(c.done)
 	}
-	fn, fns := c.fn, c.fns
-	c.fn, c.fns = nil, nil
+	fn, fns, stop := c.fn, c.fns, c.stopParent
+	c.fn, c.fns, c.stopParent = nil, nil, nil
 	c.mu.Unlock()
-	if c.stopParent != nil {
-		c.stopParent()
+	if stop != nil {
+		stop()
 	}
 	if fn != nil {
 		fn()

@@ -159,12 +159,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	c := &call{t: t, req: req, next: 1, pending: 1}
 	c.pctx.init(req.Context())
+	// The primary's request lives in the call: one allocation for both.
+	c.preq = *req.WithContext(&c.pctx)
 	c.att[0] = attemptState{start: time.Now(), started: true}
 	c.mu.Lock()
 	c.timer = armTimer(c, p.Delay())
 	c.mu.Unlock()
 
-	resp, err := t.base.RoundTrip(req.WithContext(&c.pctx))
+	resp, err := t.base.RoundTrip(&c.preq)
 	now := time.Now()
 
 	c.mu.Lock()
@@ -189,6 +191,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 type call struct {
 	t     *Transport
 	req   *http.Request
+	preq  http.Request // the primary's request: req with pctx
 	timer *hedgeTimer
 	pctx  primaryCtx // the primary's context
 	body  cancelBody // the winner's body, when it has one
