@@ -60,10 +60,11 @@ type SwitchOff struct {
 	// run of 20 hedges whose requests were answered. Such hedges add load
 	// and buy nothing: near capacity, or when every attempt takes about as
 	// long as any other, a hedge just queues behind its primary. While
-	// paused, one hedge in 10 that would have been sent still goes out as
-	// a probe (one in 20, 40, then 80 after each further run of 20 probes
-	// that still lose), and hedging resumes after a run of 20 probes that
-	// wins often enough. Default 0.1: when the delay sits near the P97 of
+	// paused, a hedge that would have been sent still goes out as a probe
+	// when at least 10 such hedges and one second have passed since the
+	// last probe (20 and 2 s, 40 and 4 s, then 80 and 8 s after each
+	// further run of 20 probes that still lose), and hedging resumes as
+	// soon as the probes of a run win often enough. Default 0.1: when the delay sits near the P97 of
 	// latency, a hedge that wins less than one time in ten rescues at most
 	// 0.3% of requests, too few to move the P99, while the losers still
 	// add their load. Hedges against a real tail win far more often: 90%
@@ -428,11 +429,12 @@ func (p *Policy) deny(r Reason) { p.denied[r].Add(1) }
 // caller owns one in-flight slot and must call release when the attempt
 // ends.
 func (p *Policy) admit() bool {
-	if r := p.overloadReason(time.Now()); r >= 0 {
+	now := time.Now()
+	if r := p.overloadReason(now); r >= 0 {
 		p.deny(r)
 		return false
 	}
-	if !p.wins.probe() {
+	if !p.wins.probe(now, p.cfg.window.probeInterval) {
 		p.deny(ReasonLowWinRate)
 		return false
 	}

@@ -57,6 +57,8 @@ type windowing struct {
 	minAge       time.Duration // a window closes once this old and minCount full...
 	minCount     uint64
 	maxAge       time.Duration // ...or once this old
+
+	probeInterval time.Duration // least time between win-rate probes, at level 1
 }
 
 var defaultWindowing = windowing{
@@ -64,6 +66,8 @@ var defaultWindowing = windowing{
 	minAge:       time.Second,
 	minCount:     200,
 	maxAge:       10 * time.Second,
+
+	probeInterval: defaultProbeInterval,
 }
 
 const (

@@ -3,39 +3,56 @@ package hedge
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The win-rate switch judges hedges in windows of winWindow outcomes.
-// While it is on, one hedge opportunity in probeEvery<<(level-1) is still
-// sent as a probe, so that the switch learns when hedges win again; each
-// window of probes that still loses halves the probe share, down to one in
-// probeEvery<<(maxProbeLevel-1).
+// While it is on, a hedge opportunity is still sent as a probe once
+// probeEvery<<(level-1) opportunities and probeInterval<<(level-1) have
+// passed since the last probe, so that the switch learns when hedges win
+// again. Each window of probes that still loses raises the level, up to
+// maxProbeLevel: one probe in 80 opportunities and 8 s by default.
 const (
 	winWindow     = 20 // hedges per judged window
-	probeEvery    = 10 // probe share at level 1: one opportunity in 10
-	maxProbeLevel = 4  // lowest probe share: one in 80
+	probeEvery    = 10 // opportunities per probe at level 1
+	maxProbeLevel = 4
 )
+
+// defaultProbeInterval is the least time between probes at level 1. The
+// count alone would let a busy client probe dozens of times a second,
+// which near capacity is itself the load the switch is meant to spare.
+const defaultProbeInterval = time.Second
 
 // winGate pauses hedging while too few hedges win: near capacity, or when
 // every attempt takes about as long as any other, a hedge only queues
 // behind its primary and adds load without ever answering first.
 type winGate struct {
-	level atomic.Int32  // 0: hedging open; k > 0: paused, probing at level k
-	skips atomic.Uint64 // hedge opportunities seen while paused
+	level     atomic.Int32  // 0: hedging open; k > 0: paused, probing at level k
+	skips     atomic.Uint64 // hedge opportunities since the last probe
+	lastProbe atomic.Int64  // unix ns of the last probe, or of the pause
 
 	mu        sync.Mutex
 	sent, won uint64 // hedges in the current window, and wins among them
 }
 
 // probe is asked for each hedge opportunity. It reports whether the gate
-// lets it through: always when open, and one in probeEvery<<(level-1)
-// while paused.
-func (g *winGate) probe() bool {
+// lets it through: always when open; while paused, only as a probe, once
+// enough opportunities and enough time (interval at level 1) have passed
+// since the last one.
+func (g *winGate) probe(now time.Time, interval time.Duration) bool {
 	l := g.level.Load()
 	if l == 0 {
 		return true
 	}
-	return g.skips.Add(1)%(probeEvery<<(l-1)) == 0
+	if g.skips.Add(1) < probeEvery<<(l-1) {
+		return false
+	}
+	last := g.lastProbe.Load()
+	if now.UnixNano()-last < int64(interval<<(l-1)) || !g.lastProbe.CompareAndSwap(last, now.UnixNano()) {
+		return false
+	}
+	g.skips.Store(0)
+	return true
 }
 
 // paused reports whether the gate is on.
@@ -68,6 +85,7 @@ func (g *winGate) record(hedges int, won bool, minRate float64) {
 		l := g.level.Load()
 		if l == 0 {
 			g.skips.Store(0)
+			g.lastProbe.Store(time.Now().UnixNano())
 		}
 		g.level.Store(min(l+1, maxProbeLevel))
 	} else {

@@ -24,7 +24,8 @@ func opportunities(p *Policy, n int) int {
 // TestWinGate drives the low win rate switch through its states: a window
 // of 20 losing hedges pauses hedging, probes go out one in 10, 20, 40 and
 // then 80 opportunities while they keep losing, and a window of winning
-// probes resumes hedging.
+// probes resumes hedging. Probes are not spaced in time here (see
+// TestWinGateProbeInterval).
 func TestWinGate(t *testing.T) {
 	type step struct {
 		hedges, wins int    // hedged requests to record, one hedge each
@@ -95,6 +96,40 @@ func TestWinGate(t *testing.T) {
 	}
 }
 
+// TestWinGateProbeInterval checks that probes are spaced in time as well
+// as in opportunities, so that a busy client sends few probes.
+func TestWinGateProbeInterval(t *testing.T) {
+	tests := []struct {
+		name       string
+		level      int           // losing windows recorded
+		step, span time.Duration // one opportunity per step, for span
+		want       int
+	}{
+		{"busy, level 1: one a second", 1, 10 * time.Millisecond, 10 * time.Second, 10},
+		{"busy, level 2: one in two seconds", 2, 10 * time.Millisecond, 10 * time.Second, 5},
+		{"busy, level 9 stops at one in 8 s", 9, 10 * time.Millisecond, 40 * time.Second, 5},
+		{"quiet, level 1: one in 10 opportunities", 1, 5 * time.Second, 100 * time.Second, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var g winGate
+			for range tt.level * winWindow {
+				g.record(1, false, 0.1)
+			}
+			start := time.Unix(0, g.lastProbe.Load())
+			probes := 0
+			for k := int64(1); k*int64(tt.step) <= int64(tt.span); k++ {
+				if g.probe(start.Add(time.Duration(k)*tt.step), time.Second) {
+					probes++
+				}
+			}
+			if probes != tt.want {
+				t.Fatalf("%d probes, want %d", probes, tt.want)
+			}
+		})
+	}
+}
+
 func TestWinGateIgnoresAbandoned(t *testing.T) {
 	p := newPolicy(testConfig())
 	for range 40 {
@@ -143,10 +178,15 @@ func TestLowWinRateSwitchOff(t *testing.T) {
 				(*handle.Load())(s, n, r)
 			})
 			// The budget, the in-flight cap and the latency shift are out of
-			// the way.
+			// the way, and probes are not spaced in time.
 			so := DefaultSwitchOff
 			so.LatencyShift = 0
-			c, ht := newClient(t, WithDelay(2*time.Millisecond), WithBudget(1), WithMaxInFlight(100), WithSwitchOff(so))
+			cfg := defaultConfig()
+			for _, o := range []Option{WithDelay(2 * time.Millisecond), WithBudget(1), WithMaxInFlight(100), WithSwitchOff(so)} {
+				o(&cfg)
+			}
+			cfg.window.probeInterval = 0
+			c, ht := newClient(t, WithPolicy(newPolicy(cfg)))
 			for i, ph := range tt.phases {
 				handle.Store(&ph.handle)
 				before := ht.Stats()
