@@ -64,12 +64,14 @@ type SwitchOff struct {
 	// when at least 10 such hedges and one second have passed since the
 	// last probe (20 and 2 s, 40 and 4 s, then 80 and 8 s after each
 	// further run of 20 probes that still lose), and hedging resumes as
-	// soon as the probes of a run win often enough. Default 0.1: when the delay sits near the P97 of
-	// latency, a hedge that wins less than one time in ten rescues at most
-	// 0.3% of requests, too few to move the P99, while the losers still
-	// add their load. Hedges against a real tail win far more often: 90%
-	// with the adaptive delay and 98% with a fixed 5 ms one in the heavy
-	// tail scenario of bench/hedge-tail.
+	// soon as the probes of a run win often enough.
+	//
+	// Default 0.1: when the delay sits near the P97 of latency, a hedge
+	// that wins less than one time in ten rescues at most 0.3% of
+	// requests, too few to move the P99, while the losers still add their
+	// load. Hedges against a real tail win far more often: 90% with the
+	// adaptive delay and 98% with a fixed 5 ms one in the heavy tail
+	// scenario of bench/hedge-tail.
 	MinWinRate float64
 }
 

@@ -14,10 +14,11 @@
 // Each server runs in a child process of its own by default (-server
 // process), as a real backend would: the "2 ms of work" of the capacity
 // scenario is a Go timer, and in the client's process it runs late
-// whenever the client arms timers of its own (on a 2-core VM, a wrapper that only armed
-// and stopped a 5 ms timer per request raised the server's load from 91%
-// to 94-97% and its P99 several-fold), which charged the client's timers
-// to the server's capacity. -server inprocess keeps the old layout.
+// whenever the client arms timers of its own (on a 2-core VM, a wrapper
+// that only armed and stopped a 5 ms timer per request raised the
+// server's load from 91% to 94-97% and its P99 several-fold), which
+// charged the client's timers to the server's capacity. -server inprocess
+// keeps the old layout.
 //
 // For each it compares no hedging, package hedge with a fixed 5 ms delay,
 // package hedge with its adaptive default, and cristalhq/hedgedhttp
