@@ -571,6 +571,7 @@ func (r *Reader) rescanTasks(s *procSlot) {
 		ts := &taskSlot{schedfd: -1, statfd: -1, statusfd: -1, fresh: true, seen: mark}
 		ts.t.TID = tid
 		s.tasks = append(s.tasks, ts)
+		r.nTasks++
 		added = true
 	}
 	if added {
@@ -584,7 +585,6 @@ func (r *Reader) rescanTasks(s *procSlot) {
 			continue
 		}
 		if ts.fresh {
-			r.nTasks++
 			if b, err := r.read(&ts.schedfd, true, pid, ts.t.TID, "schedstat"); err == nil {
 				ts.t.RunNS, ts.t.WaitNS, ts.t.Slices, _ = parseSchedstat(b)
 			}
@@ -702,10 +702,10 @@ func (r *Reader) closeSlot(s *procSlot) {
 	r.closeFD(&s.limfd, false)
 }
 
+// closeTask releases a thread's descriptors and its place in the budget. It
+// is called once per thread: the thread leaves its process's list with it.
 func (r *Reader) closeTask(ts *taskSlot) {
-	if !ts.fresh || ts.schedfd >= 0 {
-		r.nTasks--
-	}
+	r.nTasks--
 	r.closeFD(&ts.schedfd, true)
 	r.closeFD(&ts.statfd, false)
 	r.closeFD(&ts.statusfd, false)

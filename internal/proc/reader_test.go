@@ -177,6 +177,9 @@ func TestReaderVanished(t *testing.T) {
 	if s.Stats.KeptFDs >= kept {
 		t.Errorf("kept fds %d, was %d: the vanished process's descriptors were not released", s.Stats.KeptFDs, kept)
 	}
+	if r.nTasks != len(s.Tasks) {
+		t.Errorf("the fd budget counts %d tasks, the snapshot has %d", r.nTasks, len(s.Tasks))
+	}
 }
 
 // helper modes run in a child copy of the test binary.
@@ -337,8 +340,8 @@ func TestReaderLiveThreadsFDs(t *testing.T) {
 	if err := r.Snapshot(&s); err != nil {
 		t.Fatalf("snapshot after exit: %v", err)
 	}
-	if len(s.Procs) != 0 || s.Stats.KeptFDs != 0 {
-		t.Errorf("after exit: %d procs, %d kept fds", len(s.Procs), s.Stats.KeptFDs)
+	if len(s.Procs) != 0 || s.Stats.KeptFDs != 0 || r.nTasks != 0 {
+		t.Errorf("after exit: %d procs, %d kept fds, %d tasks in the budget", len(s.Procs), s.Stats.KeptFDs, r.nTasks)
 	}
 }
 
@@ -441,6 +444,9 @@ func TestReaderFDCap(t *testing.T) {
 	for range 2 {
 		mustSnapshot(t, capped, &a)
 		mustSnapshot(t, full, &b)
+	}
+	if capped.nTasks != len(a.Tasks) || full.nTasks != len(b.Tasks) {
+		t.Errorf("budget counts %d and %d tasks, snapshots hold %d and %d", capped.nTasks, full.nTasks, len(a.Tasks), len(b.Tasks))
 	}
 	if a.Stats.KeptFDs > 16 {
 		t.Errorf("kept %d fds over a cap of 16", a.Stats.KeptFDs)
