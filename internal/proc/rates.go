@@ -15,7 +15,8 @@ type ProcRate struct {
 	// interval, in percent of one CPU.
 	ChildUserPct, ChildSysPct float64
 	// VolPerSec and InvolPerSec are context switches per second summed over
-	// the threads alive at both ends. Voluntary switches are wake-ups.
+	// the threads, counting threads created during the interval in full and
+	// threads that exited not at all. Voluntary switches are wake-ups.
 	VolPerSec, InvolPerSec float64
 	// SyscallsPerSec is syscr+syscw per second, -1 when io is unreadable.
 	SyscallsPerSec float64
@@ -98,6 +99,14 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 				k++
 			}
 			if k >= len(pt) || pt[k].TID != t.TID {
+				// A thread that appeared in a process seen before was created
+				// during the interval (creating it made the process run, so
+				// the reader lists it at once): all its switches are new.
+				if p != nil {
+					vol += t.VolCtxsw
+					invol += t.InvolCtxsw
+					wait += t.WaitNS
+				}
 				continue
 			}
 			o := &pt[k]
