@@ -103,13 +103,15 @@ func TestDoAllFail(t *testing.T) {
 }
 
 func TestDoFailureIsNotRetried(t *testing.T) {
-	p := NewPolicy(WithDelay(time.Millisecond))
+	// The delay is long enough that only a retry, never a hedge racing a
+	// slow scheduler, could make a second call.
+	p := NewPolicy(WithDelay(100 * time.Millisecond))
 	var calls atomic.Int32
 	_, err := Do(context.Background(), p, func(ctx context.Context) (int, error) {
 		calls.Add(1)
 		return 0, errBackend
 	})
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(150 * time.Millisecond)
 	if !errors.Is(err, errBackend) || calls.Load() != 1 {
 		t.Fatalf("err = %v after %d calls, want errBackend after 1", err, calls.Load())
 	}
