@@ -313,6 +313,11 @@ type Stats struct {
 	// ExtraLoad is Hedges / Requests: the extra attempts sent per real
 	// request since the Policy was created.
 	ExtraLoad float64
+	// Resent counts attempts a Transport sent again because net/http
+	// failed them with context.Canceled though their context was live: the
+	// connection they reused was closed by the cancellation of a losing
+	// attempt (see Transport).
+	Resent uint64
 }
 
 // Policy decides when to send a hedge and whether one may be sent. It is
@@ -334,6 +339,7 @@ type Policy struct {
 	hedges    atomic.Uint64
 	hedgesWon atomic.Uint64
 	denied    [numReasons]atomic.Uint64
+	spurious  atomic.Uint64 // attempts resent after a spurious cancellation
 }
 
 // NewPolicy returns a Policy configured by opts. Without options it uses
@@ -386,6 +392,7 @@ func (p *Policy) Stats() Stats {
 		InFlight:  int(p.inFlight.Load()),
 		Delay:     p.Delay(),
 		Paused:    p.pausedReason(time.Now()),
+		Resent:    p.spurious.Load(),
 	}
 	for i := range p.denied {
 		s.Denied[Reason(i)] = p.denied[i].Load()

@@ -33,7 +33,10 @@ import (
 //
 // The base transport must honour request context cancellation, as
 // http.Transport does: a losing attempt stops only when its context is
-// cancelled. Create a Transport with NewTransport; it is safe for
+// cancelled. Cancelling an attempt whose bodiless response is arriving can
+// make http.Transport close a connection it has already handed to another
+// request, which then fails with context.Canceled; such an attempt is sent
+// once more (it is idempotent) and counted in Stats.Resent. Create a Transport with NewTransport; it is safe for
 // concurrent use.
 type Transport struct {
 	base   http.RoundTripper
@@ -166,7 +169,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.timer = armTimer(c, p.Delay())
 	c.mu.Unlock()
 
-	resp, err := t.base.RoundTrip(&c.preq)
+	resp, err := t.send(&c.preq)
 	now := time.Now()
 
 	c.mu.Lock()
@@ -185,6 +188,36 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	drain(discard)
 	<-done
 	return c.resp, c.err
+}
+
+// send is one attempt through the base transport.
+//
+// net/http's Transport puts a connection back in its idle pool as soon as a
+// response without a body arrives, before the response reaches the
+// request's RoundTrip. If that request's context is cancelled in between,
+// as a losing attempt's is, Transport closes the connection that another
+// request may already be using, and that request fails with the cancelled
+// request's error, context.Canceled, though nothing cancelled it. Hedging
+// cancels losers all the time, so send tells that case apart (the
+// attempt's own context is live) and sends the attempt once more: it is
+// idempotent, or it would not be hedged.
+func (t *Transport) send(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err == nil || !errors.Is(err, context.Canceled) || r.Context().Err() != nil {
+		return resp, err
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		if r.GetBody == nil {
+			return resp, err
+		}
+		body, berr := r.GetBody()
+		if berr != nil {
+			return resp, err
+		}
+		r.Body = body
+	}
+	t.policy.spurious.Add(1)
+	return t.base.RoundTrip(r)
 }
 
 // call is one hedged request.
@@ -253,7 +286,7 @@ func (c *call) runHedge(i int, ctx context.Context) {
 	var resp *http.Response
 	r, err := t.hedgeRequest(c.req, ctx, i)
 	if err == nil {
-		resp, err = t.base.RoundTrip(r)
+		resp, err = t.send(r)
 	}
 	now := time.Now()
 	t.policy.release()

@@ -551,3 +551,80 @@ func TestSharedPolicy(t *testing.T) {
 		t.Fatal("Do and the Transport do not share counters")
 	}
 }
+
+// flakyBase fails its first n round trips with context.Canceled, as
+// net/http does for a request whose reused connection was closed by
+// another request's cancellation, and records the bodies it was sent.
+type flakyBase struct {
+	mu     sync.Mutex
+	fail   int
+	calls  int
+	bodies []string
+}
+
+func (f *flakyBase) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if r.Body != nil {
+		b, _ := io.ReadAll(r.Body)
+		f.bodies = append(f.bodies, string(b))
+	}
+	if f.calls <= f.fail {
+		return nil, context.Canceled
+	}
+	return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+}
+
+func TestSpuriousCancelResent(t *testing.T) {
+	tests := []struct {
+		name      string
+		fail      int
+		method    string
+		body      string
+		cancelled bool // the caller's own context is cancelled
+		wantErr   bool
+		wantCalls int
+	}{
+		{"resent once", 1, "GET", "", false, false, 2},
+		{"body replayed", 1, "PUT", "payload", false, false, 2},
+		{"only once", 2, "GET", "", false, true, 2},
+		{"caller cancelled: not resent", 1, "GET", "", true, true, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := &flakyBase{fail: tt.fail}
+			tr := NewTransport(base, WithDelay(time.Hour))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tt.cancelled {
+				cancel()
+			}
+			var body io.Reader
+			if tt.body != "" {
+				body = strings.NewReader(tt.body)
+			}
+			req, _ := http.NewRequestWithContext(ctx, tt.method, "http://backend.invalid/x", body)
+			resp, err := tr.RoundTrip(req)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+			if resp != nil {
+				resp.Body.Close()
+			}
+			if base.calls != tt.wantCalls {
+				t.Errorf("%d round trips, want %d", base.calls, tt.wantCalls)
+			}
+			if tt.body != "" {
+				for i, b := range base.bodies {
+					if b != tt.body {
+						t.Errorf("attempt %d sent body %q, want %q", i, b, tt.body)
+					}
+				}
+			}
+			if want := uint64(tt.wantCalls - 1); tr.Stats().Resent != want {
+				t.Errorf("Resent = %d, want %d", tr.Stats().Resent, want)
+			}
+		})
+	}
+}

@@ -33,7 +33,7 @@ var pauseReasons = []hedge.Reason{
 type Collector struct {
 	p *hedge.Policy
 
-	requests, hedges, won, denied, inFlight, delay, paused, extra *prometheus.Desc
+	requests, hedges, won, denied, inFlight, delay, paused, extra, resent *prometheus.Desc
 }
 
 // NewCollector returns a Collector for p; constLabels (which may be nil)
@@ -52,12 +52,13 @@ func NewCollector(p *hedge.Policy, constLabels prometheus.Labels) *Collector {
 		delay:    d("delay_seconds", "Current delay before a hedge is sent."),
 		paused:   d("paused", "1 for the reason hedging is paused now, 0 for the others.", "reason"),
 		extra:    d("extra_load_ratio", "Extra attempts sent per real request since the policy was created."),
+		resent:   d("resent_total", "Attempts sent again after net/http failed them with a cancellation that was not theirs."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.requests, c.hedges, c.won, c.denied, c.inFlight, c.delay, c.paused, c.extra} {
+	for _, d := range []*prometheus.Desc{c.requests, c.hedges, c.won, c.denied, c.inFlight, c.delay, c.paused, c.extra, c.resent} {
 		ch <- d
 	}
 }
@@ -81,4 +82,5 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.paused, prometheus.GaugeValue, v, r.String())
 	}
 	ch <- prometheus.MustNewConstMetric(c.extra, prometheus.GaugeValue, s.ExtraLoad)
+	ch <- prometheus.MustNewConstMetric(c.resent, prometheus.CounterValue, float64(s.Resent))
 }

@@ -83,12 +83,15 @@ hedge_paused{backend="test",reason="pushback"} 1
 # HELP hedge_extra_load_ratio Extra attempts sent per real request since the policy was created.
 # TYPE hedge_extra_load_ratio gauge
 hedge_extra_load_ratio{backend="test"} 0.3333333333333333
+# HELP hedge_resent_total Attempts sent again after net/http failed them with a cancellation that was not theirs.
+# TYPE hedge_resent_total counter
+hedge_resent_total{backend="test"} 0
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := testutil.GatherAndCount(register(t, c)); err != nil || n != 20 {
-		t.Fatalf("registered collector gathers %d series (err %v), want 20", n, err)
+	if n, err := testutil.GatherAndCount(register(t, c)); err != nil || n != 21 {
+		t.Fatalf("registered collector gathers %d series (err %v), want 21", n, err)
 	}
 }
 
