@@ -16,7 +16,10 @@ import (
 )
 
 func TestCollector(t *testing.T) {
-	p := hedge.NewPolicy(hedge.WithDelay(2*time.Millisecond), hedge.WithBudget(0), hedge.WithBurst(1))
+	// The delay is long enough that the primary attempt has started before
+	// the hedge even on a loaded machine: the first call of slowOnce is the
+	// primary.
+	p := hedge.NewPolicy(hedge.WithDelay(50*time.Millisecond), hedge.WithBudget(0), hedge.WithBurst(1))
 	// The first call is slow: it is hedged and the hedge wins.
 	var calls atomic.Int32
 	slowOnce := func(ctx context.Context) (int, error) {
@@ -31,7 +34,7 @@ func TestCollector(t *testing.T) {
 	}
 	// The second is slow too, but the budget is spent.
 	slow := func(ctx context.Context) (int, error) {
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 		return 1, nil
 	}
 	if _, err := hedge.Do(context.Background(), p, slow); err != nil {
@@ -72,7 +75,7 @@ hedge_denied_total{backend="test",reason="pushback"} 0
 hedge_in_flight{backend="test"} 0
 # HELP hedge_delay_seconds Current delay before a hedge is sent.
 # TYPE hedge_delay_seconds gauge
-hedge_delay_seconds{backend="test"} 0.002
+hedge_delay_seconds{backend="test"} 0.05
 # HELP hedge_paused 1 for the reason hedging is paused now, 0 for the others.
 # TYPE hedge_paused gauge
 hedge_paused{backend="test",reason="low-win-rate"} 0
