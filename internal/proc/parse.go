@@ -11,11 +11,12 @@ var ErrParse = errors.New("malformed /proc file")
 
 // statFields holds the fields of /proc/PID/stat and /proc/PID/task/TID/stat
 // that gosleuth uses. Times are in clock ticks (USER_HZ), RSS in pages.
+// Every numeric field is a uint64, so one parse loop fills them all.
 type statFields struct {
 	PID       int32
 	Comm      []byte // aliases the input buffer
 	State     byte
-	PPID      int32
+	PPID      uint64
 	Flags     uint64
 	MinFlt    uint64
 	MajFlt    uint64
@@ -23,10 +24,10 @@ type statFields struct {
 	STime     uint64
 	CUTime    uint64
 	CSTime    uint64
-	Threads   int32
+	Threads   uint64
 	StartTime uint64
 	RSSPages  uint64
-	Processor int32
+	Processor uint64
 }
 
 // pfKthread is PF_KTHREAD in the stat flags field.
@@ -70,47 +71,50 @@ func parseStat(b []byte, s *statFields) error {
 		if field > 39 {
 			break
 		}
-		var v uint64
-		switch field {
-		case 4, 9, 10, 12, 14, 15, 16, 17, 20, 22, 24, 39:
-			v, ok = atou(trimSpace(tok))
-			if !ok {
-				// cutime and cstime are signed in the kernel's format but
-				// never negative; anything else unparsable is an error.
-				return fmt.Errorf("parse stat: %w: field %d %q", ErrParse, field, tok)
-			}
-		default:
+		dst := s.field(field)
+		if dst == nil {
 			continue
 		}
-		switch field {
-		case 4:
-			s.PPID = int32(v)
-		case 9:
-			s.Flags = v
-		case 10:
-			s.MinFlt = v
-		case 12:
-			s.MajFlt = v
-		case 14:
-			s.UTime = v
-		case 15:
-			s.STime = v
-		case 16:
-			s.CUTime = v
-		case 17:
-			s.CSTime = v
-		case 20:
-			s.Threads = int32(v)
-		case 22:
-			s.StartTime = v
-		case 24:
-			s.RSSPages = v
-		case 39:
-			s.Processor = int32(v)
+		if *dst, ok = atou(trimSpace(tok)); !ok {
+			// cutime and cstime are signed in the kernel's format but never
+			// negative; anything else unparsable is an error.
+			return fmt.Errorf("parse stat: %w: field %d %q", ErrParse, field, tok)
 		}
 	}
 	if field < 24 {
 		return fmt.Errorf("parse stat: %w: only %d fields", ErrParse, field)
+	}
+	return nil
+}
+
+// field returns where stat field n (numbered as in proc(5)) goes, or nil
+// for the fields gosleuth does not use.
+func (s *statFields) field(n int) *uint64 {
+	switch n {
+	case 4:
+		return &s.PPID
+	case 9:
+		return &s.Flags
+	case 10:
+		return &s.MinFlt
+	case 12:
+		return &s.MajFlt
+	case 14:
+		return &s.UTime
+	case 15:
+		return &s.STime
+	case 16:
+		return &s.CUTime
+	case 17:
+		return &s.CSTime
+	case 20:
+		return &s.Threads
+	case 22:
+		return &s.StartTime
+	case 24:
+		return &s.RSSPages
+	case 39:
+		return &s.Processor
 	}
 	return nil
 }

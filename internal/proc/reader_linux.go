@@ -387,13 +387,13 @@ func (r *Reader) applyStat(s *procSlot, sf *statFields) {
 	if string(sf.Comm) != p.Comm {
 		p.Comm = string(sf.Comm)
 	}
-	p.PPID = sf.PPID
+	p.PPID = int32(sf.PPID)
 	p.State = sf.State
 	p.UTime, p.STime, p.CUTime, p.CSTime = sf.UTime, sf.STime, sf.CUTime, sf.CSTime
 	p.MinFlt, p.MajFlt = sf.MinFlt, sf.MajFlt
 	p.StartTime = sf.StartTime
 	p.RSSBytes = sf.RSSPages * r.pageSize
-	p.Threads = sf.Threads
+	p.Threads = int32(sf.Threads)
 }
 
 // refreshProc reads one process: every thread's schedstat, then stat and
@@ -516,7 +516,7 @@ func (r *Reader) readTask(pid int32, ts *taskSlot) bool {
 		}
 		t.State = sf.State
 		t.UTime, t.STime = sf.UTime, sf.STime
-		t.Processor = sf.Processor
+		t.Processor = int32(sf.Processor)
 	}
 	b, err = r.read(&ts.statusfd, false, pid, ts.t.TID, "status")
 	if err != nil {
