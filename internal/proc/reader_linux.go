@@ -339,8 +339,7 @@ func (r *Reader) addSlot(pid int32) bool {
 		s.p.UID = st.Uid
 	}
 	r.readIdentity(s)
-	r.rescanTasks(s)
-	return true
+	return true // refreshProc lists and reads its threads
 }
 
 // readIdentity reads what changes only at exec: the command line and
@@ -434,30 +433,11 @@ func (r *Reader) refreshProc(s *procSlot, full bool) {
 	if !ran && !anyGone && !full {
 		return
 	}
-	b, err := r.read(&s.statfd, true, pid, 0, "stat")
-	if err != nil {
-		if errors.Is(err, errGone) {
-			s.gone = true
-		}
+	// A new process's stat was just read by addSlot.
+	if !s.fresh && !r.rereadStat(s) {
 		return
 	}
-	var sf statFields
-	if parseStat(b, &sf) != nil {
-		return
-	}
-	if sf.StartTime != s.p.StartTime {
-		// The PID was reused between two reads of a descriptor-less slot.
-		s.gone = true
-		return
-	}
-	// A new command name on a user process means exec (or a rename through
-	// prctl): read what exec changes again. Kernel workers rename all the time.
-	execd := !s.p.Kernel && string(sf.Comm) != s.p.Comm
-	r.applyStat(s, &sf)
-	if execd {
-		r.readIdentity(s)
-	}
-	if anyGone || int(sf.Threads) != r.liveTasks(s) {
+	if s.fresh || anyGone || int(s.p.Threads) != r.liveTasks(s) {
 		r.rescanTasks(s)
 	}
 	if ran || (full && (s.fdDenied || s.ioDenied)) {
@@ -485,6 +465,35 @@ func (r *Reader) refreshProc(s *procSlot, full bool) {
 	s.p.VolCtxsw, s.p.InvolCtxsw, s.p.RunNS, s.p.WaitNS = vol, invol, run, wait
 	s.p.Known |= KnownCtxsw
 	s.fresh = false
+}
+
+// rereadStat reads a known process's stat again. It reports false when the
+// process is gone (or its PID was reused) or the file could not be read.
+func (r *Reader) rereadStat(s *procSlot) bool {
+	b, err := r.read(&s.statfd, true, s.p.PID, 0, "stat")
+	if err != nil {
+		if errors.Is(err, errGone) {
+			s.gone = true
+		}
+		return false
+	}
+	var sf statFields
+	if parseStat(b, &sf) != nil {
+		return false
+	}
+	if sf.StartTime != s.p.StartTime {
+		// The PID was reused between two reads of a descriptor-less slot.
+		s.gone = true
+		return false
+	}
+	// A new command name on a user process means exec (or a rename through
+	// prctl): read what exec changes again. Kernel workers rename all the time.
+	execd := !s.p.Kernel && string(sf.Comm) != s.p.Comm
+	r.applyStat(s, &sf)
+	if execd {
+		r.readIdentity(s)
+	}
+	return true
 }
 
 func (r *Reader) liveTasks(s *procSlot) int {
