@@ -101,11 +101,7 @@ executables needs root; those cells show '-' otherwise.`,
 					MaxFDs:      *maxFDs,
 					Root:        *root,
 				}
-				err = top.Run(ctx, cfg, stdout, stderr)
-				if errors.Is(err, top.ErrNotFound) {
-					return err
-				}
-				return err
+				return top.Run(ctx, cfg, stdout, stderr)
 			}
 		},
 	})

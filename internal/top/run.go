@@ -46,10 +46,8 @@ type sampler struct {
 	r          *proc.Reader
 	prev, cur  *proc.Snapshot
 	rates      proc.Rates
-	self       selfUsage
-	selfPrev   selfUsage
-	selfCPU    [2]float64 // user, sys percent of one CPU
-	selfRSS    uint64
+	self       selfUsage  // gosleuth's own usage at the last step
+	selfCPU    [2]float64 // user, sys percent of one CPU over the last step
 	watch      []int
 	lastExited []int
 }
@@ -65,7 +63,7 @@ func newSampler(cfg *Config) (*sampler, error) {
 		return nil, err
 	}
 	s := &sampler{r: r, prev: new(proc.Snapshot), cur: new(proc.Snapshot), watch: cfg.PIDs}
-	s.selfPrev = readSelfUsage()
+	s.self = readSelfUsage()
 	if err := r.Snapshot(s.cur); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("read processes: %w", err)
@@ -86,13 +84,12 @@ func (s *sampler) step() error {
 		return fmt.Errorf("read processes: %w", err)
 	}
 	s.rates.Compute(s.prev, s.cur)
-	s.self = readSelfUsage()
+	now := readSelfUsage()
 	if dt := s.rates.Interval.Seconds(); dt > 0 {
-		s.selfCPU[0] = (s.self.user - s.selfPrev.user).Seconds() / dt * 100
-		s.selfCPU[1] = (s.self.sys - s.selfPrev.sys).Seconds() / dt * 100
+		s.selfCPU[0] = (now.user - s.self.user).Seconds() / dt * 100
+		s.selfCPU[1] = (now.sys - s.self.sys).Seconds() / dt * 100
 	}
-	s.selfRSS = s.self.rss
-	s.selfPrev = s.self
+	s.self = now
 	s.lastExited = s.lastExited[:0]
 	for _, pid := range s.watch {
 		if s.cur.Find(int32(pid)) == nil {
@@ -172,11 +169,20 @@ func joinInts(v []int) string {
 	return strings.Join(parts, ", ")
 }
 
+// threads counts the threads of the processes in the latest snapshot.
+func (s *sampler) threads() int {
+	n := 0
+	for _, p := range s.cur.Procs {
+		n += int(p.Threads)
+	}
+	return n
+}
+
 // summary is the one-line description of gosleuth's own cost.
 func (s *sampler) summary() string {
 	st := s.cur.Stats
 	return fmt.Sprintf("gosleuth: cpu %.1f%% (usr %.1f sys %.1f)  peak rss %s  kept fds %d/%d  refresh %.1f ms",
-		s.selfCPU[0]+s.selfCPU[1], s.selfCPU[0], s.selfCPU[1], FormatBytes(s.selfRSS),
+		s.selfCPU[0]+s.selfCPU[1], s.selfCPU[0], s.selfCPU[1], FormatBytes(s.self.rss),
 		st.KeptFDs, st.MaxFDs, float64(st.Duration.Microseconds())/1000)
 }
 
@@ -186,11 +192,7 @@ func writeTable(w io.Writer, cfg *Config, s *sampler, sep bool) error {
 	if sep {
 		fmt.Fprintln(w)
 	}
-	tasks := 0
-	for _, p := range s.cur.Procs {
-		tasks += int(p.Threads)
-	}
-	fmt.Fprintf(w, "%s  procs %d  threads %d  interval %s\n", time.Now().Format("15:04:05"), len(s.cur.Procs), tasks, s.rates.Interval.Round(time.Millisecond))
+	fmt.Fprintf(w, "%s  procs %d  threads %d  interval %s\n", time.Now().Format("15:04:05"), len(s.cur.Procs), s.threads(), s.rates.Interval.Round(time.Millisecond))
 	fmt.Fprintln(w, s.summary())
 	if s.cur.Stats.Denied {
 		fmt.Fprintln(w, deniedNote)
@@ -264,7 +266,7 @@ func writeJSON(w io.Writer, cfg *Config, s *sampler) error {
 	rec := jsonRecord{
 		Time:      s.cur.Time,
 		IntervalS: s.rates.Interval.Seconds(),
-		Self: jsonSelf{CPUUser: round2(s.selfCPU[0]), CPUSys: round2(s.selfCPU[1]), RSS: s.selfRSS,
+		Self: jsonSelf{CPUUser: round2(s.selfCPU[0]), CPUSys: round2(s.selfCPU[1]), RSS: s.self.rss,
 			KeptFDs: s.cur.Stats.KeptFDs, RefreshMS: round2(float64(s.cur.Stats.Duration.Microseconds()) / 1000)},
 		Processes: make([]jsonProc, 0, len(s.cur.Procs)),
 	}

@@ -199,13 +199,9 @@ func (u *tui) draw() {
 	}
 	v := &u.cfg.View
 	s := u.s
-	tasks := 0
-	for _, p := range s.cur.Procs {
-		tasks += int(p.Threads)
-	}
 	y := 0
 	u.put(0, y, fmt.Sprintf("gosleuth top  %s  procs %d  threads %d  every %s", time.Now().Format("15:04:05"),
-		len(s.cur.Procs), tasks, u.cfg.Interval), styleBold, w)
+		len(s.cur.Procs), s.threads(), u.cfg.Interval), styleBold, w)
 	y++
 	u.put(0, y, s.summary(), styleNormal, w)
 	y++
