@@ -1,0 +1,77 @@
+package agent_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"testing"
+	"time"
+
+	"github.com/gosleuth/gosleuth/agent"
+	"github.com/gosleuth/gosleuth/internal/goruntime"
+)
+
+func TestListenInProcess(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("discovery reads /proc")
+	}
+	a, err := agent.Listen(agent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := agent.Listen(agent.Options{}); err == nil {
+		t.Fatal("second Listen in one process succeeded")
+	}
+	fi, err := os.Stat(a.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode %v, want 0600", fi.Mode().Perm())
+	}
+	di, err := os.Stat(filepath.Dir(a.Path()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if di.Mode().Perm() != 0o700 {
+		t.Errorf("dir mode %v, want 0700", di.Mode().Perm())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	src, notes, err := goruntime.Connect(ctx, os.Getpid(), goruntime.Options{})
+	if err != nil {
+		t.Fatalf("connect: %v (notes %q)", err, notes)
+	}
+	defer src.Close()
+	if src.Kind() != "agent" || src.Addr() != a.Path() {
+		t.Errorf("source %s at %s, want agent at %s", src.Kind(), src.Addr(), a.Path())
+	}
+	runtime.GC()
+	s1, err := src.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/sched/gomaxprocs:threads"}}
+	metrics.Read(own)
+	if s1.GCCycles != own[0].Value.Uint64() || s1.GOMAXPROCS != own[1].Value.Uint64() {
+		t.Errorf("agent says %d cycles, GOMAXPROCS %d; runtime %d, %d", s1.GCCycles, s1.GOMAXPROCS,
+			own[0].Value.Uint64(), own[1].Value.Uint64())
+	}
+	if len(s1.Raw) != len(metrics.All()) {
+		t.Errorf("agent served %d metrics, catalog has %d", len(s1.Raw), len(metrics.All()))
+	}
+	d, err := src.Goroutines(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Total < 2 || len(d.Groups) == 0 {
+		t.Errorf("goroutine dump: %d goroutines in %d groups", d.Total, len(d.Groups))
+	}
+	a.Close()
+	if _, err := os.Stat(a.Path()); !os.IsNotExist(err) {
+		t.Errorf("socket left after Close: %v", err)
+	}
+}

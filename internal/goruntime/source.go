@@ -1,0 +1,221 @@
+package goruntime
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Source is a way into a running Go program's runtime: its agent socket, a
+// net/http/pprof endpoint (with expvar when served), or a Prometheus
+// client_golang /metrics page. Sources are safe for use by one goroutine at
+// a time.
+type Source interface {
+	// Kind is "agent", "pprof", "expvar" or "prometheus".
+	Kind() string
+	// Addr is where the source is read (socket path or URL).
+	Addr() string
+	// Read takes a point-in-time sample. Fields the source cannot give have
+	// their Known bit clear.
+	Read(ctx context.Context) (*Sample, error)
+	// Goroutines returns the goroutine dump grouped by identical stacks, or
+	// an error wrapping ErrUnsupported when the source has none.
+	Goroutines(ctx context.Context) (*GoroutineDump, error)
+	// Close releases the source's connections.
+	Close() error
+}
+
+// Errors of sources.
+var (
+	// ErrNoSource: no runtime source was found for the process.
+	ErrNoSource = errors.New("no runtime source")
+	// ErrUnsupported: the source cannot give what was asked.
+	ErrUnsupported = errors.New("not supported by this source")
+	// ErrMalformed: the source answered with data that does not parse.
+	ErrMalformed = errors.New("malformed runtime data")
+)
+
+// Options say where to look for a runtime source.
+type Options struct {
+	// ProcRoot is the procfs mount, "/proc" when empty.
+	ProcRoot string
+	// PprofURL is a net/http/pprof endpoint ("http://127.0.0.1:6060" or
+	// ".../debug/pprof/"); its /debug/vars is tried for expvar memstats.
+	PprofURL string
+	// MetricsURL is a Prometheus /metrics page with client_golang's go_*
+	// metrics.
+	MetricsURL string
+	// AgentDirs are extra directories to search for the agent's socket
+	// (agent.Options.Dir), before the default ones.
+	AgentDirs []string
+	// Facts, when set, are the process's discovered facts (saves reading
+	// them again).
+	Facts *Facts
+	// HTTPClient is used for URLs; a client with a 10 s timeout when nil.
+	HTTPClient *http.Client
+}
+
+// Connect finds a runtime source for process pid: an explicit URL when
+// given (MetricsURL, then PprofURL), otherwise the process's agent socket.
+// The notes say what was tried and ignored (a stale socket, one owned by
+// another process). With nothing found it returns an error wrapping
+// ErrNoSource.
+func Connect(ctx context.Context, pid int, opts Options) (Source, []string, error) {
+	var notes []string
+	client := opts.HTTPClient
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	if opts.MetricsURL != "" {
+		s, err := newPromSource(ctx, client, opts.MetricsURL)
+		return s, notes, err
+	}
+	if opts.PprofURL != "" {
+		s, err := newPprofSource(ctx, client, opts.PprofURL)
+		return s, notes, err
+	}
+	facts := opts.Facts
+	if facts == nil {
+		f, err := Discover(opts.ProcRoot, pid)
+		if err != nil {
+			return nil, notes, err
+		}
+		facts = f
+	}
+	s, agentNotes, err := findAgent(ctx, opts.ProcRoot, facts, opts.AgentDirs)
+	notes = append(notes, agentNotes...)
+	if err != nil {
+		return nil, notes, err
+	}
+	if s == nil {
+		return nil, notes, fmt.Errorf("process %d: %w (no agent socket found)", pid, ErrNoSource)
+	}
+	return s, notes, nil
+}
+
+// httpGet fetches url and returns the body (at most limit bytes), failing
+// on a non-200 status.
+func httpGet(ctx context.Context, client *http.Client, url string, limit int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build request for %s: %w", url, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg := strings.TrimSpace(string(body[:min(len(body), 200)]))
+		return nil, fmt.Errorf("get %s: %s: %s", url, resp.Status, msg)
+	}
+	if int64(len(body)) > limit {
+		return nil, fmt.Errorf("get %s: reply larger than %d bytes", url, limit)
+	}
+	return body, nil
+}
+
+// parseAgentMetrics decodes the agent's metrics text (see package wire).
+func parseAgentMetrics(b []byte) (pid int, t time.Time, goVersion string, m map[string]Metric, err error) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	m = make(map[string]Metric, 128)
+	bad := func(line int, why string) error {
+		return fmt.Errorf("agent metrics line %d: %w: %s", line, ErrMalformed, why)
+	}
+	n := 0
+	for sc.Scan() {
+		n++
+		line := sc.Text()
+		if n == 1 {
+			if line != "gosleuth-metrics 1" {
+				return 0, t, "", nil, bad(n, "not a gosleuth agent metrics reply")
+			}
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			if len(f) == 0 {
+				continue
+			}
+			return 0, t, "", nil, bad(n, "too few fields")
+		}
+		switch f[0] {
+		case "pid":
+			if pid, err = strconv.Atoi(f[1]); err != nil {
+				return 0, t, "", nil, bad(n, "bad pid")
+			}
+		case "time":
+			ns, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return 0, t, "", nil, bad(n, "bad time")
+			}
+			t = time.Unix(0, ns)
+		case "go":
+			goVersion = f[1]
+		case "u":
+			if len(f) != 3 {
+				return 0, t, "", nil, bad(n, "want 3 fields")
+			}
+			v, err := strconv.ParseUint(f[2], 10, 64)
+			if err != nil {
+				return 0, t, "", nil, bad(n, "bad uint64")
+			}
+			m[f[1]] = Metric{Kind: 'u', Uint: v}
+		case "f":
+			if len(f) != 3 {
+				return 0, t, "", nil, bad(n, "want 3 fields")
+			}
+			v, err := strconv.ParseFloat(f[2], 64)
+			if err != nil {
+				return 0, t, "", nil, bad(n, "bad float64")
+			}
+			m[f[1]] = Metric{Kind: 'f', Float: v}
+		case "h":
+			if len(f) < 3 {
+				return 0, t, "", nil, bad(n, "short histogram")
+			}
+			nb, err := strconv.Atoi(f[2])
+			if err != nil || nb < 1 || len(f) != 3+nb+nb-1 {
+				return 0, t, "", nil, bad(n, "histogram sizes do not match")
+			}
+			h := &Histogram{Buckets: make([]float64, nb), Counts: make([]uint64, nb-1)}
+			for i := range nb {
+				if h.Buckets[i], err = strconv.ParseFloat(f[3+i], 64); err != nil || (i > 0 && !(h.Buckets[i] > h.Buckets[i-1])) {
+					return 0, t, "", nil, bad(n, "bad histogram bucket")
+				}
+			}
+			for i := range nb - 1 {
+				if h.Counts[i], err = strconv.ParseUint(f[3+nb+i], 10, 64); err != nil {
+					return 0, t, "", nil, bad(n, "bad histogram count")
+				}
+			}
+			m[f[1]] = Metric{Kind: 'h', Hist: h}
+		case "x":
+			m[f[1]] = Metric{Kind: 'x'}
+		default:
+			return 0, t, "", nil, bad(n, "unknown item "+strconv.Quote(f[0]))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, t, "", nil, fmt.Errorf("agent metrics: %w: %w", ErrMalformed, err)
+	}
+	if n == 0 {
+		return 0, t, "", nil, fmt.Errorf("agent metrics: %w: empty reply", ErrMalformed)
+	}
+	if t.IsZero() {
+		return 0, t, "", nil, bad(n, "no time")
+	}
+	return pid, t, goVersion, m, nil
+}
