@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/stacks"
+	"golang.org/x/term"
+)
+
+func init() {
+	register(&command{
+		Name:  "profile",
+		Usage: "profile (--pid PID | -- CMD ARGS...) [--duration 30s] [--hz 99] [-o profile.pb.gz] [--folded FILE] [--flame FILE.html] [--format text|json]",
+		Short: "sample user and kernel stacks of a process: pprof file, flame graph, runtime classes",
+		Long: `
+Samples the call stacks of every thread of a running process (or of CMD,
+from its first instruction) with perf_event cpu-clock events at --hz per
+thread, user and kernel frames, and symbolizes them from the binary: Go
+functions from pclntab, inlined calls included, even in stripped or PIE
+binaries; C functions from ELF symbols; the kernel from /proc/kallsyms.
+
+It prints sampled CPU against the process's utime+stime from /proc over the
+same window (coverage), the user/kernel split, top functions and the runtime
+classes (user code, GC marking, mark assist, scheduler, syscalls by kernel
+entry point, netpoll, sysmon, cgo, idle runtime threads). -o writes a pprof
+profile for 'go tool pprof'; --folded folded stacks for flamegraph.pl;
+--flame a self-contained flame graph page.
+
+Kernel stacks need root (or CAP_PERFMON); without, only user mode is sampled
+and each thread's system time from /proc becomes a [kernel time, not
+sampled] leaf.`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
+			pid := fs.Int("pid", 0, "process `PID` to profile")
+			duration := fs.Duration("duration", 30*time.Second, "how long to sample (0: until interrupted or the process exits)")
+			hz := fs.Int("hz", 99, "samples per second of CPU per thread")
+			out := fs.String("o", "", "write a pprof profile (gzipped protobuf) to `FILE`")
+			folded := fs.String("folded", "", "write folded stacks to `FILE`")
+			flame := fs.String("flame", "", "write a flame graph HTML page to `FILE`")
+			format := fs.String("format", "text", "summary `format`: text or json")
+			top := fs.Int("top", 15, "functions in the top lists")
+			userOnly := fs.Bool("user-only", false, "sample user mode only, as without privileges")
+			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+				if *format != "text" && *format != "json" {
+					return usagef("--format must be text or json, got %q", *format)
+				}
+				if *hz < 1 || *hz > 10000 {
+					return usagef("--hz must be between 1 and 10000, got %d", *hz)
+				}
+				if *duration < 0 {
+					return usagef("--duration must not be negative")
+				}
+				if (*pid > 0) == (len(args) > 0) {
+					return usagef("give either --pid PID or -- CMD ARGS...")
+				}
+				if *pid < 0 {
+					return usagef("invalid pid %d", *pid)
+				}
+				for _, p := range []string{*out, *folded, *flame} {
+					if err := profileCheckOutput(p); err != nil {
+						return err
+					}
+				}
+				opts := stacks.Options{PID: *pid, Hz: *hz, Duration: *duration, UserOnly: *userOnly}
+				if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+					opts.Progress = func(p stacks.Progress) {
+						fmt.Fprintf(stderr, "\rsampling %s: %d samples, %d threads, %d lost ", p.Elapsed.Round(time.Second), p.Samples, p.Threads, p.Lost)
+					}
+				}
+				var cmdDone chan error
+				if len(args) > 0 {
+					cmd := exec.Command(args[0], args[1:]...)
+					cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stderr, stderr
+					l, err := stacks.StartStopped(cmd)
+					if err != nil {
+						return err
+					}
+					opts.PID = cmd.Process.Pid
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithCancel(ctx)
+					defer cancel()
+					cmdDone = make(chan error, 1)
+					opts.Started = func() {
+						if err := l.Resume(); err != nil {
+							cmd.Process.Kill()
+						}
+						go func() { cmdDone <- cmd.Wait(); cancel() }()
+					}
+				}
+				raw, err := stacks.Sample(ctx, opts)
+				if opts.Progress != nil {
+					fmt.Fprint(stderr, "\r\033[K")
+				}
+				if err != nil {
+					if errors.Is(err, stacks.ErrNotFound) {
+						return fmt.Errorf("process %d not found", opts.PID)
+					}
+					return err
+				}
+				if cmdDone != nil {
+					select {
+					case err := <-cmdDone:
+						raw.Notes = append(raw.Notes, fmt.Sprintf("command %s ended (%v): the profile covers its whole run", args[0], exitText(err)))
+					default:
+					}
+				}
+				p := stacks.Symbolize(raw)
+				if err := writeOutputs(p, *out, *folded, *flame); err != nil {
+					return err
+				}
+				s := p.Summarize(*top)
+				if *format == "json" {
+					return s.WriteJSON(stdout)
+				}
+				return s.WriteText(stdout)
+			}
+		},
+	})
+}
+
+func exitText(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+// profileCheckOutput fails when path's directory does not accept a new file, so
+// a bad -o is reported before sampling rather than after.
+func profileCheckOutput(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".gosleuth-check-*")
+	if err != nil {
+		return fmt.Errorf("output %s is not writable: %w", path, err)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
+func writeOutputs(p *stacks.Profile, out, folded, flame string) error {
+	if out != "" {
+		if err := profileWriteFile(out, p.WritePprof); err != nil {
+			return err
+		}
+	}
+	if folded != "" {
+		if err := profileWriteFile(folded, p.WriteFolded); err != nil {
+			return err
+		}
+	}
+	if flame != "" {
+		if err := profileWriteFile(flame, p.WriteFlameHTML); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// profileWriteFile writes path completely or not at all.
+func profileWriteFile(path string, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".gosleuth-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	os.Chmod(f.Name(), 0o644)
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+//go:build linux
+
+package stacks
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Launched is a command started stopped at its first instruction, so
+// sampling can begin before it runs.
+type Launched struct {
+	Cmd *exec.Cmd
+}
+
+// StartStopped starts cmd traced, so the kernel stops it right after exec,
+// before any code of the new program runs. The calling goroutine is locked
+// to its OS thread until Resume (the tracer is that thread), so call Resume
+// from the same goroutine (Options.Started does, as Sample runs there).
+func StartStopped(cmd *exec.Cmd) (*Launched, error) {
+	runtime.LockOSThread()
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Ptrace = true
+	if err := cmd.Start(); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(cmd.Process.Pid, &ws, unix.WALL, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			runtime.UnlockOSThread()
+			return nil, fmt.Errorf("wait for %s to stop at exec: %w", cmd.Path, err)
+		}
+		break
+	}
+	if !ws.Stopped() {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("start %s: it did not stop at exec (status %v)", cmd.Path, ws)
+	}
+	return &Launched{Cmd: cmd}, nil
+}
+
+// Resume detaches from the command and lets it run.
+func (l *Launched) Resume() error {
+	defer runtime.UnlockOSThread()
+	if err := unix.PtraceDetach(l.Cmd.Process.Pid); err != nil {
+		return fmt.Errorf("resume %s: %w", l.Cmd.Path, err)
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+package stacks
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrNotSupported reports that stack sampling is not available on this OS.
+var ErrNotSupported = errors.New("stack sampling needs Linux")
+
+// ErrNotFound reports that the target process does not exist.
+var ErrNotFound = errors.New("process not found")
+
+// Mode says where a sample was taken.
+type Mode uint8
+
+// The modes of a sample.
+const (
+	ModeUser Mode = iota
+	ModeKernel
+)
+
+func (m Mode) String() string {
+	if m == ModeKernel {
+		return "kernel"
+	}
+	return "user"
+}
+
+// Stack is one distinct call stack of one thread and its sample count.
+type Stack struct {
+	TID  int
+	Mode Mode
+	// Kernel and User are the addresses, leaf first. Return addresses are
+	// as pushed (the symbolizer looks up address-1 for all but the first).
+	Kernel, User []uint64
+	// Count is the number of samples.
+	Count int64
+	// Synthetic marks the "[kernel time, not sampled]" stacks of a
+	// user-only profile; Count is then derived from /proc system time.
+	Synthetic bool
+}
+
+// CPUTime is a process's CPU time from /proc over the profile window.
+type CPUTime struct {
+	User, System time.Duration
+	// Known is false when /proc could not be read at both ends.
+	Known bool
+}
+
+// Raw is what a sampling run collected, before symbolization.
+type Raw struct {
+	PID    int
+	Exe    string // the target's executable path as the kernel shows it
+	Hz     int
+	Period time.Duration // CPU time one sample stands for
+	Start  time.Time
+	End    time.Time
+	Stacks []*Stack
+	// Threads names each sampled thread (its comm).
+	Threads map[int]string
+	// Samples counts real samples (synthetic ones excluded); Lost those the
+	// kernel dropped because a ring was full.
+	Samples, Lost int64
+	// ThreadsSeen counts the threads sampled over the run.
+	ThreadsSeen int
+	// UserOnly is true when kernel mode could not be sampled.
+	UserOnly bool
+	// CPU is /proc's user and system time over the window the samples in
+	// WindowSamples fall into.
+	CPU           CPUTime
+	WindowSamples int64
+	// Exited is true when the target exited before the end.
+	Exited bool
+	// LeafFixed counts samples whose missing caller of a frameless leaf
+	// was put back from the user stack.
+	LeafFixed int64
+	// Notes are things the reader of the profile should know.
+	Notes []string
+
+	maps []mapping
+}
+
+// Options configure a sampling run.
+type Options struct {
+	// PID is the process to sample; its threads are followed as they come
+	// and go.
+	PID int
+	// Hz is the sampling frequency per thread of CPU time (default 99).
+	Hz int
+	// Duration bounds the run; 0 runs until the context is done or the
+	// process exits.
+	Duration time.Duration
+	// UserOnly forces user-mode sampling, as without privileges.
+	UserOnly bool
+	// Progress, when set, is called about once a second.
+	Progress func(Progress)
+	// Started, when set, is called once the first threads' events are open.
+	Started func()
+}
+
+// Progress is the state of a run, for a progress line.
+type Progress struct {
+	Elapsed          time.Duration
+	Samples, Lost    int64
+	Threads          int
+	UserOnly, Exited bool
+}

@@ -1,0 +1,460 @@
+//go:build linux
+
+package stacks
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/perf"
+	"github.com/gosleuth/gosleuth/internal/proc"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	ringPages    = 8   // data pages per thread: room for ~40 samples
+	stackDump    = 128 // bytes of user stack copied with each sample
+	pollInterval = 100 * time.Millisecond
+)
+
+type sampler struct {
+	opts     Options
+	raw      *Raw
+	rings    map[int]*perf.Ring
+	agg      map[string]*Stack
+	key      []byte
+	kern     []uint64
+	user     []uint64
+	userOnly bool
+	t0, t1   uint64   // CLOCK_MONOTONIC ns of the /proc readings bounding the window
+	times    []uint64 // sample times, to count those inside [t0, t1]
+}
+
+// Sample samples the process opts.PID until ctx is done, opts.Duration
+// passes or the process exits, and returns what it collected. An exit
+// mid-run is not an error: Raw.Exited says so.
+func Sample(ctx context.Context, opts Options) (*Raw, error) {
+	if opts.Hz <= 0 {
+		opts.Hz = 99
+	}
+	pid := opts.PID
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		if _, serr := os.Stat(fmt.Sprintf("/proc/%d", pid)); serr != nil {
+			return nil, fmt.Errorf("profile process %d: %w", pid, ErrNotFound)
+		}
+		exe = ""
+	}
+	s := &sampler{
+		opts:  opts,
+		rings: map[int]*perf.Ring{},
+		agg:   map[string]*Stack{},
+		raw: &Raw{PID: pid, Exe: strings.TrimSuffix(exe, " (deleted)"), Hz: opts.Hz,
+			Period: time.Second / time.Duration(opts.Hz), Threads: map[int]string{}},
+		userOnly: opts.UserOnly,
+	}
+	defer s.closeAll()
+	s.raw.maps = s.loadMaps(nil)
+	perf.RaiseFDLimit() // one descriptor per thread; best effort
+
+	pr, err := proc.NewReader(proc.Options{PIDs: []int{pid}})
+	if err != nil {
+		return nil, fmt.Errorf("read /proc for process %d: %w", pid, err)
+	}
+	defer pr.Close()
+	var first, last proc.Snapshot
+	firstOK := s.snapshot(pr, &first, &s.t0)
+
+	fol := perf.NewFollower("", pid, false)
+	if err := s.follow(fol); err != nil {
+		if errors.Is(err, perf.ErrExited) {
+			return nil, fmt.Errorf("profile process %d: %w", pid, ErrNotFound)
+		}
+		return nil, err
+	}
+	if opts.Started != nil {
+		opts.Started()
+	}
+	s.raw.Start = time.Now()
+	var deadline <-chan time.Time
+	if opts.Duration > 0 {
+		timer := time.NewTimer(opts.Duration)
+		defer timer.Stop()
+		deadline = timer.C
+	}
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	lastOK := false
+	nextSnap, nextProgress := time.Now().Add(time.Second), time.Now().Add(time.Second)
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-deadline:
+			break loop
+		case now := <-tick.C:
+			s.drain()
+			if err := s.follow(fol); err != nil {
+				if errors.Is(err, perf.ErrExited) {
+					s.raw.Exited = true
+					break loop
+				}
+				return nil, err
+			}
+			if now.After(nextSnap) && firstOK {
+				lastOK = s.snapshot(pr, &last, &s.t1) || lastOK
+				nextSnap = now.Add(time.Second)
+			}
+			if opts.Progress != nil && now.After(nextProgress) {
+				opts.Progress(Progress{Elapsed: time.Since(s.raw.Start), Samples: s.raw.Samples,
+					Lost: s.lost(), Threads: len(s.rings), UserOnly: s.userOnly})
+				nextProgress = now.Add(time.Second)
+			}
+		}
+	}
+	if !s.raw.Exited && firstOK {
+		lastOK = s.snapshot(pr, &last, &s.t1) || lastOK
+	}
+	s.drain()
+	s.raw.End = time.Now()
+	s.raw.Lost = s.lost()
+	s.raw.UserOnly = s.userOnly
+	if !s.raw.Exited {
+		s.raw.maps = s.loadMaps(s.raw.maps)
+	}
+	if firstOK && lastOK {
+		s.window(&first, &last)
+		for _, t := range s.times {
+			if t >= s.t0 && t <= s.t1 {
+				s.raw.WindowSamples++
+			}
+		}
+	} else {
+		s.raw.WindowSamples += s.raw.Samples
+	}
+	for _, st := range s.agg {
+		s.raw.Stacks = append(s.raw.Stacks, st)
+	}
+	if s.userOnly {
+		s.raw.Notes = append(s.raw.Notes, "kernel mode was not sampled (needs root or CAP_PERFMON with perf_event_paranoid <= 1): "+
+			"each thread's system time from /proc is shown as a [kernel time, not sampled] leaf")
+	}
+	if s.raw.Exited {
+		s.raw.Notes = append(s.raw.Notes, fmt.Sprintf("process %d exited after %s: the profile holds what was sampled until then",
+			pid, s.raw.End.Sub(s.raw.Start).Round(time.Millisecond)))
+	}
+	return s.raw, nil
+}
+
+func (s *sampler) lost() int64 {
+	n := s.raw.Lost
+	for _, r := range s.rings {
+		n += int64(r.Lost())
+	}
+	return n
+}
+
+// snapshot reads /proc and the monotonic clock right after.
+func (s *sampler) snapshot(pr *proc.Reader, dst *proc.Snapshot, mono *uint64) bool {
+	if err := pr.Snapshot(dst); err != nil || dst.Find(int32(s.opts.PID)) == nil {
+		return false
+	}
+	*mono = monotonicNS()
+	return true
+}
+
+func monotonicNS() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// window fills the /proc CPU time between the two readings, and for a
+// user-only run adds each thread's system time as a synthetic stack.
+func (s *sampler) window(first, last *proc.Snapshot) {
+	p0, p1 := first.Find(int32(s.opts.PID)), last.Find(int32(s.opts.PID))
+	tick := time.Second / proc.ClockTicks
+	s.raw.CPU = CPUTime{
+		User:   time.Duration(p1.UTime-min(p0.UTime, p1.UTime)) * tick,
+		System: time.Duration(p1.STime-min(p0.STime, p1.STime)) * tick,
+		Known:  true,
+	}
+	if !s.userOnly {
+		return
+	}
+	before := map[int32]uint64{}
+	for _, t := range first.TasksOf(p0) {
+		before[t.TID] = t.STime
+	}
+	for _, t := range last.TasksOf(p1) {
+		d := t.STime - min(before[t.TID], t.STime)
+		n := int64(time.Duration(d) * tick / s.raw.Period)
+		if n == 0 {
+			continue
+		}
+		if _, ok := s.raw.Threads[int(t.TID)]; !ok {
+			s.raw.Threads[int(t.TID)] = t.Comm
+		}
+		s.agg[fmt.Sprintf("synthetic %d", t.TID)] = &Stack{TID: int(t.TID), Mode: ModeKernel, Count: n, Synthetic: true}
+		s.raw.WindowSamples += n
+	}
+}
+
+func (s *sampler) attr() unix.PerfEventAttr {
+	a := unix.PerfEventAttr{
+		Type:        unix.PERF_TYPE_SOFTWARE,
+		Config:      unix.PERF_COUNT_SW_CPU_CLOCK,
+		Sample:      uint64(s.raw.Period.Nanoseconds()),
+		Sample_type: unix.PERF_SAMPLE_IP | unix.PERF_SAMPLE_TID | unix.PERF_SAMPLE_TIME | unix.PERF_SAMPLE_CALLCHAIN,
+		Bits:        unix.PerfBitDisabled | unix.PerfBitExcludeHv | unix.PerfBitUseClockID,
+		Clockid:     unix.CLOCK_MONOTONIC,
+	}
+	if userRegsMask != 0 {
+		a.Sample_type |= unix.PERF_SAMPLE_REGS_USER | unix.PERF_SAMPLE_STACK_USER
+		a.Sample_regs_user = userRegsMask
+		a.Sample_stack_user = stackDump
+	}
+	if s.userOnly {
+		a.Bits |= unix.PerfBitExcludeKernel | unix.PerfBitExcludeCallchainKernel
+	}
+	return a
+}
+
+// follow opens events on new threads and closes those of gone ones.
+func (s *sampler) follow(fol *perf.Follower) error {
+	added, gone, err := fol.Poll()
+	for _, t := range gone {
+		if r := s.rings[t.TID]; r != nil {
+			s.read(r)
+			s.raw.Lost += int64(r.Lost())
+			r.Close()
+			delete(s.rings, t.TID)
+		}
+	}
+	for _, t := range added {
+		if err := s.open(t.TID); err != nil {
+			return err
+		}
+	}
+	return err
+}
+
+func (s *sampler) open(tid int) error {
+	attr := s.attr()
+	r, err := perf.OpenRing(&attr, tid, ringPages)
+	if err != nil && errors.Is(err, perf.ErrPermission) && !s.userOnly {
+		s.userOnly = true
+		attr = s.attr()
+		r, err = perf.OpenRing(&attr, tid, ringPages)
+	}
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return nil // the thread exited in between
+		}
+		return fmt.Errorf("sample thread %d of process %d: %w", tid, s.opts.PID, err)
+	}
+	if err := r.Enable(); err != nil {
+		r.Close()
+		return fmt.Errorf("sample thread %d: %w", tid, err)
+	}
+	s.rings[tid] = r
+	s.raw.ThreadsSeen++
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", s.opts.PID, tid)); err == nil {
+		s.raw.Threads[tid] = strings.TrimSpace(string(b))
+	}
+	return nil
+}
+
+func (s *sampler) drain() {
+	for _, r := range s.rings {
+		s.read(r)
+	}
+}
+
+func (s *sampler) closeAll() {
+	for tid, r := range s.rings {
+		r.Close()
+		delete(s.rings, tid)
+	}
+}
+
+func (s *sampler) read(r *perf.Ring) {
+	r.Read(func(typ uint32, misc uint16, body []byte) {
+		if typ == unix.PERF_RECORD_SAMPLE {
+			s.sample(misc, body)
+		}
+	})
+}
+
+// Callchain context markers as unsigned values (PERF_CONTEXT_MAX, _KERNEL,
+// _USER are -4095, -128, -512).
+const (
+	contextMax = ^uint64(4095) + 1
+	ctxKernel  = ^uint64(127)
+	ctxUser    = ^uint64(511)
+)
+
+// sample parses one PERF_RECORD_SAMPLE laid out as the attr asks: ip,
+// pid/tid, time, callchain, then user regs and stack when asked for.
+func (s *sampler) sample(misc uint16, b []byte) {
+	le := binary.NativeEndian
+	if len(b) < 32 {
+		return
+	}
+	tid := int(le.Uint32(b[12:]))
+	when := le.Uint64(b[16:])
+	nr := le.Uint64(b[24:])
+	b = b[32:]
+	if nr > uint64(len(b)/8) {
+		return
+	}
+	s.kern, s.user = s.kern[:0], s.user[:0]
+	var ctx uint64
+	for i := uint64(0); i < nr; i++ {
+		ip := le.Uint64(b[i*8:])
+		if ip >= contextMax {
+			ctx = ip
+			continue
+		}
+		switch ctx {
+		case ctxKernel:
+			s.kern = append(s.kern, ip)
+		case ctxUser:
+			s.user = append(s.user, ip)
+		}
+	}
+	b = b[nr*8:]
+	if userRegsMask != 0 && len(b) >= 8 {
+		abi := le.Uint64(b)
+		b = b[8:]
+		var regs []byte
+		if abi != unix.PERF_SAMPLE_REGS_ABI_NONE {
+			n := bits.OnesCount64(userRegsMask) * 8
+			if len(b) < n {
+				return
+			}
+			regs, b = b[:n], b[n:]
+		}
+		if len(b) >= 8 {
+			size := le.Uint64(b)
+			b = b[8:]
+			if size > 0 && uint64(len(b)) >= size+8 {
+				stack := b[:size]
+				dyn := le.Uint64(b[size:])
+				if dyn < size {
+					stack = stack[:dyn]
+				}
+				if regs != nil && s.fixLeaf(regs, stack) {
+					s.raw.LeafFixed++
+				}
+			}
+		}
+	}
+	mode := ModeUser
+	if misc&unix.PERF_RECORD_MISC_CPUMODE_MASK == unix.PERF_RECORD_MISC_KERNEL || len(s.kern) > 0 {
+		mode = ModeKernel
+	}
+	s.raw.Samples++
+	s.times = append(s.times, when)
+	s.add(tid, mode)
+}
+
+// fixLeaf puts back the caller of a Go leaf that has no frame pointer of
+// its own set up at the sampled PC: the return address sits at SP plus the
+// function's SP delta from pcsp. It reports whether a frame was inserted.
+func (s *sampler) fixLeaf(regs, stack []byte) bool {
+	if len(s.user) == 0 {
+		return false
+	}
+	ip := userIP(regs)
+	if ip != s.user[0] {
+		return false
+	}
+	m := findMapping(s.raw.maps, ip)
+	if m == nil || m.obj == nil || !m.obj.isGo() {
+		return false
+	}
+	va, ok := m.obj.vaddr(ip - m.start + m.off)
+	if !ok {
+		return false
+	}
+	d, ok := m.obj.spDelta(va)
+	if !ok || d < 0 || int(d)+8 > len(stack) {
+		return false
+	}
+	ret := binary.NativeEndian.Uint64(stack[d:])
+	if len(s.user) > 1 && s.user[1] == ret {
+		return false
+	}
+	if rm := findMapping(s.raw.maps, ret); rm == nil || rm.obj != m.obj {
+		return false
+	}
+	s.user = append(s.user, 0)
+	copy(s.user[2:], s.user[1:])
+	s.user[1] = ret
+	return true
+}
+
+func (s *sampler) add(tid int, mode Mode) {
+	k := s.key[:0]
+	k = binary.NativeEndian.AppendUint32(k, uint32(tid))
+	k = append(k, byte(mode), byte(len(s.kern)))
+	for _, a := range s.kern {
+		k = binary.NativeEndian.AppendUint64(k, a)
+	}
+	for _, a := range s.user {
+		k = binary.NativeEndian.AppendUint64(k, a)
+	}
+	s.key = k
+	if st, ok := s.agg[string(k)]; ok {
+		st.Count++
+		return
+	}
+	s.agg[string(k)] = &Stack{TID: tid, Mode: mode, Count: 1,
+		Kernel: append([]uint64(nil), s.kern...), User: append([]uint64(nil), s.user...)}
+}
+
+// loadMaps reads the target's executable mappings and loads their files,
+// keeping mappings already known in prev (a process that exits keeps the
+// maps read at the start).
+func (s *sampler) loadMaps(prev []mapping) []mapping {
+	f, err := os.Open("/proc/" + strconv.Itoa(s.opts.PID) + "/maps")
+	if err != nil {
+		return prev
+	}
+	ms := parseMaps(f)
+	f.Close()
+	known := map[[2]uint64]*object{}
+	for _, m := range prev {
+		known[[2]uint64{m.start, m.off}] = m.obj
+	}
+	for i := range ms {
+		m := &ms[i]
+		if o, ok := known[[2]uint64{m.start, m.off}]; ok {
+			m.obj = o
+			continue
+		}
+		if !strings.HasPrefix(m.path, "/") {
+			continue
+		}
+		path := fmt.Sprintf("/proc/%d/root%s", s.opts.PID, m.path)
+		if strings.TrimSuffix(m.path, " (deleted)") == s.raw.Exe {
+			path = fmt.Sprintf("/proc/%d/exe", s.opts.PID)
+		}
+		o, err := loadObject(path)
+		if err != nil {
+			continue
+		}
+		o.path = m.path
+		m.obj = o
+	}
+	return ms
+}
