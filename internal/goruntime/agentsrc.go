@@ -58,7 +58,36 @@ func (s *agentSource) Goroutines(ctx context.Context) (*GoroutineDump, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read goroutine dump: %w", err)
 	}
-	return ParseGoroutines(body)
+	d, err := ParseGoroutines(body)
+	if err != nil {
+		return nil, err
+	}
+	dropSelf(d)
+	return d, nil
+}
+
+// agentServeFunc is the agent's handler that writes the dump: the goroutine
+// running it is gosleuth's own request, not the program's.
+const agentServeFunc = "github.com/gosleuth/gosleuth/agent.(*Agent).serveProfile"
+
+// dropSelf removes the goroutine serving the dump from it.
+func dropSelf(d *GoroutineDump) {
+	out := d.Groups[:0]
+	for _, g := range d.Groups {
+		self := false
+		for _, f := range g.Frames {
+			if f.Func == agentServeFunc {
+				self = true
+				break
+			}
+		}
+		if self {
+			d.Total -= g.Count
+			continue
+		}
+		out = append(out, g)
+	}
+	d.Groups = out
 }
 
 // FlightRecording fetches the agent's FlightRecorder snapshot (an execution

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/goruntime"
+)
+
+func init() {
+	register(&command{
+		Name:  "inspect",
+		Usage: "inspect --pid PID [--duration 10s] [--format text|json] [--pprof-url URL | --metrics-url URL]",
+		Short: "Go runtime view of one process: build, GOMAXPROCS, GC, scheduler, goroutines by stack",
+		Long: `
+Shows what gosleuth can tell about a process from outside (Go version, main
+module, build settings, the GOMAXPROCS it runs with and why, allowed CPUs,
+cgroup CPU limit and throttling, /proc CPU, RSS, threads, wake-ups) and, when
+it can read the runtime, what happened over the window: goroutines (count,
+created/s, by state), GC cycles/s and pauses, GC CPU and mark-assist share of
+busy CPU (over at least 2 GC cycles), heap live/objects/goal, scannable bytes,
+scheduling latency p50/p99, mutex wait per second, GODEBUG non-default events,
+and the goroutine dump grouped by identical stacks, largest groups first.
+
+The runtime is read from the program's gosleuth agent (import
+github.com/gosleuth/gosleuth/agent; found by PID), or from --pprof-url (a
+net/http/pprof endpoint, with expvar /debug/vars when served) or --metrics-url
+(a Prometheus client_golang /metrics page). Unknown figures are omitted in
+text and null in JSON. Ctrl-C ends the window early.`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
+			pid := fs.Int("pid", 0, "process `PID` to inspect (required)")
+			duration := fs.Duration("duration", 10*time.Second, "window `length`")
+			format := fs.String("format", "text", "output `format`: text or json")
+			pprofURL := fs.String("pprof-url", "", "net/http/pprof endpoint `URL` of the process (http://HOST:PORT)")
+			metricsURL := fs.String("metrics-url", "", "Prometheus /metrics `URL` of the process")
+			groups := fs.Int("groups", 10, "goroutine groups to show (0: no dump)")
+			root := fs.String("proc", "/proc", "procfs mount `path`")
+			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+				switch {
+				case len(args) > 0:
+					return usagef("inspect takes no arguments (got %q); use --pid", args[0])
+				case *pid <= 0:
+					return usagef("--pid is required and must be positive")
+				case *duration < 100*time.Millisecond:
+					return usagef("--duration must be at least 100ms, got %s", *duration)
+				case *format != "text" && *format != "json":
+					return usagef("--format must be text or json, got %q", *format)
+				case *groups < 0:
+					return usagef("--groups must not be negative")
+				case *pprofURL != "" && *metricsURL != "":
+					return usagef("give --pprof-url or --metrics-url, not both")
+				}
+				if runtime.GOOS != "linux" {
+					return errors.New("inspect reads /proc and runs on Linux only")
+				}
+				g := *groups
+				if g == 0 {
+					g = -1
+				}
+				rep, err := goruntime.Inspect(ctx, goruntime.InspectOptions{PID: *pid, Duration: *duration,
+					ProcRoot: *root, PprofURL: *pprofURL, MetricsURL: *metricsURL, Groups: g})
+				if err != nil {
+					return err
+				}
+				if *format == "json" {
+					return rep.WriteJSON(stdout)
+				}
+				return rep.WriteText(stdout)
+			}
+		},
+	})
+}

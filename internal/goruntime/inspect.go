@@ -1,0 +1,167 @@
+package goruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
+)
+
+// InspectOptions configure Inspect.
+type InspectOptions struct {
+	PID int
+	// Duration is the window; it ends early when ctx is cancelled.
+	Duration time.Duration
+	// ProcRoot, PprofURL, MetricsURL and AgentDirs are as in Options.
+	ProcRoot   string
+	PprofURL   string
+	MetricsURL string
+	AgentDirs  []string
+	// Groups caps the goroutine groups kept in the report (default 10;
+	// negative: no dump).
+	Groups int
+}
+
+// ProcView is what /proc says about the process over the window.
+type ProcView struct {
+	Seconds       float64 `json:"seconds"`
+	UserPct       float64 `json:"cpu_user_pct"`
+	SysPct        float64 `json:"cpu_sys_pct"`
+	RSSBytes      uint64  `json:"rss_bytes"`
+	Threads       int     `json:"threads"`
+	FDs           int     `json:"fds"`
+	FDLimit       int64   `json:"fd_limit"`
+	WakeupsPerSec float64 `json:"wakeups_per_sec"`
+}
+
+// Report is the outcome of Inspect: discovery facts, /proc over the window
+// and, when a runtime source was found, the runtime window and goroutine
+// dump.
+type Report struct {
+	Facts *Facts    `json:"facts"`
+	Proc  *ProcView `json:"proc,omitempty"`
+	// Source and SourceAddr name the runtime source ("" when none).
+	Source     string `json:"source,omitempty"`
+	SourceAddr string `json:"source_addr,omitempty"`
+	// Info is the agent's self-description (agent sources only).
+	Info   map[string]string `json:"agent_info,omitempty"`
+	Window *Window           `json:"window,omitempty"`
+	Dump   *GoroutineDump    `json:"goroutines,omitempty"`
+	// Notes say what was ignored or could not be read; Hint how to get more.
+	Notes []string `json:"notes,omitempty"`
+	Hint  string   `json:"hint,omitempty"`
+}
+
+// Inspect discovers process opts.PID, connects to a runtime source when
+// there is one, and samples it and /proc at the start and end of the
+// window. Without a runtime source it still returns the discovery and
+// /proc facts, with a hint on how to get more. Errors are returned for a
+// missing process, an unreachable or invalid explicit URL, or a source that
+// fails mid-window.
+func Inspect(ctx context.Context, opts InspectOptions) (*Report, error) {
+	if opts.Groups == 0 {
+		opts.Groups = 10
+	}
+	facts, err := Discover(opts.ProcRoot, opts.PID)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Facts: facts}
+	pr, perr := proc.NewReader(proc.Options{Root: opts.ProcRoot, PIDs: []int{opts.PID}})
+	var s0, s1 proc.Snapshot
+	if perr == nil {
+		defer pr.Close()
+		if err := pr.Snapshot(&s0); err != nil {
+			perr = err
+		}
+	}
+	if perr != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("/proc sampling unavailable: %v", perr))
+	}
+	var src Source
+	if facts.IsGo || opts.PprofURL != "" || opts.MetricsURL != "" {
+		var notes []string
+		src, notes, err = Connect(ctx, opts.PID, Options{ProcRoot: opts.ProcRoot, PprofURL: opts.PprofURL,
+			MetricsURL: opts.MetricsURL, AgentDirs: opts.AgentDirs, Facts: facts})
+		r.Notes = append(r.Notes, notes...)
+		if err != nil && !errors.Is(err, ErrNoSource) {
+			return nil, err
+		}
+	}
+	if src != nil {
+		defer src.Close()
+		r.Source, r.SourceAddr = src.Kind(), src.Addr()
+		if a, ok := src.(*agentSource); ok {
+			r.Info = a.Info()
+		}
+	} else {
+		switch {
+		case !facts.IsGo:
+			r.Hint = "not a Go program (no Go build information in its executable): only /proc facts are shown"
+		default:
+			r.Hint = "no runtime source: import github.com/gosleuth/gosleuth/agent (defer agent.Start(agent.Options{})()), or pass --pprof-url for a net/http/pprof endpoint or --metrics-url for a Prometheus /metrics page"
+		}
+	}
+	var a *Sample
+	if src != nil {
+		if a, err = src.Read(ctx); err != nil {
+			return nil, fmt.Errorf("read %s source at %s: %w", src.Kind(), src.Addr(), err)
+		}
+	}
+	t := time.NewTimer(opts.Duration)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+		r.Notes = append(r.Notes, "window cut short by interruption")
+	}
+	// The window's end is read even after an interruption.
+	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if src != nil {
+		b, err := src.Read(endCtx)
+		if err != nil {
+			return nil, fmt.Errorf("read %s source at %s: %w", src.Kind(), src.Addr(), err)
+		}
+		r.Window = NewWindow(a, b)
+	}
+	if perr == nil {
+		if err := pr.Snapshot(&s1); err == nil {
+			r.Proc = procView(&s0, &s1, opts.PID)
+		}
+	}
+	if src != nil && opts.Groups > 0 {
+		d, err := src.Goroutines(endCtx)
+		switch {
+		case errors.Is(err, ErrUnsupported):
+			r.Notes = append(r.Notes, err.Error())
+		case err != nil:
+			r.Notes = append(r.Notes, fmt.Sprintf("goroutine dump: %v", err))
+		default:
+			if len(d.Groups) > opts.Groups {
+				d.Groups = d.Groups[:opts.Groups]
+			}
+			r.Dump = d
+		}
+	}
+	return r, nil
+}
+
+// procView extracts pid's figures from two snapshots.
+func procView(s0, s1 *proc.Snapshot, pid int) *ProcView {
+	var rates proc.Rates
+	rates.Compute(s0, s1)
+	for i := range s1.Procs {
+		p := &s1.Procs[i]
+		if int(p.PID) != pid {
+			continue
+		}
+		rt := rates.Procs[i]
+		return &ProcView{Seconds: rates.Interval.Seconds(), UserPct: rt.UserPct, SysPct: rt.SysPct,
+			RSSBytes: p.RSSBytes, Threads: int(p.Threads), FDs: int(p.FDs), FDLimit: p.FDLimit,
+			WakeupsPerSec: rt.VolPerSec}
+	}
+	return nil
+}

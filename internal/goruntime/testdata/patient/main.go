@@ -1,0 +1,205 @@
+// Command patient is a Go program with one known runtime behaviour, for
+// gosleuth's goruntime and inspect tests. It prints "ready ADDR" once
+// serving, and on each SIGUSR1 one line "self {JSON}" with its own
+// runtime/metrics, so tests compare what gosleuth reads with what the
+// runtime says inside.
+//
+//	-mode idle|gc|herd|mutex|leak   the behaviour
+//	-agent                          start the gosleuth agent
+//	-pprof                          serve net/http/pprof and expvar on 127.0.0.1:0
+//	-prom                           serve client_golang /metrics (with runtime/metrics) on 127.0.0.1:0
+package main
+
+import (
+	"encoding/json"
+	_ "expvar"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	_ "net/http/pprof"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gosleuth/gosleuth/agent"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+var sink any
+
+type node struct {
+	next *node
+	val  [4]*int
+	pad  [2]int
+}
+
+func main() {
+	mode := flag.String("mode", "idle", "behaviour: idle, gc, herd, mutex, leak")
+	useAgent := flag.Bool("agent", false, "start the gosleuth agent")
+	usePprof := flag.Bool("pprof", false, "serve net/http/pprof and expvar")
+	useProm := flag.Bool("prom", false, "serve Prometheus /metrics")
+	flag.Parse()
+
+	addr := "-"
+	if *useAgent {
+		a, err := agent.Listen(agent.Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer a.Close()
+		addr = a.Path()
+	}
+	if *usePprof || *useProm {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		mux := http.DefaultServeMux
+		if *useProm {
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll)))
+			mux = http.NewServeMux()
+			mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		}
+		go http.Serve(ln, mux)
+		addr = "http://" + ln.Addr().String()
+	}
+
+	switch *mode {
+	case "idle":
+	case "gc":
+		go gcHeavy()
+	case "herd":
+		go herd(2000, 50)
+	case "mutex":
+		contend(8)
+	case "leak":
+		go leak(200)
+	default:
+		fmt.Fprintln(os.Stderr, "unknown mode", *mode)
+		os.Exit(2)
+	}
+	fmt.Printf("ready %s\n", addr)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1, syscall.SIGTERM, syscall.SIGINT)
+	for s := range sig {
+		if s != syscall.SIGUSR1 {
+			return
+		}
+		report()
+	}
+}
+
+// report prints the runtime's own view of the metrics gosleuth reads.
+func report() {
+	names := []string{
+		"/sched/goroutines:goroutines", "/sched/goroutines-created:goroutines",
+		"/gc/cycles/total:gc-cycles", "/cpu/classes/gc/total:cpu-seconds",
+		"/cpu/classes/gc/mark/assist:cpu-seconds", "/cpu/classes/total:cpu-seconds",
+		"/cpu/classes/idle:cpu-seconds", "/sync/mutex/wait/total:seconds",
+		"/gc/heap/live:bytes", "/gc/heap/goal:bytes", "/sched/gomaxprocs:threads",
+		"/sched/latencies:seconds", "/gc/heap/allocs:bytes",
+	}
+	s := make([]metrics.Sample, len(names))
+	for i := range s {
+		s[i].Name = names[i]
+	}
+	metrics.Read(s)
+	out := map[string]any{"time": time.Now().UnixNano()}
+	for _, x := range s {
+		switch x.Value.Kind() {
+		case metrics.KindUint64:
+			out[x.Name] = x.Value.Uint64()
+		case metrics.KindFloat64:
+			out[x.Name] = x.Value.Float64()
+		case metrics.KindFloat64Histogram:
+			h := x.Value.Float64Histogram()
+			out[x.Name] = h.Counts // buckets are fixed; the test reads them from gosleuth's copy
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	out["NumGC"] = ms.NumGC
+	out["HeapObjects"] = ms.HeapObjects
+	b, _ := json.Marshal(out)
+	fmt.Printf("self %s\n", b)
+}
+
+// gcHeavy keeps a pointer-heavy live heap and allocates garbage in bursts,
+// so GC runs several times a second and recruits mark assists.
+func gcHeavy() {
+	live := make([]*node, 200_000)
+	for i := range live {
+		live[i] = &node{}
+	}
+	for i := 0; ; i++ {
+		// Replace some live nodes and make garbage.
+		for j := 0; j < 2000; j++ {
+			live[rand.IntN(len(live))] = &node{next: live[rand.IntN(len(live))]}
+			sink = make([]byte, 512)
+		}
+		if i%10 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// herd parks n goroutines on a channel closed rate times a second.
+func herd(n, rate int) {
+	var mu sync.Mutex
+	var count int
+	for {
+		ch := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(n)
+		for range n {
+			go func() {
+				defer wg.Done()
+				<-ch
+				mu.Lock()
+				count++
+				mu.Unlock()
+			}()
+		}
+		time.Sleep(time.Second / time.Duration(rate))
+		close(ch)
+		wg.Wait()
+	}
+}
+
+// contend runs n goroutines that take one mutex around a little work.
+func contend(n int) {
+	var mu sync.Mutex
+	x := 0
+	for range n {
+		go func() {
+			for {
+				mu.Lock()
+				for i := 0; i < 2000; i++ {
+					x += i
+				}
+				mu.Unlock()
+				time.Sleep(50 * time.Microsecond)
+			}
+		}()
+	}
+}
+
+// leak starts rate goroutines a second that block forever.
+func leak(rate int) {
+	t := time.NewTicker(time.Second / time.Duration(rate))
+	for range t.C {
+		go func() { select {} }()
+	}
+}
