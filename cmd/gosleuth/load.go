@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/load"
+)
+
+// headerList is a repeatable --header flag.
+type headerList []load.Header
+
+func (h *headerList) String() string { return fmt.Sprint([]load.Header(*h)) }
+
+func (h *headerList) Set(s string) error {
+	v, err := load.ParseHeader(s)
+	if err != nil {
+		return err
+	}
+	*h = append(*h, v)
+	return nil
+}
+
+func init() {
+	register(&command{
+		Name: "load",
+		Usage: "load URL --rate R --duration D [--connections 50] [--method M] [--header H] [--body B]\n" +
+			"                     [--step +1000/30s [--max-rate R]] [--sla p99<=15ms] [--watch PID] [--format text|json] [-o DIR]",
+		Short: "open-loop HTTP load at a fixed rate or a step ramp, with honest percentiles and SLA search",
+		Long: `
+Sends requests to URL at a fixed rate (--rate, or "max" for a closed loop),
+or in steps (--step +1000/30s up to --max-rate), over a fixed pool of
+--connections keep-alive connections that is never exceeded. Latency is
+measured from each request's intended send time (corrected for coordinated
+omission) and also from the actual send. A step is marked invalid when the
+generator achieved less than 99% of the target rate or its lag p99 exceeded
+1 ms, so a slow client is never reported as a slow server.
+
+The process listening on the URL's port (when local), or --watch PID, is
+sampled every second: CPU user/sys, RSS, threads, context switches.
+
+With --sla and --step, it ramps until the SLA fails (or errors exceed 1%, or
+a step is invalid), then bisects between the last passing and the first
+failing rate 3 times and reports the highest rate that meets the SLA.
+
+--duration is required (at most 1h) and bounds the whole run. Ctrl-C stops
+the run and writes the report of what ran. With -o DIR: report.txt,
+report.json, series.csv, latency.hlog, step-NN.hgrm and report.html (opens
+offline).`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
+			rate := fs.String("rate", "", "requests per `second` (5000, 5k) or max for a closed loop; the first step of a ramp")
+			duration := fs.String("duration", "", "total `duration` of the run (required, at most 1h)")
+			conns := fs.Int("connections", 50, "connections (and workers); never exceeded")
+			method := fs.String("method", "GET", "request `method`")
+			var headers headerList
+			fs.Var(&headers, "header", "request header `\"Name: value\"` (repeatable)")
+			body := fs.String("body", "", "request `body`")
+			bodyFile := fs.String("body-file", "", "read the request body from `file`")
+			step := fs.String("step", "", "ramp: add `+RATE/DURATION` (e.g. +1000/30s)")
+			maxRate := fs.String("max-rate", "", "last `rate` of a ramp")
+			sla := fs.String("sla", "", "latency objective such as `p99<=15ms` (with --step: search the highest rate that meets it)")
+			watch := fs.Int("watch", 0, "`PID` of the target to sample (default: the local process listening on the URL's port; -1: none)")
+			format := fs.String("format", "text", "report `format` on stdout: text or json")
+			outDir := fs.String("o", "", "write every report file into `DIR`")
+			timeout := fs.Duration("timeout", 10*time.Second, "per-request `timeout`")
+			proto := fs.String("http", "auto", "`protocol`: auto (HTTP/1.1 for http://, ALPN for https://), http1 or h2 (h2c for http://)")
+			insecure := fs.Bool("insecure", false, "skip TLS certificate verification")
+			warmup := fs.Duration("warmup", 0, "`time` dropped from the start of each step (default: 10% of the step, 1-5s)")
+			quiet := fs.Bool("quiet", false, "no live line on stderr")
+			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+				// Flags may follow the URL: parse what comes after it.
+				for len(args) > 1 && strings.HasPrefix(args[1], "-") {
+					if err := fs.Parse(args[1:]); err != nil {
+						return usageError{err}
+					}
+					args = append(args[:1], fs.Args()...)
+				}
+				if len(args) != 1 {
+					return usagef("load takes exactly one URL argument")
+				}
+				u, err := load.ParseURL(args[0])
+				if err != nil {
+					return usageError{err}
+				}
+				if *rate == "" {
+					return usagef("--rate is required (requests per second, or max)")
+				}
+				r, err := load.ParseRate(*rate)
+				if err != nil {
+					return usageError{err}
+				}
+				if *duration == "" {
+					return usagef("--duration is required (for example 30s)")
+				}
+				d, err := time.ParseDuration(*duration)
+				if err != nil || d <= 0 {
+					return usagef("--duration %q: want a positive duration such as 30s", *duration)
+				}
+				if d > load.MaxDuration {
+					return usagef("--duration %s is above the limit of %s", d, load.MaxDuration)
+				}
+				if *format != "text" && *format != "json" {
+					return usagef("--format must be text or json, got %q", *format)
+				}
+				if *timeout <= 0 {
+					return usagef("--timeout must be positive")
+				}
+				if *warmup < 0 {
+					return usagef("--warmup must not be negative")
+				}
+				plan := load.Plan{Rate: r, Duration: d}
+				if *step != "" {
+					if plan.Step, err = load.ParseStep(*step); err != nil {
+						return usageError{err}
+					}
+				}
+				if *maxRate != "" {
+					if plan.MaxRate, err = load.ParseRate(*maxRate); err != nil || plan.MaxRate == 0 {
+						return usagef("--max-rate %q: want a rate such as 20000", *maxRate)
+					}
+				}
+				if *sla != "" {
+					s, err := load.ParseSLA(*sla)
+					if err != nil {
+						return usageError{err}
+					}
+					plan.SLA = &s
+				}
+				cfg := load.Config{URL: u, Method: strings.ToUpper(*method), Headers: headers,
+					Connections: *conns, Timeout: *timeout, Proto: load.Proto(*proto), Insecure: *insecure,
+					Warmup: *warmup}
+				if *bodyFile != "" {
+					b, err := os.ReadFile(*bodyFile)
+					if err != nil {
+						return fmt.Errorf("read --body-file: %w", err)
+					}
+					cfg.Body = b
+				} else if *body != "" {
+					cfg.Body = []byte(*body)
+				}
+				switch {
+				case *watch > 0:
+					cfg.Watch = *watch
+				case *watch == 0 && load.IsLocalHost(u.Hostname()):
+					port, _ := strconv.Atoi(u.Port())
+					if port == 0 {
+						port = map[string]int{"http": 80, "https": 443}[u.Scheme]
+					}
+					if pid, err := load.FindListener("/proc", port); err == nil {
+						cfg.Watch = pid
+						fmt.Fprintf(stderr, "watching pid %d (listening on port %d)\n", pid, port)
+					} else {
+						fmt.Fprintf(stderr, "not watching the target: %v\n", err)
+					}
+				}
+				if !*quiet && isTerminal(stderr) {
+					cfg.OnTick = func(t load.Tick) { liveLine(stderr, t) }
+				}
+				var rep *load.Report
+				if plan.SLA != nil && plan.Step.Inc > 0 {
+					rep, err = load.Search(ctx, cfg, plan)
+				} else {
+					rep, err = load.Run(ctx, cfg, plan)
+				}
+				if err != nil {
+					if errors.Is(err, load.ErrBadInput) {
+						return usageError{err}
+					}
+					return fmt.Errorf("load %s: %w", u, err)
+				}
+				if cfg.OnTick != nil {
+					fmt.Fprint(stderr, "\r\033[K")
+				}
+				if *outDir != "" {
+					if err := rep.WriteDir(*outDir); err != nil {
+						return err
+					}
+				}
+				if *format == "json" {
+					return rep.WriteJSON(stdout, false)
+				}
+				return rep.WriteText(stdout)
+			}
+		},
+	})
+}
+
+// liveLine rewrites one status line on a terminal.
+func liveLine(w io.Writer, t load.Tick) {
+	target := "max"
+	if t.TargetRate > 0 {
+		target = strconv.FormatFloat(t.TargetRate, 'f', 0, 64)
+	}
+	fmt.Fprintf(w, "\r\033[K%6.0fs step %d  %6.0f/%s req/s  p50 %.2fms  p99 %.2fms  errors %d  lag p99 %.2fms  conns %d",
+		t.T, t.Step, t.Rate, target, t.Latency.P50, t.Latency.P99, t.Errors, t.Lag.P99, t.Connections)
+}

@@ -1,0 +1,266 @@
+package load
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Plan is a fixed rate or a step ramp.
+type Plan struct {
+	// Rate is the first (or only) step's rate; 0 is a closed loop.
+	Rate float64
+	// Duration bounds the whole run (required, at most MaxDuration).
+	Duration time.Duration
+	// Step, when Step.Inc > 0, adds Step.Inc every Step.Every until MaxRate
+	// or Duration.
+	Step StepSpec
+	// MaxRate ends a ramp (0: no limit but Duration).
+	MaxRate float64
+	// SLA, when set, is checked on every step (Run) or searched for
+	// (Search).
+	SLA *SLA
+}
+
+func (p *Plan) validate() error {
+	if p.Duration <= 0 {
+		return fmt.Errorf("%w: a duration is required", ErrBadInput)
+	}
+	if p.Duration > MaxDuration {
+		return fmt.Errorf("%w: duration %s is above the limit of %s", ErrBadInput, p.Duration, MaxDuration)
+	}
+	if p.Rate < 0 || p.Rate > MaxRate || math.IsNaN(p.Rate) {
+		return fmt.Errorf("%w: bad rate %v", ErrBadInput, p.Rate)
+	}
+	if p.Step.Inc > 0 {
+		if p.Rate == 0 {
+			return fmt.Errorf("%w: a step ramp needs a starting rate, not max", ErrBadInput)
+		}
+		if p.Step.Every > p.Duration {
+			return fmt.Errorf("%w: step duration %s is longer than the whole run (%s)", ErrBadInput, p.Step.Every, p.Duration)
+		}
+		if p.MaxRate > 0 && p.MaxRate < p.Rate {
+			return fmt.Errorf("%w: max rate %v is below the starting rate %v", ErrBadInput, p.MaxRate, p.Rate)
+		}
+	}
+	if p.SLA != nil && p.Rate == 0 {
+		return fmt.Errorf("%w: an SLA needs a fixed rate, not max", ErrBadInput)
+	}
+	return nil
+}
+
+// Report is everything a run measured.
+type Report struct {
+	URL         string        `json:"url"`
+	Method      string        `json:"method"`
+	Connections int           `json:"connections"`
+	Proto       string        `json:"protocol"`
+	Start       time.Time     `json:"start"`
+	Steps       []*StepResult `json:"steps"`
+	SLA         *SearchResult `json:"sla,omitempty"`
+	Interrupted bool          `json:"interrupted,omitempty"`
+	// MaxConnections is the most connections open at once over the run.
+	MaxConnections int64    `json:"max_connections"`
+	Notes          []string `json:"notes,omitempty"`
+	// Ticks is the time series, one point per tick.
+	Ticks []Tick `json:"ticks,omitempty"`
+
+	hlog []hlogLine
+	tick time.Duration
+}
+
+func newReport(e *Engine) *Report {
+	c := &e.cfg
+	proto := "http/1.1"
+	if e.client != nil {
+		proto = string(c.Proto)
+		if c.URL.Scheme == "http" {
+			proto = "h2c"
+		}
+	}
+	return &Report{URL: c.URL.String(), Method: c.Method, Connections: c.Connections, Proto: proto,
+		Start: e.base, tick: c.Tick}
+}
+
+func (e *Engine) finish(r *Report) {
+	r.Ticks = e.ticks
+	r.hlog = e.hlog
+	for _, s := range r.Steps {
+		r.MaxConnections = max(r.MaxConnections, s.MaxConnections)
+		if s.Interrupted {
+			r.Interrupted = true
+		}
+	}
+	if e.watch != nil && e.cfg.GC == nil {
+		r.Notes = append(r.Notes, "GC cycles and pauses of the target are not reported: no runtime metrics source")
+	}
+}
+
+// Run runs plan with cfg: one step at a fixed rate, or a ramp. It returns
+// the report of what ran, also when ctx is cancelled.
+func Run(ctx context.Context, cfg Config, plan Plan) (*Report, error) {
+	if err := plan.validate(); err != nil {
+		return nil, err
+	}
+	e, err := NewEngine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	rep := newReport(e)
+	defer e.finish(rep)
+	if plan.Step.Inc <= 0 {
+		rep.Steps = append(rep.Steps, e.checked(ctx, "fixed", plan.Rate, plan.Duration, plan.SLA))
+		return rep, nil
+	}
+	left := plan.Duration
+	for rate := plan.Rate; left >= plan.Step.Every && ctx.Err() == nil; rate += plan.Step.Inc {
+		if plan.MaxRate > 0 && rate > plan.MaxRate+1e-9 {
+			break
+		}
+		rep.Steps = append(rep.Steps, e.checked(ctx, "ramp", rate, plan.Step.Every, plan.SLA))
+		left -= plan.Step.Every
+	}
+	return rep, nil
+}
+
+func (e *Engine) checked(ctx context.Context, phase string, rate float64, d time.Duration, sla *SLA) *StepResult {
+	r := e.Step(ctx, phase, rate, d)
+	if sla != nil {
+		met, v := sla.Met(r)
+		r.SLA = &SLAStepCheck{Met: met, ValueMS: v}
+	}
+	return r
+}
+
+// SearchResult is the outcome of an SLA search.
+type SearchResult struct {
+	SLA string `json:"sla"`
+	// Found is false when even the first rate failed, or the search was cut
+	// short; Note says which.
+	Found bool `json:"found"`
+	// MaxRate is the median over the repeats of the highest rate that met
+	// the SLA; Min and Max are the spread.
+	MaxRate float64   `json:"max_rate"`
+	Min     float64   `json:"min_rate"`
+	Max     float64   `json:"max_rate_high"`
+	Repeats []float64 `json:"repeats"`
+	// LastPass and FirstFail bracket the knee found by the ramp.
+	LastPass  float64 `json:"ramp_last_pass"`
+	FirstFail float64 `json:"ramp_first_fail"`
+	// FailReason says why the first failing ramp step failed.
+	FailReason string `json:"fail_reason,omitempty"`
+	Note       string `json:"note,omitempty"`
+}
+
+// SearchRepeats is how many times the bisection is repeated.
+const SearchRepeats = 3
+
+// maxBisect bounds the bisection steps of one repeat.
+const maxBisect = 4
+
+// passes judges a search step: SLA met, errors at most 1%, step valid.
+func passes(r *StepResult, sla *SLA) (bool, string) {
+	met, v := sla.Met(r)
+	r.SLA = &SLAStepCheck{Met: met, ValueMS: v}
+	switch {
+	case !r.Valid:
+		return false, "invalid step: " + r.Invalid[0]
+	case r.Requests > 0 && float64(r.Errors) > 0.01*float64(r.Requests):
+		return false, fmt.Sprintf("errors %.2f%% > 1%%", 100*float64(r.Errors)/float64(r.Requests))
+	case !met:
+		return false, fmt.Sprintf("p%g %.2f ms > %s", sla.Quantile, v, sla.Limit)
+	}
+	return true, ""
+}
+
+// Search ramps from plan.Rate by plan.Step until plan.SLA fails (or errors
+// exceed 1%, or a step is invalid), then bisects between the last passing
+// and the first failing rate with steps half as long, SearchRepeats times,
+// and reports the median and spread of the rates found. plan.Duration bounds
+// the whole search.
+func Search(ctx context.Context, cfg Config, plan Plan) (*Report, error) {
+	if err := plan.validate(); err != nil {
+		return nil, err
+	}
+	if plan.SLA == nil || plan.Step.Inc <= 0 {
+		return nil, fmt.Errorf("%w: a search needs an SLA and a step", ErrBadInput)
+	}
+	e, err := NewEngine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	rep := newReport(e)
+	defer e.finish(rep)
+	sr := &SearchResult{SLA: plan.SLA.Text}
+	rep.SLA = sr
+	deadline := time.Now().Add(plan.Duration)
+	fits := func(d time.Duration) bool { return time.Until(deadline) >= d && ctx.Err() == nil }
+	step := func(phase string, rate float64, d time.Duration) (bool, string) {
+		r := e.Step(ctx, phase, rate, d)
+		rep.Steps = append(rep.Steps, r)
+		ok, why := passes(r, plan.SLA)
+		if r.Interrupted {
+			return false, "interrupted"
+		}
+		if !ok {
+			e.Drain(ctx, e.cfg.Timeout)
+		}
+		return ok, why
+	}
+	for rate := plan.Rate; ; rate += plan.Step.Inc {
+		if plan.MaxRate > 0 && rate > plan.MaxRate+1e-9 {
+			sr.Note = fmt.Sprintf("the SLA held up to the max rate %g", plan.MaxRate)
+			break
+		}
+		if !fits(plan.Step.Every) {
+			sr.Note = "the duration ran out (or the run was interrupted) during the ramp"
+			break
+		}
+		ok, why := step("ramp", rate, plan.Step.Every)
+		if !ok {
+			sr.FirstFail, sr.FailReason = rate, why
+			break
+		}
+		sr.LastPass = rate
+	}
+	if sr.FirstFail == 0 || sr.LastPass == 0 {
+		if sr.FirstFail > 0 {
+			sr.Note = fmt.Sprintf("the SLA failed at the first rate %g (%s)", sr.FirstFail, sr.FailReason)
+		} else if sr.LastPass > 0 {
+			sr.MaxRate, sr.Min, sr.Max, sr.Found = sr.LastPass, sr.LastPass, sr.LastPass, true
+			sr.Repeats = []float64{sr.LastPass}
+		}
+		return rep, nil
+	}
+	short := max(plan.Step.Every/2, e.cfg.Tick*2)
+	tol := max(plan.Step.Inc/16, sr.LastPass*0.01, 1)
+	for rep1 := 1; rep1 <= SearchRepeats; rep1++ {
+		lo, hi := sr.LastPass, sr.FirstFail
+		for i := 0; i < maxBisect && hi-lo > tol; i++ {
+			if !fits(short) {
+				sr.Note = "the duration ran out (or the run was interrupted) during the bisection"
+				break
+			}
+			mid := math.Round((lo + hi) / 2)
+			if ok, _ := step(fmt.Sprintf("bisect %d", rep1), mid, short); ok {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		if sr.Note != "" {
+			break
+		}
+		sr.Repeats = append(sr.Repeats, lo)
+	}
+	if len(sr.Repeats) > 0 {
+		s := slices.Clone(sr.Repeats)
+		slices.Sort(s)
+		sr.MaxRate, sr.Min, sr.Max, sr.Found = s[len(s)/2], s[0], s[len(s)-1], true
+	}
+	return rep, nil
+}

@@ -1,0 +1,283 @@
+package load
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
+)
+
+// GCReader reads a Go process's cumulative GC counters (from its agent or
+// its pprof/metrics endpoint).
+type GCReader interface {
+	// ReadGC returns the number of completed GC cycles and the total
+	// stop-the-world pause time so far.
+	ReadGC() (cycles uint64, pause time.Duration, err error)
+}
+
+// watcher samples the target process once per tick.
+type watcher struct {
+	pid  int
+	r    *proc.Reader
+	snap proc.Snapshot
+	gc   GCReader
+	// gcErr is the last GC read error, reported once in the step's note.
+	gcErr error
+}
+
+func newWatcher(pid int, gc GCReader) (*watcher, error) {
+	r, err := proc.NewReader(proc.Options{PIDs: []int{pid}})
+	if err != nil {
+		return nil, fmt.Errorf("watch pid %d: %w", pid, err)
+	}
+	w := &watcher{pid: pid, r: r, gc: gc}
+	if !w.read().ok {
+		r.Close()
+		return nil, fmt.Errorf("watch pid %d: process not found", pid)
+	}
+	return w, nil
+}
+
+func (w *watcher) close() { w.r.Close() }
+
+// targetReading is one reading of the target's cumulative counters.
+type targetReading struct {
+	ok           bool
+	t            time.Time
+	utime, stime uint64 // clock ticks
+	rss          uint64
+	threads      int32
+	vol, invol   uint64
+	gcOK         bool
+	gcCycles     uint64
+	gcPause      time.Duration
+}
+
+func (w *watcher) read() targetReading {
+	var r targetReading
+	if err := w.r.Snapshot(&w.snap); err != nil {
+		return r
+	}
+	p := w.snap.Find(int32(w.pid))
+	if p == nil {
+		return r
+	}
+	r = targetReading{ok: true, t: w.snap.Time, utime: p.UTime, stime: p.STime, rss: p.RSSBytes,
+		threads: p.Threads, vol: p.VolCtxsw, invol: p.InvolCtxsw}
+	if w.gc != nil {
+		c, pause, err := w.gc.ReadGC()
+		if err == nil {
+			r.gcOK, r.gcCycles, r.gcPause = true, c, pause
+		} else {
+			w.gcErr = err
+		}
+	}
+	return r
+}
+
+// TargetTick is the watched process over one tick.
+type TargetTick struct {
+	CPUUser  float64 `json:"cpu_user_cores"`
+	CPUSys   float64 `json:"cpu_sys_cores"`
+	RSSBytes uint64  `json:"rss_bytes"`
+	Threads  int32   `json:"threads"`
+	// VolCtxsw and InvolCtxsw are context switches per second.
+	VolCtxsw   float64 `json:"vol_ctxsw_per_s"`
+	InvolCtxsw float64 `json:"invol_ctxsw_per_s"`
+	GCCycles   *uint64 `json:"gc_cycles,omitempty"`
+}
+
+func sub(a, b uint64) uint64 {
+	if b < a {
+		return 0
+	}
+	return b - a
+}
+
+func tickTarget(a, b targetReading) *TargetTick {
+	if !a.ok || !b.ok {
+		return nil
+	}
+	sec := b.t.Sub(a.t).Seconds()
+	if sec <= 0 {
+		return nil
+	}
+	t := &TargetTick{
+		CPUUser:  float64(sub(a.utime, b.utime)) / proc.ClockTicks / sec,
+		CPUSys:   float64(sub(a.stime, b.stime)) / proc.ClockTicks / sec,
+		RSSBytes: b.rss, Threads: b.threads,
+		VolCtxsw:   float64(sub(a.vol, b.vol)) / sec,
+		InvolCtxsw: float64(sub(a.invol, b.invol)) / sec,
+	}
+	if a.gcOK && b.gcOK {
+		n := sub(a.gcCycles, b.gcCycles)
+		t.GCCycles = &n
+	}
+	return t
+}
+
+// TargetStats is the watched process over a step's measured window.
+type TargetStats struct {
+	PID int `json:"pid"`
+	// CPUUser and CPUSys are in cores (CPU-seconds per second).
+	CPUUser float64 `json:"cpu_user_cores"`
+	CPUSys  float64 `json:"cpu_sys_cores"`
+	// RSSMaxBytes and MaxThreads are the highest values seen at a tick.
+	RSSMaxBytes uint64  `json:"rss_max_bytes"`
+	MaxThreads  int32   `json:"max_threads"`
+	VolCtxsw    float64 `json:"vol_ctxsw_per_s"`
+	InvolCtxsw  float64 `json:"invol_ctxsw_per_s"`
+	// GCCycles and GCPauseMS are the GC cycles completed and the total pause
+	// time in the window; absent when the runtime was not reachable (GCNote
+	// says why).
+	GCCycles  *uint64  `json:"gc_cycles,omitempty"`
+	GCPauseMS *float64 `json:"gc_pause_ms,omitempty"`
+	GCNote    string   `json:"gc_note,omitempty"`
+}
+
+// targetAcc keeps the peaks and the last reading of a step.
+type targetAcc struct {
+	last    targetReading
+	rss     uint64
+	threads int32
+}
+
+func (t *targetAcc) add(r targetReading) {
+	if !r.ok {
+		return
+	}
+	t.last = r
+	t.rss = max(t.rss, r.rss)
+	t.threads = max(t.threads, r.threads)
+}
+
+func (t *targetAcc) stats(first targetReading, w *watcher) *TargetStats {
+	b := t.last
+	if !first.ok || !b.ok {
+		return nil
+	}
+	sec := b.t.Sub(first.t).Seconds()
+	if sec <= 0 {
+		return nil
+	}
+	s := &TargetStats{PID: w.pid,
+		CPUUser:     float64(sub(first.utime, b.utime)) / proc.ClockTicks / sec,
+		CPUSys:      float64(sub(first.stime, b.stime)) / proc.ClockTicks / sec,
+		RSSMaxBytes: t.rss, MaxThreads: t.threads,
+		VolCtxsw:   float64(sub(first.vol, b.vol)) / sec,
+		InvolCtxsw: float64(sub(first.invol, b.invol)) / sec,
+	}
+	switch {
+	case w.gc == nil:
+		s.GCNote = "no GC source"
+	case first.gcOK && b.gcOK:
+		n := sub(first.gcCycles, b.gcCycles)
+		ms := float64(max(0, b.gcPause-first.gcPause)) / 1e6
+		s.GCCycles, s.GCPauseMS = &n, &ms
+	case w.gcErr != nil:
+		s.GCNote = w.gcErr.Error()
+	}
+	return s
+}
+
+// ErrNoListener is returned by FindListener when no local process listens
+// on the port (or the URL's host is not local).
+var ErrNoListener = errors.New("no local process listens on the port")
+
+// IsLocalHost reports whether host (a name or an address) is this machine.
+func IsLocalHost(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return false
+	}
+	if ip.IsLoopback() || ip.IsUnspecified() {
+		return true
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// FindListener returns the PID of the process with a TCP socket listening
+// on port, found through /proc/net/tcp{,6} (socket inode) and the
+// processes' fd links. root is the procfs mount ("/proc").
+func FindListener(root string, port int) (int, error) {
+	inodes := map[string]bool{}
+	for _, f := range []string{"net/tcp", "net/tcp6"} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			continue
+		}
+		for _, ino := range listenInodes(b, port) {
+			inodes[ino] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return 0, fmt.Errorf("port %d: %w", port, ErrNoListener)
+	}
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return 0, fmt.Errorf("find listener on port %d: %w", port, err)
+	}
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		fdDir := filepath.Join(root, ent.Name(), "fd")
+		fds, err := os.ReadDir(fdDir)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			l, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
+			if err != nil || !strings.HasPrefix(l, "socket:[") {
+				continue
+			}
+			if inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] {
+				return pid, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("port %d (socket owner not visible): %w", port, ErrNoListener)
+}
+
+// listenInodes parses a /proc/net/tcp{,6} table and returns the inodes of
+// the sockets in state LISTEN (0A) on port.
+func listenInodes(b []byte, port int) []string {
+	var out []string
+	want := fmt.Sprintf(":%04X", port)
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	first := true
+	for sc.Scan() {
+		if first { // header
+			first = false
+			continue
+		}
+		f := strings.Fields(sc.Text())
+		// sl local_address rem_address st tx:rx tr:tm retrnsmt uid timeout inode
+		if len(f) < 10 || f[3] != "0A" || !strings.HasSuffix(f[1], want) {
+			continue
+		}
+		out = append(out, f[9])
+	}
+	return out
+}
