@@ -56,8 +56,8 @@ type Engine struct {
 	// pacerLag is the pacer's own lateness (µs) in the current step, before
 	// any wait for a free connection. Only the pacer writes it.
 	pacerLag *hdr.Histogram
-	watch   *watcher
-	tick    *sample // scratch: the current tick's merged sample
+	watch    *watcher
+	tick     *sample // scratch: the current tick's merged sample
 
 	ticks []Tick
 	hlog  []hlogLine

@@ -39,12 +39,12 @@ type ErrKind int
 
 // The error kinds, counted separately.
 const (
-	ErrRefused ErrKind = iota // connection refused
-	ErrReset                  // connection reset, broken pipe or closed mid-response
-	ErrTimeout                // no response within Config.Timeout
-	ErrHTTP                   // status >= 400 (also counted per status)
-	ErrProtocol               // malformed response
-	ErrOther                  // anything else (DNS, TLS, ...)
+	ErrRefused  ErrKind = iota // connection refused
+	ErrReset                   // connection reset, broken pipe or closed mid-response
+	ErrTimeout                 // no response within Config.Timeout
+	ErrHTTP                    // status >= 400 (also counted per status)
+	ErrProtocol                // malformed response
+	ErrOther                   // anything else (DNS, TLS, ...)
 	numErrKinds
 )
 

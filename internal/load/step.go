@@ -91,9 +91,9 @@ type StepResult struct {
 	// Lag is each request's generator lag (actual send minus the later of
 	// its intended time and the moment its connection was free); PacerLag
 	// the pacer's own lateness in handing out send times.
-	Lag         Lag         `json:"generator_lag_ms"`
-	PacerLag    Lag         `json:"pacer_lag_ms"`
-	Errors      int64       `json:"errors"`
+	Lag      Lag   `json:"generator_lag_ms"`
+	PacerLag Lag   `json:"pacer_lag_ms"`
+	Errors   int64 `json:"errors"`
 	// ErrorKinds counts errors by kind (refused, reset, timeout, http,
 	// protocol, other); Status counts responses by status code.
 	ErrorKinds     map[string]int64 `json:"error_kinds,omitempty"`
