@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/doctor"
+)
+
+func init() {
+	register(&command{
+		Name:  "doctor",
+		Usage: "doctor [--pid PID ...] [--duration 10s] [--format text|json|markdown] [-o FILE]",
+		Short: "find what is wrong: findings with evidence, cause and fix",
+		Long: `Watches every process on the host (or the ones given with --pid) for the
+duration through /proc, then takes a closer look (syscall mix, stack samples,
+runtime metrics, whichever are available) at the processes that look
+suspicious and at Go processes with non-trivial CPU or wake-ups. Each finding
+carries the numbers behind it, the cause and the fix; rules that could not be
+decided are listed with what they need. Without root, the report rests on
+/proc alone and says so.
+
+Rule ids: ` + ruleIDs(),
+		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
+			var pids pidList
+			fs.Var(&pids, "pid", "examine only this `PID` (comma list or repeated)")
+			duration := fs.Duration("duration", 10*time.Second, "length of the observation `window`")
+			format := fs.String("format", "text", "report `format`: text, json or markdown")
+			out := fs.String("o", "", "write the report to `FILE` (written completely or not at all)")
+			procRoot := fs.String("proc", "/proc", "procfs mount `path`")
+			maxLooks := fs.Int("max-looks", 4, "on a whole-host run, look closely at most at `N` processes")
+			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+				if len(args) > 0 {
+					return usagef("doctor takes no arguments (got %q); use --pid", args[0])
+				}
+				if *duration <= 0 {
+					return usagef("--duration must be positive, got %v", *duration)
+				}
+				if *duration > time.Hour {
+					return usagef("--duration must be at most 1h, got %v", *duration)
+				}
+				if *maxLooks < 0 {
+					return usagef("--max-looks must not be negative")
+				}
+				switch *format {
+				case "text", "json", "markdown":
+				default:
+					return usagef("--format must be text, json or markdown, got %q", *format)
+				}
+				if *out != "" {
+					if err := checkWritable(*out); err != nil {
+						return err
+					}
+				}
+				cfg := doctor.Config{
+					PIDs: pids, Duration: *duration, ProcRoot: *procRoot,
+					MaxLooks: *maxLooks, Looks: doctorLooks(),
+				}
+				if isTerminal(stderr) {
+					cfg.Progress = func(s string) { fmt.Fprintf(stderr, "\r\x1b[K%s", s) }
+				}
+				ws, host, notes, err := doctor.Collect(ctx, cfg)
+				if cfg.Progress != nil {
+					fmt.Fprint(stderr, "\r\x1b[K")
+				}
+				if err != nil {
+					if errors.Is(err, doctor.ErrNoProcess) {
+						return fmt.Errorf("doctor: %w", err)
+					}
+					return err
+				}
+				rep := doctor.Diagnose(ws, host, notes, len(pids) > 0)
+				var buf bytes.Buffer
+				switch *format {
+				case "json":
+					err = rep.WriteJSON(&buf)
+				case "markdown":
+					err = rep.WriteMarkdown(&buf)
+				default:
+					err = rep.WriteText(&buf, *out == "" && isTerminal(stdout))
+				}
+				if err != nil {
+					return err
+				}
+				if *out != "" {
+					return writeFileAtomic(*out, buf.Bytes())
+				}
+				_, err = stdout.Write(buf.Bytes())
+				return err
+			}
+		},
+	})
+}
+
+func ruleIDs() string {
+	s := ""
+	for i, r := range doctor.Rules() {
+		if i > 0 {
+			s += ", "
+		}
+		s += r.ID
+	}
+	return s
+}
+
+// checkWritable fails early, before any observing, when path's directory
+// cannot take a new file.
+func checkWritable(path string) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".gosleuth-check-*")
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+// writeFileAtomic writes data to a temporary file next to path and renames
+// it into place, so readers see the whole file or none of it.
+func writeFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestDoctorUsage(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		words string
+	}{
+		{"zero duration", []string{"doctor", "--duration", "0s"}, "must be positive"},
+		{"huge duration", []string{"doctor", "--duration", "5h"}, "at most 1h"},
+		{"malformed duration", []string{"doctor", "--duration", "soon"}, "invalid value"},
+		{"bad format", []string{"doctor", "--format", "xml"}, "text, json or markdown"},
+		{"bad pid", []string{"doctor", "--pid", "x"}, `invalid pid "x"`},
+		{"stray argument", []string{"doctor", "123"}, "takes no arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := run(context.Background(), tt.args, &out, &errb)
+			var u usageError
+			if !errors.As(err, &u) || !strings.Contains(err.Error(), tt.words) {
+				t.Fatalf("err %v, want a usage error with %q", err, tt.words)
+			}
+		})
+	}
+}
+
+func TestDoctorNotFound(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("doctor needs Linux")
+	}
+	_, stderr, code := runChild(t, os.Args[0], nil, "doctor", "--pid", "536870000", "--duration", "1s")
+	if code != 1 || !strings.Contains(stderr, "536870000") || !strings.Contains(stderr, "not found") {
+		t.Errorf("code %d stderr %q", code, stderr)
+	}
+}
+
+// TestDoctorReport runs the doctor on a sleeping child and checks the JSON
+// report written with -o has the documented shape and names the process.
+func TestDoctorReport(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("doctor needs Linux")
+	}
+	sleeper := exec.Command("sleep", "30")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	dir := t.TempDir()
+	out := filepath.Join(dir, "report.json")
+	pid := strconv.Itoa(sleeper.Process.Pid)
+	_, stderr, code := runChild(t, os.Args[0], nil, "doctor", "--pid", pid, "--duration", "1s", "--format", "json", "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Host struct {
+			CPUs int `json:"cpus"`
+		} `json:"host"`
+		Processes []struct {
+			PID      int               `json:"pid"`
+			Comm     string            `json:"comm"`
+			Findings []json.RawMessage `json:"findings"`
+		} `json:"processes"`
+		Unchecked []json.RawMessage `json:"unchecked"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("report is not JSON: %v\n%s", err, b)
+	}
+	if rep.Host.CPUs < 1 || len(rep.Processes) != 1 || rep.Processes[0].PID != sleeper.Process.Pid || rep.Processes[0].Comm != "sleep" {
+		t.Fatalf("unexpected report: %s", b)
+	}
+	if len(rep.Processes[0].Findings) != 0 {
+		t.Errorf("a sleeping process has findings: %s", b)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("temporary files left next to the report: %v", entries)
+	}
+
+	// An unwritable -o fails before observing anything.
+	_, stderr, code = runChild(t, os.Args[0], nil, "doctor", "--pid", pid, "--duration", "1h", "-o", "/nonexistent/dir/r.json")
+	if code != 1 || !strings.Contains(stderr, "cannot write") {
+		t.Errorf("unwritable output: code %d stderr %q", code, stderr)
+	}
+}

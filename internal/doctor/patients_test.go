@@ -1,0 +1,212 @@
+package doctor
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	patientOnce sync.Once
+	patientBin  string
+	patientErr  error
+)
+
+// buildPatient builds testdata/patient once per test binary.
+func buildPatient(t *testing.T) string {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("the doctor's sources need Linux")
+	}
+	patientOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gosleuth-patient-")
+		if err != nil {
+			patientErr = err
+			return
+		}
+		patientBin = filepath.Join(dir, "patient")
+		out, err := exec.Command("go", "build", "-o", patientBin, "./testdata/patient").CombinedOutput()
+		if err != nil {
+			patientErr = fmt.Errorf("build patient: %v\n%s", err, out)
+		}
+	})
+	if patientErr != nil {
+		t.Fatal(patientErr)
+	}
+	return patientBin
+}
+
+type patient struct {
+	pid  int
+	addr string
+}
+
+// startPatient runs the patient in mode and waits until it says it is ready.
+func startPatient(t *testing.T, mode string, env ...string) patient {
+	t.Helper()
+	cmd := exec.Command(buildPatient(t), mode)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	p := patient{pid: cmd.Process.Pid}
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) >= 2 && f[0] == "addr" {
+				p.addr = f[1]
+			}
+			if len(f) >= 1 && f[0] == "ready" {
+				ready <- nil
+				return
+			}
+		}
+		ready <- fmt.Errorf("patient %s ended before it was ready", mode)
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("patient %s not ready after 30 s", mode)
+	}
+	return p
+}
+
+// diagnose observes one pid for d with the given looks.
+func diagnose(t *testing.T, pid int, d time.Duration, looks ...Look) *Report {
+	t.Helper()
+	ws, host, notes, err := Collect(context.Background(), Config{PIDs: []int{pid}, Duration: d, Interval: d / 8, Looks: looks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Diagnose(ws, host, notes, true)
+}
+
+func findingsOf(r *Report, pid int) []Finding {
+	for _, p := range r.Processes {
+		if p.PID == pid {
+			return p.Findings
+		}
+	}
+	return nil
+}
+
+func describe(fs []Finding) string {
+	var b strings.Builder
+	for _, f := range fs {
+		fmt.Fprintf(&b, "\n  %s %s: %s [%s]", f.Severity, f.ID, f.Title, evidenceText(f.Evidence))
+	}
+	return b.String()
+}
+
+// TestPatientsProc runs each patient whose problem /proc alone can show and
+// checks its rule fires with sane evidence.
+func TestPatientsProc(t *testing.T) {
+	tests := []struct {
+		mode string
+		env  []string
+		rule string
+		min  Severity
+	}{
+		{"ticker", nil, "idle-wakeups", Warn},
+		{"tickerselect", nil, "idle-wakeups", Warn},
+		{"sleeploop", nil, "idle-wakeups", Warn},
+		{"exec", nil, "exec-hot-path", Info},
+		{"fdleak", nil, "fd-leak", Warn},
+		{"fdlimit", nil, "fd-limit", Warn},
+		{"memgrow", nil, "memory-growth", Warn},
+		{"threads", nil, "thread-explosion", Warn},
+		{"select", []string{"GOMAXPROCS=16"}, "gomaxprocs-oversized", Warn},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			t.Parallel()
+			p := startPatient(t, tt.mode, tt.env...)
+			rep := diagnose(t, p.pid, 4*time.Second)
+			fs := findingsOf(rep, p.pid)
+			for _, f := range fs {
+				if f.ID == tt.rule {
+					if f.Severity < tt.min {
+						t.Fatalf("%s fired at %s, want at least %s:%s", tt.rule, f.Severity, tt.min, describe(fs))
+					}
+					if len(f.Evidence) == 0 || f.Cause == "" || f.Fix == "" {
+						t.Fatalf("%s lacks evidence, cause or fix: %+v", tt.rule, f)
+					}
+					return
+				}
+			}
+			t.Fatalf("%s did not fire on patient %s; findings:%s", tt.rule, tt.mode, describe(fs))
+		})
+	}
+}
+
+// TestControls checks that healthy programs get nothing above info: an idle
+// select{}, an idle HTTP server and one under steady load.
+func TestControls(t *testing.T) {
+	for _, mode := range []string{"select", "server", "busy"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			p := startPatient(t, mode)
+			if mode == "busy" {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				go steadyLoad(ctx, "http://"+p.addr+"/", 2000)
+			}
+			rep := diagnose(t, p.pid, 4*time.Second)
+			for _, f := range findingsOf(rep, p.pid) {
+				if f.Severity > Info {
+					t.Errorf("control %s got %s %s: %s [%s]", mode, f.Severity, f.ID, f.Title, evidenceText(f.Evidence))
+				}
+			}
+		})
+	}
+}
+
+// steadyLoad sends about rate requests a second over a few keep-alive
+// connections until ctx ends.
+func steadyLoad(ctx context.Context, url string, rate int) {
+	const workers = 4
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	per := time.Second * workers / time.Duration(rate)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(per)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+					resp, err := client.Do(req)
+					if err == nil {
+						resp.Body.Close()
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,353 @@
+package doctor
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Report is the doctor's verdict.
+type Report struct {
+	Host      HostSummary     `json:"host"`
+	Processes []ProcessReport `json:"processes"`
+	// Unchecked lists rules that could not be decided, with what was
+	// missing and the processes concerned.
+	Unchecked []UncheckedRule `json:"unchecked"`
+	// Notes are things the reader should know about the run itself
+	// (sources that failed, processes that exited, interruptions).
+	Notes []string `json:"notes"`
+}
+
+// HostSummary describes the run and adds the cost of each finding up over
+// all processes.
+type HostSummary struct {
+	CPUs            int       `json:"cpus"`
+	Processes       int       `json:"processes"`
+	Threads         int       `json:"threads"`
+	Start           time.Time `json:"start"`
+	DurationSeconds float64   `json:"duration_s"`
+	// Costs lists, per finding id, the processes it was found in and the
+	// CPU it costs in total.
+	Costs []Cost `json:"costs"`
+}
+
+// Cost is the CPU one kind of finding burns across the host.
+type Cost struct {
+	ID        string  `json:"id"`
+	Processes int     `json:"processes"`
+	Cores     float64 `json:"cpu_cores"`
+	// CoresPer1000 is what the same finding would cost on 1,000 such
+	// processes (a fleet of sidecars, say).
+	CoresPer1000 float64 `json:"cpu_cores_per_1000_processes"`
+}
+
+// ProcessReport is one process with its findings.
+type ProcessReport struct {
+	PID           int       `json:"pid"`
+	Comm          string    `json:"comm"`
+	Cmdline       string    `json:"cmdline,omitempty"`
+	GoVersion     string    `json:"go_version,omitempty"`
+	Exited        bool      `json:"exited,omitempty"`
+	CPUPct        float64   `json:"cpu_pct"`
+	SysPct        float64   `json:"sys_pct"`
+	WakeupsPerSec float64   `json:"wakeups_per_s"`
+	Threads       int       `json:"threads"`
+	RSSBytes      uint64    `json:"rss_bytes"`
+	Sources       []Source  `json:"sources"`
+	Findings      []Finding `json:"findings"`
+}
+
+// UncheckedRule is a rule that could not be decided, and where.
+type UncheckedRule struct {
+	Rule string `json:"rule"`
+	Why  string `json:"why"`
+	PIDs []int  `json:"pids"`
+}
+
+// Diagnose evaluates every rule on every window. Processes with findings are
+// listed worst first; with explicit PIDs (all true) every window is listed.
+func Diagnose(ws []*Window, h *Host, notes []string, all bool) *Report {
+	rep := &Report{
+		Host: HostSummary{CPUs: h.CPUs, Processes: h.Procs, Threads: h.Tasks, Start: h.Start,
+			DurationSeconds: round(h.End.Sub(h.Start).Seconds(), 2), Costs: []Cost{}},
+		Processes: []ProcessReport{},
+		Unchecked: []UncheckedRule{},
+		Notes:     append([]string{}, notes...),
+	}
+	costs := map[string]*Cost{}
+	unchecked := map[[2]string]*UncheckedRule{}
+	for _, w := range ws {
+		found, un := Evaluate(w, h)
+		for _, u := range un {
+			k := [2]string{u.Rule, u.Why}
+			if unchecked[k] == nil {
+				unchecked[k] = &UncheckedRule{Rule: u.Rule, Why: u.Why}
+			}
+			unchecked[k].PIDs = append(unchecked[k].PIDs, u.PID)
+		}
+		if w.Exited {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("pid %d (%s) exited during the window; findings cover what was seen", w.PID, w.Comm))
+		}
+		if len(found) == 0 && !all {
+			continue
+		}
+		for _, f := range found {
+			c := costs[f.ID]
+			if c == nil {
+				c = &Cost{ID: f.ID}
+				costs[f.ID] = c
+			}
+			c.Processes++
+			c.Cores += f.Cores
+		}
+		pr := ProcessReport{
+			PID: w.PID, Comm: w.Comm, Cmdline: w.Cmdline, GoVersion: w.GoVersion, Exited: w.Exited,
+			CPUPct: pct(w.Cores()), SysPct: pct(perSec(w.SysSec, w.Seconds())),
+			WakeupsPerSec: round(w.WakeupsPerSec(), 1), Threads: w.Threads(),
+			Sources: windowSources(w), Findings: found,
+		}
+		if pr.Findings == nil {
+			pr.Findings = []Finding{}
+		}
+		if len(w.Series) > 0 {
+			pr.RSSBytes = w.Series[len(w.Series)-1].RSS
+		}
+		rep.Processes = append(rep.Processes, pr)
+	}
+	slices.SortStableFunc(rep.Processes, func(a, b ProcessReport) int {
+		if c := cmp.Compare(worst(b), worst(a)); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.CPUPct, a.CPUPct)
+	})
+	for _, c := range costs {
+		c.Cores = round(c.Cores, 4)
+		c.CoresPer1000 = round(c.Cores/float64(c.Processes)*1000, 1)
+		rep.Host.Costs = append(rep.Host.Costs, *c)
+	}
+	slices.SortFunc(rep.Host.Costs, func(a, b Cost) int {
+		if c := cmp.Compare(b.Cores, a.Cores); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	for _, u := range unchecked {
+		rep.Unchecked = append(rep.Unchecked, *u)
+	}
+	slices.SortFunc(rep.Unchecked, func(a, b UncheckedRule) int {
+		return cmp.Or(cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Why, b.Why))
+	})
+	return rep
+}
+
+func worst(p ProcessReport) int {
+	w := -1
+	for _, f := range p.Findings {
+		w = max(w, int(f.Severity))
+	}
+	return w
+}
+
+func windowSources(w *Window) []Source {
+	s := []Source{SourceProc}
+	if w.Syscalls != nil {
+		s = append(s, SourceSyscalls)
+	}
+	if w.Stacks != nil {
+		s = append(s, SourceStacks)
+	}
+	if w.Runtime != nil {
+		s = append(s, SourceRuntime)
+	}
+	return s
+}
+
+// Count returns how many findings have at least severity min.
+func (r *Report) Count(min Severity) int {
+	n := 0
+	for _, p := range r.Processes {
+		for _, f := range p.Findings {
+			if f.Severity >= min {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// WriteJSON writes the report as one indented JSON document.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// ansi colours for the text report on a terminal.
+var sevColour = [...]string{"\x1b[36m", "\x1b[33m", "\x1b[1;31m"}
+
+// WriteText writes the report for a human at a terminal, worst first; with
+// colour, severities are coloured.
+func (r *Report) WriteText(w io.Writer, colour bool) error {
+	var b strings.Builder
+	h := r.Host
+	fmt.Fprintf(&b, "gosleuth doctor: %d processes, %d threads, %d CPUs, %.1f s window\n", h.Processes, h.Threads, h.CPUs, h.DurationSeconds)
+	if len(r.Processes) == 0 {
+		b.WriteString("\nNo findings.\n")
+	}
+	for _, p := range r.Processes {
+		goVer := ""
+		if p.GoVersion != "" {
+			goVer = " " + p.GoVersion
+		}
+		exited := ""
+		if p.Exited {
+			exited = " (exited)"
+		}
+		fmt.Fprintf(&b, "\n%d %s%s%s  cpu %.1f%% (sys %.1f%%)  wake %.0f/s  threads %d  rss %s  [%s]\n",
+			p.PID, p.Comm, goVer, exited, p.CPUPct, p.SysPct, p.WakeupsPerSec, p.Threads, formatMB(p.RSSBytes), joinSources(p.Sources))
+		if len(p.Findings) == 0 {
+			b.WriteString("  no findings\n")
+		}
+		for _, f := range p.Findings {
+			sev := strings.ToUpper(f.Severity.String())
+			if colour {
+				sev = sevColour[f.Severity] + sev + "\x1b[0m"
+			}
+			fmt.Fprintf(&b, "  %-8s %s: %s\n", sev, f.ID, f.Title)
+			fmt.Fprintf(&b, "           evidence: %s\n", evidenceText(f.Evidence))
+			fmt.Fprintf(&b, "           cause: %s\n", f.Cause)
+			fmt.Fprintf(&b, "           fix: %s\n", f.Fix)
+			fmt.Fprintf(&b, "           sources: %s; confidence %s\n", joinSources(f.Sources), f.Confidence)
+		}
+	}
+	if len(h.Costs) > 0 {
+		b.WriteString("\nHost summary (CPU each kind of finding burns, and on 1,000 such processes):\n")
+		for _, c := range h.Costs {
+			if c.Cores == 0 {
+				fmt.Fprintf(&b, "  %-22s %3d process(es)\n", c.ID, c.Processes)
+				continue
+			}
+			fmt.Fprintf(&b, "  %-22s %3d process(es)  %.3f cores  -> %.1f cores per 1,000\n", c.ID, c.Processes, c.Cores, c.CoresPer1000)
+		}
+	}
+	if len(r.Unchecked) > 0 {
+		b.WriteString("\nNot checked:\n")
+		for _, u := range r.Unchecked {
+			fmt.Fprintf(&b, "  %-22s %s (%s)\n", u.Rule, u.Why, pidList(u.PIDs))
+		}
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	_, err := io.WriteString(w, b.String())
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// WriteMarkdown writes the report for a ticket.
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	h := r.Host
+	fmt.Fprintf(&b, "# gosleuth doctor\n\n%d processes, %d threads, %d CPUs, %.1f s window from %s.\n",
+		h.Processes, h.Threads, h.CPUs, h.DurationSeconds, h.Start.UTC().Format(time.RFC3339))
+	if len(r.Processes) == 0 {
+		b.WriteString("\nNo findings.\n")
+	}
+	for _, p := range r.Processes {
+		fmt.Fprintf(&b, "\n## %d `%s`", p.PID, p.Comm)
+		if p.GoVersion != "" {
+			fmt.Fprintf(&b, " (%s)", p.GoVersion)
+		}
+		fmt.Fprintf(&b, "\n\nCPU %.1f%% (sys %.1f%%), %.0f wake-ups/s, %d threads, RSS %s. Sources: %s.\n",
+			p.CPUPct, p.SysPct, p.WakeupsPerSec, p.Threads, formatMB(p.RSSBytes), joinSources(p.Sources))
+		for _, f := range p.Findings {
+			fmt.Fprintf(&b, "\n### %s `%s`: %s\n\n", strings.ToUpper(f.Severity.String()), f.ID, f.Title)
+			b.WriteString("| evidence | value |\n|---|---|\n")
+			for _, e := range f.Evidence {
+				fmt.Fprintf(&b, "| %s | %v %s |\n", e.Name, e.Value, e.Unit)
+			}
+			fmt.Fprintf(&b, "\n**Cause.** %s\n\n**Fix.** %s\n\nSources: %s; confidence %s.\n", f.Cause, f.Fix, joinSources(f.Sources), f.Confidence)
+		}
+	}
+	if len(h.Costs) > 0 {
+		b.WriteString("\n## Host summary\n\n| finding | processes | CPU cores | per 1,000 processes |\n|---|---|---|---|\n")
+		for _, c := range h.Costs {
+			fmt.Fprintf(&b, "| %s | %d | %.3f | %.1f |\n", c.ID, c.Processes, c.Cores, c.CoresPer1000)
+		}
+	}
+	if len(r.Unchecked) > 0 {
+		b.WriteString("\n## Not checked\n\n")
+		for _, u := range r.Unchecked {
+			fmt.Fprintf(&b, "- `%s`: %s (%s)\n", u.Rule, u.Why, pidList(u.PIDs))
+		}
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("\n## Notes\n\n")
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+func evidenceText(l EvidenceList) string {
+	parts := make([]string, len(l))
+	for i, e := range l {
+		v := fmt.Sprint(e.Value)
+		if f, ok := e.Value.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1e15 {
+			v = fmt.Sprintf("%.0f", f)
+		}
+		parts[i] = strings.TrimSpace(e.Name + " " + v + " " + unitSuffix(e.Unit))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func unitSuffix(u string) string {
+	if u == "%" || u == "/s" {
+		return strings.TrimSpace(u)
+	}
+	return u
+}
+
+func joinSources(s []Source) string {
+	p := make([]string, len(s))
+	for i, x := range s {
+		p[i] = string(x)
+	}
+	return strings.Join(p, ", ")
+}
+
+func pidList(pids []int) string {
+	const show = 8
+	var b strings.Builder
+	b.WriteString("pid ")
+	for i, p := range pids {
+		if i == show {
+			fmt.Fprintf(&b, " and %d more", len(pids)-show)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprint(&b, p)
+	}
+	return b.String()
+}
+
+func formatMB(b uint64) string {
+	return fmt.Sprintf("%.1fM", float64(b)/(1<<20))
+}

@@ -1,0 +1,151 @@
+package doctor
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Severity ranks a finding.
+type Severity int
+
+// Severities, from least to most urgent.
+const (
+	Info Severity = iota
+	Warn
+	Critical
+)
+
+var severityNames = [...]string{"info", "warn", "critical"}
+
+func (s Severity) String() string {
+	if s < 0 || int(s) >= len(severityNames) {
+		return fmt.Sprintf("severity(%d)", int(s))
+	}
+	return severityNames[s]
+}
+
+// MarshalJSON writes the severity's name.
+func (s Severity) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// ParseSeverity parses "info", "warn" or "critical".
+func ParseSeverity(s string) (Severity, error) {
+	for i, n := range severityNames {
+		if strings.EqualFold(s, n) {
+			return Severity(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown severity %q (want info, warn or critical)", s)
+}
+
+// Evidence is one named number (or short fact) behind a finding.
+type Evidence struct {
+	Name  string
+	Value any
+	// Unit is shown after the value in text ("/s", "%", "MB").
+	Unit string
+}
+
+// EvidenceList keeps evidence in the order a rule gave it; it is written to
+// JSON as an object.
+type EvidenceList []Evidence
+
+// MarshalJSON writes the list as a JSON object in order, with units folded
+// into the key ("wakeups_per_s").
+func (l EvidenceList) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, e := range l {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, err := json.Marshal(e.Name)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(e.Value)
+		if err != nil {
+			return nil, fmt.Errorf("evidence %s: %w", e.Name, err)
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// Finding is one conclusion about one process.
+type Finding struct {
+	// ID is the rule's stable id ("idle-wakeups").
+	ID       string       `json:"id"`
+	Severity Severity     `json:"severity"`
+	Title    string       `json:"title"`
+	Evidence EvidenceList `json:"evidence"`
+	Cause    string       `json:"cause"`
+	Fix      string       `json:"fix"`
+	// Sources lists the sources the finding rests on.
+	Sources []Source `json:"sources"`
+	// Confidence is "low", "medium" or "high".
+	Confidence string `json:"confidence"`
+	// Cores is the CPU (in cores) the problem costs, when it can be put as
+	// CPU; 0 otherwise. The host summary adds these up.
+	Cores float64 `json:"cpu_cores,omitempty"`
+}
+
+// Rule is one check in the registry.
+type Rule struct {
+	// ID is stable: scripts and users rely on it.
+	ID string
+	// Summary says in a line what the rule looks for.
+	Summary string
+	// Missing returns "" when the window holds what the rule needs to decide,
+	// else what is missing and how to provide it. Nil means the rule can
+	// always decide.
+	Missing func(w *Window) string
+	// Check returns the finding, or nil when there is nothing to report.
+	Check func(w *Window, h *Host) *Finding
+}
+
+// rules is the registry, in id order.
+var rules []*Rule
+
+func register(r *Rule) {
+	rules = append(rules, r)
+	slices.SortFunc(rules, func(a, b *Rule) int { return strings.Compare(a.ID, b.ID) })
+}
+
+// Rules returns the registry in id order.
+func Rules() []*Rule { return slices.Clone(rules) }
+
+// Unchecked is a rule that could not be decided for a process.
+type Unchecked struct {
+	PID  int    `json:"pid"`
+	Rule string `json:"rule"`
+	// Why says what was missing and how to provide it.
+	Why string `json:"why"`
+}
+
+// Evaluate runs every rule on w and returns the findings (worst first) and
+// the rules it could not decide.
+func Evaluate(w *Window, h *Host) (found []Finding, unchecked []Unchecked) {
+	for _, r := range rules {
+		if r.Missing != nil {
+			if why := r.Missing(w); why != "" {
+				unchecked = append(unchecked, Unchecked{PID: w.PID, Rule: r.ID, Why: why})
+				continue
+			}
+		}
+		if f := r.Check(w, h); f != nil {
+			f.ID = r.ID
+			if f.Confidence == "" {
+				f.Confidence = "medium"
+			}
+			found = append(found, *f)
+		}
+	}
+	slices.SortStableFunc(found, func(a, b Finding) int { return int(b.Severity - a.Severity) })
+	return found, unchecked
+}

@@ -1,0 +1,537 @@
+package doctor
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Thresholds of the /proc-decidable rules. They are relative (per second,
+// per wake-up, per CPU-second, against the process's own limits) so that a
+// rule means the same on a 2-core VM and a 96-core host. Calibrated on the
+// patients and controls under testdata/patients (see doctor_test.go).
+const (
+	// A process waking this often while doing little I/O has a timer or
+	// sleep loop. A 10 ms ticker wakes ~100-200 times a second in Go.
+	idleWakeupsInfo = 100.0
+	idleWakeupsWarn = 500.0
+	// "Doing little": fewer read/write-class syscalls than this per wake-up.
+	// A busy HTTP server does ~1.5 per wake-up; a ticker loop ~0.
+	idleIOPerWakeup = 0.2
+	// Without io counters, CPU per wake-up below this (seconds) means the
+	// wake-ups find nothing to do (ticker ~10 us, busy server ~35 us).
+	idleCPUPerWakeup = 20e-6
+
+	// Kernel time: report when the process uses at least this much of a
+	// core and the kernel's share of its CPU is at least kernelShareInfo.
+	kernelMinCores  = 0.05
+	kernelShareInfo = 0.5
+
+	// Reopen churn: opens per second, and closes at least this fraction of
+	// opens with a flat descriptor count.
+	reopenInfo       = 100.0
+	reopenWarn       = 500.0
+	reopenCloseRatio = 0.8
+
+	// Exec: children's CPU in cores, or child processes per second.
+	execChildCores     = 0.01
+	execChildCoresWarn = 0.02
+	execPerSecInfo     = 1.0
+	execPerSecWarn     = 10.0
+	// Share of /proc readings in which the children's CPU grew.
+	execSteadyShare = 0.5
+
+	// Descriptor limit: share of the soft limit in use.
+	fdLimitWarn     = 0.8
+	fdLimitCritical = 0.95
+
+	// Leak slopes need a good linear fit and a real rise.
+	slopeMinR2      = 0.8
+	fdLeakMinRise   = 10
+	memGrowthMinPct = 0.10
+	memGrowthMinMB  = 4.0
+
+	// Threads beyond threadFactor x GOMAXPROCS + threadSlack are more than
+	// the Go scheduler needs: blocking syscalls or cgo calls hold them.
+	threadFactor = 3
+	threadSlack  = 16
+)
+
+func init() {
+	register(&Rule{ID: "idle-wakeups", Summary: "timer or sleep loops waking a process that has nothing to do", Check: checkIdleWakeups})
+	register(&Rule{ID: "kernel-time", Summary: "a large share of CPU in the kernel, which Go's pprof does not break down", Check: checkKernelTime})
+	register(&Rule{ID: "file-reopen-churn", Summary: "the same files opened and closed over and over", Missing: needSyscalls, Check: checkReopen})
+	register(&Rule{ID: "exec-hot-path", Summary: "child processes started at a high rate", Check: checkExec})
+	register(&Rule{ID: "fd-limit", Summary: "open descriptors near the process's own soft limit", Missing: needFDs, Check: checkFDLimit})
+	register(&Rule{ID: "fd-leak", Summary: "open descriptors rising steadily", Missing: needFDs, Check: checkFDLeak})
+	register(&Rule{ID: "memory-growth", Summary: "resident memory rising steadily", Check: checkMemoryGrowth})
+	register(&Rule{ID: "thread-explosion", Summary: "OS threads far above GOMAXPROCS", Check: checkThreads})
+	register(&Rule{ID: "gomaxprocs-oversized", Summary: "GOMAXPROCS above the CPUs the process may use, or far above what it uses", Check: checkGOMAXPROCS})
+}
+
+func needSyscalls(w *Window) string {
+	if w.Syscalls != nil {
+		return ""
+	}
+	return "needs exact syscall counts: run as root (or with CAP_PERFMON and tracefs access)"
+}
+
+func needFDs(w *Window) string {
+	if w.FDsKnown {
+		return ""
+	}
+	return "cannot read /proc/PID/fd: run as the process's user or root"
+}
+
+func pct(f float64) float64 { return round(100*f, 1) }
+
+func round(v float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}
+
+// timerSyscalls are what Go's runtime calls to park and wake threads.
+var timerSyscalls = []string{"futex", "epoll_pwait", "epoll_pwait2", "epoll_wait", "nanosleep", "clock_nanosleep"}
+
+func checkIdleWakeups(w *Window, h *Host) *Finding {
+	wps := w.WakeupsPerSec()
+	if wps < idleWakeupsInfo || w.VolCtxsw == 0 {
+		return nil
+	}
+	cpuPerWake := w.CPUSec() / float64(w.VolCtxsw)
+	ev := EvidenceList{
+		{"wakeups_per_s", round(wps, 0), "/s"},
+		{"cpu_pct", pct(w.Cores()), "% of a core"},
+		{"cpu_us_per_wakeup", round(cpuPerWake*1e6, 1), "us"},
+	}
+	confidence := "medium"
+	if w.IOCalls >= 0 {
+		ioPerWake := float64(w.IOCalls) / float64(w.VolCtxsw)
+		if ioPerWake >= idleIOPerWakeup {
+			return nil // the wake-ups do I/O: this is work, not a timer loop
+		}
+		ev = append(ev, Evidence{"io_syscalls_per_wakeup", round(ioPerWake, 3), ""})
+	} else {
+		if cpuPerWake >= idleCPUPerWakeup {
+			return nil
+		}
+		confidence = "low"
+	}
+	sources := []Source{SourceProc}
+	if rate, ok := w.Syscalls.Rate(timerSyscalls...); ok {
+		total := float64(w.Syscalls.Total()) / w.Syscalls.Seconds
+		ev = append(ev, Evidence{"timer_syscalls_per_s", round(rate, 0), "/s"})
+		if total > 0 && rate/total < 0.5 {
+			confidence = "low"
+		} else {
+			confidence = "high"
+		}
+		for _, n := range []string{"futex", "epoll_pwait", "nanosleep"} {
+			if r, _ := w.Syscalls.Rate(n); r > 0 {
+				ev = append(ev, Evidence{n + "_per_s", round(r, 0), "/s"})
+			}
+		}
+		sources = append(sources, SourceSyscalls)
+	}
+	where := ""
+	if w.Stacks != nil {
+		if c := w.Stacks.Callers["timer"]; len(c) > 0 {
+			where = c[0].Name
+			ev = append(ev, Evidence{"timer_caller", where, ""})
+			sources = append(sources, SourceStacks)
+		}
+	}
+	sev := Info
+	if wps >= idleWakeupsWarn {
+		sev = Warn
+	}
+	// A Go timer firing every P seconds costs about two switches per tick
+	// (the thread that sleeps in netpoll and the one that runs the timer).
+	period := 2 / wps
+	if !w.IsGo() {
+		period = 1 / wps
+	}
+	ev = append(ev, Evidence{"estimated_period_ms", round(period*1e3, 2), "ms"})
+	ev = append(ev, Evidence{"cores_per_1000_processes", round(w.Cores()*1000, 1), "cores"})
+	f := &Finding{
+		Severity:   sev,
+		Title:      fmt.Sprintf("wakes %.0f times a second with almost nothing to do", wps),
+		Evidence:   ev,
+		Sources:    sources,
+		Confidence: confidence,
+		Cores:      w.Cores(),
+	}
+	if w.IsGo() {
+		f.Cause = fmt.Sprintf("A short-period timer or sleep loop (about every %.2g ms). In Go each tick parks and wakes an OS thread (futex, epoll_pwait), so the cost grows with GOMAXPROCS: a 1 ms ticker burned 15-30%% of a core on many-core hosts.", period*1e3)
+		f.Fix = "Make the period coarser, or drop the loop: read time.Now() where the value is needed (vDSO, ~20 ns) instead of caching a clock every millisecond; stop tickers (ticker.Stop) when idle; use time.AfterFunc or a timer reset on demand."
+	} else {
+		f.Cause = fmt.Sprintf("A short-period timer or polling loop (about every %.2g ms) wakes the process with nothing to do.", period*1e3)
+		f.Fix = "Make the period coarser or wait on an event (epoll, futex, a condition variable) instead of polling."
+	}
+	if where != "" {
+		f.Cause += " Stack samples point at " + where + "."
+	}
+	return f
+}
+
+// ioSyscalls are what an I/O-bound process legitimately spends kernel time on.
+var ioSyscalls = []string{"read", "write", "pread64", "pwrite64", "readv", "writev", "recvfrom", "sendto", "recvmsg", "sendmsg", "sendfile", "splice", "io_uring_enter", "fsync", "fdatasync"}
+
+func checkKernelTime(w *Window, h *Host) *Finding {
+	cores := w.Cores()
+	if cores < kernelMinCores || w.CPUSec() <= 0 {
+		return nil
+	}
+	share := w.SysSec / w.CPUSec()
+	if share < kernelShareInfo {
+		return nil
+	}
+	ev := EvidenceList{
+		{"sys_share_pct", pct(share), "%"},
+		{"user_pct", pct(w.UserSec / w.Seconds()), "% of a core"},
+		{"sys_pct", pct(w.SysSec / w.Seconds()), "% of a core"},
+	}
+	sources := []Source{SourceProc}
+	sev := Info
+	confidence := "medium"
+	cause := fmt.Sprintf("%.0f%% of this process's CPU is spent in the kernel, where Go's pprof sees only the syscall entry, not why it is slow.", 100*share)
+	if w.Syscalls != nil && w.Syscalls.Total() > 0 {
+		total := float64(w.Syscalls.Total())
+		io, _ := w.Syscalls.Rate(ioSyscalls...)
+		ioShare := io * w.Syscalls.Seconds / total
+		top := topSyscalls(w.Syscalls, 3)
+		ev = append(ev, Evidence{"top_syscalls", top, ""}, Evidence{"io_syscall_share_pct", pct(ioShare), "%"})
+		sources = append(sources, SourceSyscalls)
+		confidence = "high"
+		if ioShare < 0.5 {
+			sev = Warn
+			cause += " Most syscalls are not I/O (" + top + "): the kernel time goes to parking and waking threads, timers or file churn rather than to moving data."
+		} else {
+			cause += " Most syscalls are I/O (" + top + "): expected for a network or disk bound program."
+		}
+	}
+	if w.Stacks != nil && len(w.Stacks.KernelPaths) > 0 {
+		ev = append(ev, Evidence{"kernel_paths", joinShares(w.Stacks.KernelPaths, 3), ""})
+		if c := w.Stacks.Callers["kernel"]; len(c) > 0 {
+			ev = append(ev, Evidence{"go_callers", joinShares(c, 3), ""})
+		}
+		sources = append(sources, SourceStacks)
+	}
+	return &Finding{
+		Severity:   sev,
+		Title:      fmt.Sprintf("%.0f%% of CPU is in the kernel: invisible to pprof", 100*share),
+		Evidence:   ev,
+		Cause:      cause,
+		Fix:        "Profile with kernel stacks (gosleuth profile --pid PID) to see which kernel paths and which Go callers; then batch small reads and writes, keep files open (pread), and cut thread park/wake churn (fewer timers, smaller GOMAXPROCS).",
+		Sources:    sources,
+		Confidence: confidence,
+		Cores:      w.SysSec / w.Seconds(),
+	}
+}
+
+func topSyscalls(s *Syscalls, n int) string {
+	shares := make([]Share, 0, len(s.Counts))
+	total := float64(s.Total())
+	for name, c := range s.Counts {
+		shares = append(shares, Share{name, float64(c) / total})
+	}
+	sortShares(shares)
+	return joinShares(shares, n)
+}
+
+func joinShares(s []Share, n int) string {
+	var b strings.Builder
+	for i, x := range s {
+		if i == n {
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %.0f%%", x.Name, 100*x.Share)
+	}
+	return b.String()
+}
+
+func checkReopen(w *Window, h *Host) *Finding {
+	opens, _ := w.Syscalls.Rate("open", "openat", "openat2")
+	closes, _ := w.Syscalls.Rate("close")
+	if opens < reopenInfo || closes < reopenCloseRatio*opens {
+		return nil
+	}
+	ev := EvidenceList{
+		{"opens_per_s", round(opens, 0), "/s"},
+		{"closes_per_s", round(closes, 0), "/s"},
+	}
+	if fst, _ := w.Syscalls.Rate("fstat", "newfstatat", "statx"); fst > 0 {
+		ev = append(ev, Evidence{"stat_per_s", round(fst, 0), "/s"})
+	}
+	if ep, _ := w.Syscalls.Rate("epoll_ctl"); ep > 0 {
+		ev = append(ev, Evidence{"epoll_ctl_per_s", round(ep, 0), "/s"})
+	}
+	if w.FDsKnown && len(w.Series) > 1 {
+		first, last := w.Series[0].FDs, w.Series[len(w.Series)-1].FDs
+		// A leak would also open without closing; churn keeps the count flat.
+		if float64(last-first) > 0.05*opens*w.Seconds() {
+			return nil
+		}
+		ev = append(ev, Evidence{"fds_start", first, ""}, Evidence{"fds_end", last, ""})
+	}
+	sev := Info
+	if opens >= reopenWarn {
+		sev = Warn
+	}
+	return &Finding{
+		Severity:   sev,
+		Title:      fmt.Sprintf("opens and closes files %.0f times a second", opens),
+		Evidence:   ev,
+		Cause:      "The same files are opened, read and closed again and again (a /proc or config reader in a loop). In Go one os.ReadFile is about ten syscalls (openat, fcntl, epoll_ctl, fstat, read x2, close); a pread on a kept descriptor is one.",
+		Fix:        "Keep the descriptor open and re-read it with pread at offset 0 (or ReadAt), reusing the buffer; read only the files that changed; cache what does not change.",
+		Sources:    []Source{SourceProc, SourceSyscalls},
+		Confidence: "high",
+		Cores:      w.SysSec / w.Seconds(),
+	}
+}
+
+func checkExec(w *Window, h *Host) *Finding {
+	sec := w.Seconds()
+	childCores := perSec(w.ChildUserSec+w.ChildSysSec, sec)
+	spawned := perSec(float64(w.ChildrenSeen), sec)
+	sources := []Source{SourceProc}
+	if r, ok := w.Syscalls.Rate("wait4", "waitid"); ok && r > spawned {
+		spawned = r
+		sources = append(sources, SourceSyscalls)
+	}
+	// Without a count of children (short-lived ones are rarely caught in a
+	// /proc reading), children's CPU growing in most readings means a steady
+	// stream of reaped children; one long child finishing is not a hot path.
+	steady := w.ReapShare >= execSteadyShare && childCores >= execChildCores
+	if spawned < execPerSecInfo && !steady {
+		return nil
+	}
+	ev := EvidenceList{
+		{"children_per_s", round(spawned, 1), "/s"},
+		{"readings_with_reaped_children_pct", pct(w.ReapShare), "%"},
+		{"children_cpu_pct", pct(childCores), "% of a core"},
+		{"own_cpu_pct", pct(w.Cores()), "% of a core"},
+	}
+	if r, ok := w.Syscalls.Rate("rt_sigaction"); ok && r > 0 {
+		ev = append(ev, Evidence{"rt_sigaction_per_s", round(r, 0), "/s"})
+	}
+	sev := Info
+	if spawned >= execPerSecWarn || childCores >= execChildCoresWarn {
+		sev = Warn
+	}
+	title := fmt.Sprintf("starts %.1f child processes a second", spawned)
+	if spawned < execPerSecInfo {
+		title = fmt.Sprintf("children started and reaped all the time use %.1f%% of a core", 100*childCores)
+	}
+	return &Finding{
+		Severity:   sev,
+		Title:      title,
+		Evidence:   ev,
+		Cause:      "A program is executed on a hot path (for example exec.Command(\"uuidgen\") per request). Each exec costs a fork, an exec, dynamic loading and a wait, and the children's CPU is not in the parent's profile.",
+		Fix:        "Do the work in process with a library (github.com/google/uuid instead of uuidgen), or keep one long-lived helper process and talk to it over a pipe.",
+		Sources:    sources,
+		Confidence: "medium",
+		Cores:      childCores,
+	}
+}
+
+func maxFDs(w *Window) int32 {
+	var m int32
+	for _, p := range w.Series {
+		m = max(m, p.FDs)
+	}
+	return m
+}
+
+func checkFDLimit(w *Window, h *Host) *Finding {
+	if w.FDLimit <= 0 {
+		return nil
+	}
+	fds := maxFDs(w)
+	use := float64(fds) / float64(w.FDLimit)
+	if use < fdLimitWarn {
+		return nil
+	}
+	sev := Warn
+	if use >= fdLimitCritical {
+		sev = Critical
+	}
+	return &Finding{
+		Severity: sev,
+		Title:    fmt.Sprintf("%d open descriptors of a %d limit (%.0f%%)", fds, w.FDLimit, 100*use),
+		Evidence: EvidenceList{{"fds", fds, ""}, {"soft_limit", w.FDLimit, ""}, {"use_pct", pct(use), "%"}},
+		Cause:    "The process is close to its own RLIMIT_NOFILE: the next accept or open fails with EMFILE (\"too many open files\").",
+		Fix:      "Find what holds the descriptors (ls -l /proc/PID/fd); if they are legitimate, raise the soft limit (LimitNOFILE= in systemd, ulimit -n; Go 1.19+ raises its soft limit to the hard limit at start unless something lowered the hard limit).",
+		Sources:  []Source{SourceProc},
+		// A level, not a trend: high confidence in the numbers.
+		Confidence: "high",
+	}
+}
+
+func series(w *Window, f func(Point) float64) (ts, ys []float64) {
+	for _, p := range w.Series {
+		ts = append(ts, p.T)
+		ys = append(ys, f(p))
+	}
+	return ts, ys
+}
+
+func checkFDLeak(w *Window, h *Host) *Finding {
+	if len(w.Series) < 3 {
+		return nil
+	}
+	ts, ys := series(w, func(p Point) float64 { return float64(p.FDs) })
+	b, r2 := slope(ts, ys)
+	rise := ys[len(ys)-1] - ys[0]
+	if rise < fdLeakMinRise || b <= 0 || r2 < slopeMinR2 {
+		return nil
+	}
+	ev := EvidenceList{
+		{"fds_start", ys[0], ""}, {"fds_end", ys[len(ys)-1], ""},
+		{"per_s", round(b, 2), "/s"}, {"fit_r2", round(r2, 2), ""},
+	}
+	sev := Warn
+	title := fmt.Sprintf("open descriptors rise by %.1f a second", b)
+	if w.FDLimit > 0 {
+		left := (float64(w.FDLimit) - ys[len(ys)-1]) / b
+		ev = append(ev, Evidence{"hours_to_limit", round(left/3600, 2), "h"})
+		if left < 3600 {
+			sev = Critical
+			title += fmt.Sprintf(": the limit is reached in %.0f minutes", left/60)
+		}
+	}
+	return &Finding{
+		Severity:   sev,
+		Title:      title,
+		Evidence:   ev,
+		Cause:      "Descriptors are opened and not closed: a response body not closed (resp.Body.Close), files or connections dropped without Close, or a connection pool without a bound.",
+		Fix:        "List them (ls -l /proc/PID/fd: sockets, files, pipes) to see which kind grows; close on every path (defer f.Close() right after the error check); bound pools.",
+		Sources:    []Source{SourceProc},
+		Confidence: "medium",
+	}
+}
+
+func checkMemoryGrowth(w *Window, h *Host) *Finding {
+	if len(w.Series) < 3 {
+		return nil
+	}
+	ts, ys := series(w, func(p Point) float64 { return float64(p.RSS) / (1 << 20) })
+	b, r2 := slope(ts, ys)
+	first, last := ys[0], ys[len(ys)-1]
+	if b <= 0 || r2 < slopeMinR2 || last-first < memGrowthMinMB || first <= 0 || (last-first)/first < memGrowthMinPct {
+		return nil
+	}
+	ev := EvidenceList{
+		{"rss_start_mb", round(first, 1), "MB"}, {"rss_end_mb", round(last, 1), "MB"},
+		{"mb_per_s", round(b, 2), "MB/s"}, {"fit_r2", round(r2, 2), ""},
+	}
+	sources := []Source{SourceProc}
+	cause := "Resident memory rose steadily through the window: a cache without a bound, a leak (goroutines, maps that only grow), or a heap still warming up."
+	if w.Runtime != nil && !math.IsNaN(w.Runtime.HeapLive) {
+		ev = append(ev, Evidence{"heap_live_mb", round(w.Runtime.HeapLive/(1<<20), 1), "MB"})
+		sources = append(sources, SourceRuntime)
+	}
+	return &Finding{
+		Severity:   Warn,
+		Title:      fmt.Sprintf("RSS grows %.1f MB a second (%.0f -> %.0f MB)", b, first, last),
+		Evidence:   ev,
+		Cause:      cause,
+		Fix:        "Watch over a longer window (gosleuth top --pid PID) to tell warm-up from a leak; take two heap profiles a minute apart and compare them (go tool pprof -base); bound caches; set GOMEMLIMIT.",
+		Sources:    sources,
+		Confidence: "medium",
+	}
+}
+
+// gomaxprocs returns the GOMAXPROCS a window knows of, else the CPUs it may
+// use (Go's default), else 0.
+func gomaxprocs(w *Window) (n int, from string) {
+	if w.Go != nil && w.Go.GOMAXPROCS > 0 {
+		return w.Go.GOMAXPROCS, w.Go.GOMAXPROCSFrom
+	}
+	if w.AllowedCPUs > 0 {
+		return w.AllowedCPUs, "allowed CPUs"
+	}
+	return 0, ""
+}
+
+func checkThreads(w *Window, h *Host) *Finding {
+	if !w.IsGo() {
+		return nil
+	}
+	procs, from := gomaxprocs(w)
+	if procs == 0 {
+		return nil
+	}
+	threads := 0
+	for _, p := range w.Series {
+		threads = max(threads, int(p.Threads))
+	}
+	limit := threadFactor*procs + threadSlack
+	if threads <= limit {
+		return nil
+	}
+	sev := Warn
+	if threads > 10*limit {
+		sev = Critical
+	}
+	return &Finding{
+		Severity: sev,
+		Title:    fmt.Sprintf("%d OS threads for GOMAXPROCS %d", threads, procs),
+		Evidence: EvidenceList{{"threads", threads, ""}, {"gomaxprocs", procs, ""}, {"gomaxprocs_from", from, ""}},
+		Cause:    "Go needs about GOMAXPROCS threads plus a few; every goroutine blocked in a syscall the netpoller cannot handle (file I/O, raw syscalls, DNS through cgo) or in a cgo call holds a thread of its own. Each costs stack memory and scheduler work, and Go stops at 10,000 threads.",
+		Fix:      "Find what blocks (gosleuth profile --pid PID --off-cpu, or a goroutine dump): move blocking file I/O behind a bounded worker pool, use the pure-Go resolver (GODEBUG=netdns=go), bound concurrent cgo calls with a semaphore.",
+		Sources:  []Source{SourceProc},
+	}
+}
+
+func checkGOMAXPROCS(w *Window, h *Host) *Finding {
+	if !w.IsGo() || w.Go == nil || w.Go.GOMAXPROCS <= 0 {
+		return nil
+	}
+	procs := w.Go.GOMAXPROCS
+	allowed := w.AllowedCPUs
+	if allowed <= 0 {
+		allowed = h.CPUs
+	}
+	ev := EvidenceList{
+		{"gomaxprocs", procs, ""}, {"gomaxprocs_from", w.Go.GOMAXPROCSFrom, ""},
+		{"allowed_cpus", allowed, ""}, {"cpu_cores_used", round(w.Cores(), 3), "cores"},
+		{"threads", w.Threads(), ""},
+	}
+	sources := []Source{SourceProc}
+	if r, ok := w.Syscalls.Rate("futex"); ok {
+		ev = append(ev, Evidence{"futex_per_s", round(r, 0), "/s"})
+		sources = append(sources, SourceSyscalls)
+	}
+	if allowed > 0 && procs > allowed {
+		sev := Warn
+		if procs >= 4*allowed {
+			sev = Critical
+		}
+		return &Finding{
+			Severity:   sev,
+			Title:      fmt.Sprintf("GOMAXPROCS %d but only %d CPUs allowed", procs, allowed),
+			Evidence:   ev,
+			Cause:      "More Ps than CPUs: idle Ps make Ms spin and park (futex), threads multiply and run queues fill. GOMAXPROCS=24 on 2 CPUs added 16-31% CPU and ~20x the futex calls to an idle-ish program.",
+			Fix:        "Remove the GOMAXPROCS override (Go 1.25+ follows the cgroup CPU limit by itself), or set it to the CPUs the process may use.",
+			Sources:    sources,
+			Confidence: "high",
+		}
+	}
+	// Far above what it uses: informational, a cheaper setting exists.
+	if procs >= 8 && w.Cores() < float64(procs)/16 && w.WakeupsPerSec() >= idleWakeupsInfo {
+		return &Finding{
+			Severity:   Info,
+			Title:      fmt.Sprintf("GOMAXPROCS %d for %.2f cores of work", procs, w.Cores()),
+			Evidence:   ev,
+			Cause:      "Light, frequent work spread over many Ps makes the scheduler wake and park threads for each burst; fewer Ps do the same work with fewer wake-ups.",
+			Fix:        "Try a smaller GOMAXPROCS (or a CPU quota) for this process and compare CPU and wake-ups with gosleuth compare.",
+			Sources:    sources,
+			Confidence: "low",
+		}
+	}
+	return nil
+}

@@ -1,0 +1,224 @@
+package doctor
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// win builds a window of sec seconds for rule tests.
+func win(sec float64, f func(w *Window)) *Window {
+	t0 := time.Unix(1000, 0)
+	w := &Window{PID: 42, Comm: "svc", GoVersion: "go1.26.8", Start: t0,
+		End: t0.Add(time.Duration(sec * float64(time.Second))), IOCalls: -1, FDsKnown: true, FDLimit: 1 << 20, AllowedCPUs: 2}
+	for i := 0; i <= int(sec); i++ {
+		w.Series = append(w.Series, Point{T: float64(i), RSS: 10 << 20, FDs: 10, Threads: 6})
+	}
+	f(w)
+	return w
+}
+
+func nanRuntime() *Runtime {
+	n := math.NaN()
+	return &Runtime{From: "agent", Seconds: 10, GoroutinesStart: n, GoroutinesEnd: n, GCCPUShare: n, AssistShare: n, SchedLatP99: n, MutexWaitPerSec: n, HeapLive: n, HeapObjects: n}
+}
+
+func TestRules(t *testing.T) {
+	host := &Host{CPUs: 2}
+	tests := []struct {
+		name string
+		w    *Window
+		rule string
+		want Severity // -1: must not fire
+	}{
+		{"ticker fires", win(10, func(w *Window) { w.VolCtxsw = 20000; w.UserSec, w.SysSec = 0.06, 0.14; w.IOCalls = 5 }), "idle-wakeups", Warn},
+		{"10ms ticker is info", win(10, func(w *Window) { w.VolCtxsw = 2000; w.SysSec = 0.02; w.IOCalls = 0 }), "idle-wakeups", Info},
+		{"busy server is work", win(10, func(w *Window) { w.VolCtxsw = 25000; w.UserSec, w.SysSec = 0.3, 0.6; w.IOCalls = 40000 }), "idle-wakeups", -1},
+		{"no io counters, costly wake-ups", win(10, func(w *Window) { w.VolCtxsw = 25000; w.UserSec, w.SysSec = 0.3, 0.6 }), "idle-wakeups", -1},
+		{"quiet process", win(10, func(w *Window) { w.VolCtxsw = 50 }), "idle-wakeups", -1},
+		{"timer syscalls raise confidence", win(10, func(w *Window) {
+			w.VolCtxsw = 20000
+			w.SysSec = 0.1
+			w.IOCalls = 0
+			w.Syscalls = &Syscalls{Seconds: 5, Counts: map[string]uint64{"futex": 9500, "epoll_pwait": 4000, "nanosleep": 500}}
+		}), "idle-wakeups", Warn},
+
+		{"kernel-heavy io is info", win(10, func(w *Window) { w.UserSec, w.SysSec = 0.3, 0.7 }), "kernel-time", Info},
+		{"kernel-heavy futex is warn", win(10, func(w *Window) {
+			w.UserSec, w.SysSec = 0.3, 0.7
+			w.Syscalls = &Syscalls{Seconds: 5, Counts: map[string]uint64{"futex": 50000, "read": 1000}}
+		}), "kernel-time", Warn},
+		{"user-heavy", win(10, func(w *Window) { w.UserSec, w.SysSec = 0.9, 0.1 }), "kernel-time", -1},
+		{"too little cpu to matter", win(10, func(w *Window) { w.UserSec, w.SysSec = 0.01, 0.2 }), "kernel-time", -1},
+
+		{"reopen churn", win(10, func(w *Window) {
+			w.Syscalls = &Syscalls{Seconds: 5, Counts: map[string]uint64{"openat": 50000, "close": 50000, "fstat": 50000}}
+		}), "file-reopen-churn", Warn},
+		{"opens that leak are not churn", win(10, func(w *Window) {
+			w.Syscalls = &Syscalls{Seconds: 5, Counts: map[string]uint64{"openat": 5000, "close": 4800}}
+			w.Series[len(w.Series)-1].FDs = 2000
+		}), "file-reopen-churn", -1},
+
+		{"exec per request", win(10, func(w *Window) { w.ChildUserSec = 0.3; w.ReapShare = 1 }), "exec-hot-path", Warn},
+		{"exec counted by wait4", win(10, func(w *Window) {
+			w.Syscalls = &Syscalls{Seconds: 5, Counts: map[string]uint64{"wait4": 250}}
+		}), "exec-hot-path", Warn},
+		{"one long child finished", win(10, func(w *Window) { w.ChildUserSec = 4; w.ReapShare = 0.1 }), "exec-hot-path", -1},
+
+		{"fds near limit", win(10, func(w *Window) { w.FDLimit = 1024; w.Series[3].FDs = 900 }), "fd-limit", Warn},
+		{"fds at limit", win(10, func(w *Window) { w.FDLimit = 1024; w.Series[3].FDs = 1000 }), "fd-limit", Critical},
+		{"unlimited", win(10, func(w *Window) { w.FDLimit = -1; w.Series[3].FDs = 1000 }), "fd-limit", -1},
+
+		{"fd leak", win(10, func(w *Window) {
+			for i := range w.Series {
+				w.Series[i].FDs = int32(10 + 20*i)
+			}
+		}), "fd-leak", Warn},
+		{"fd leak near limit", win(10, func(w *Window) {
+			w.FDLimit = 1000
+			for i := range w.Series {
+				w.Series[i].FDs = int32(10 + 20*i)
+			}
+		}), "fd-leak", Critical},
+		{"fds jitter", win(10, func(w *Window) {
+			for i := range w.Series {
+				w.Series[i].FDs = int32(10 + 15*(i%2))
+			}
+		}), "fd-leak", -1},
+
+		{"memory grows", win(10, func(w *Window) {
+			for i := range w.Series {
+				w.Series[i].RSS = uint64(10+4*i) << 20
+			}
+		}), "memory-growth", Warn},
+		{"memory flat", win(10, func(w *Window) {}), "memory-growth", -1},
+
+		{"threads explode", win(10, func(w *Window) { w.Series[5].Threads = 302 }), "thread-explosion", Critical},
+		{"threads high", win(10, func(w *Window) { w.Series[5].Threads = 60 }), "thread-explosion", Warn},
+		{"threads normal", win(10, func(w *Window) { w.Series[5].Threads = 12 }), "thread-explosion", -1},
+		{"non-Go threads", win(10, func(w *Window) { w.GoVersion = ""; w.Series[5].Threads = 302 }), "thread-explosion", -1},
+
+		{"gomaxprocs above cpus", win(10, func(w *Window) { w.Go = &GoFacts{GOMAXPROCS: 16, GOMAXPROCSFrom: "environ"} }), "gomaxprocs-oversized", Critical},
+		{"gomaxprocs default", win(10, func(w *Window) { w.Go = &GoFacts{GOMAXPROCS: 2, GOMAXPROCSFrom: "computed"} }), "gomaxprocs-oversized", -1},
+		{"gomaxprocs idle many-core", win(10, func(w *Window) {
+			w.AllowedCPUs = 64
+			w.Go = &GoFacts{GOMAXPROCS: 64}
+			w.VolCtxsw = 5000
+			w.UserSec = 0.1
+		}), "gomaxprocs-oversized", Info},
+
+		{"gc from runtime", win(10, func(w *Window) {
+			w.UserSec = 5
+			w.Runtime = nanRuntime()
+			w.Runtime.GCCycles, w.Runtime.GCCPUShare = 20, 0.39
+		}), "gc-pressure", Warn},
+		{"gc from stacks", win(10, func(w *Window) {
+			w.UserSec = 5
+			w.Stacks = &Stacks{Samples: 500, Classes: map[string]float64{ClassGCBackground: 0.25, ClassGCAssist: 0.1}}
+		}), "gc-pressure", Warn},
+		{"gc normal", win(10, func(w *Window) {
+			w.UserSec = 5
+			w.Stacks = &Stacks{Samples: 500, Classes: map[string]float64{ClassGCBackground: 0.08}}
+		}), "gc-pressure", -1},
+		{"assist", win(10, func(w *Window) {
+			w.UserSec = 5
+			w.Runtime = nanRuntime()
+			w.Runtime.AssistShare = 0.11
+		}), "gc-assist", Warn},
+		{"scheduler share", win(10, func(w *Window) {
+			w.UserSec = 2
+			w.Stacks = &Stacks{Samples: 500, Classes: map[string]float64{ClassScheduler: 0.35}}
+		}), "scheduler-overhead", Warn},
+		{"sched latency", win(10, func(w *Window) {
+			w.UserSec = 2
+			w.Runtime = nanRuntime()
+			w.Runtime.SchedLatP99 = 0.03
+		}), "scheduler-overhead", Warn},
+		{"mutex wait", win(10, func(w *Window) {
+			w.Runtime = nanRuntime()
+			w.Runtime.MutexWaitPerSec = 1.2
+		}), "lock-contention", Warn},
+		{"goroutines rise", win(10, func(w *Window) {
+			w.Runtime = nanRuntime()
+			w.Runtime.GoroutinesStart, w.Runtime.GoroutinesEnd = 50, 1050
+		}), "goroutine-leak", Warn},
+		{"goroutines steady", win(10, func(w *Window) {
+			w.Runtime = nanRuntime()
+			w.Runtime.GoroutinesStart, w.Runtime.GoroutinesEnd = 5000, 5020
+		}), "goroutine-leak", -1},
+		{"json hotspot", win(10, func(w *Window) {
+			w.UserSec = 5
+			w.Stacks = &Stacks{Samples: 500, Packages: []Share{{"runtime", 0.4}, {"encoding/json", 0.35}}, Functions: []Share{{"encoding/json.(*decodeState).object", 0.2}}}
+		}), "cpu-hotspot", Info},
+		{"spread out", win(10, func(w *Window) {
+			w.UserSec = 5
+			w.Stacks = &Stacks{Samples: 500, Packages: []Share{{"main", 0.2}, {"net/http", 0.2}}}
+		}), "cpu-hotspot", -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			found, _ := Evaluate(tt.w, host)
+			var got *Finding
+			for i := range found {
+				if found[i].ID == tt.rule {
+					got = &found[i]
+				}
+			}
+			switch {
+			case tt.want < 0 && got != nil:
+				t.Fatalf("%s fired (%s: %s), want nothing", tt.rule, got.Severity, got.Title)
+			case tt.want >= 0 && got == nil:
+				t.Fatalf("%s did not fire; found %s", tt.rule, describe(found))
+			case got != nil && got.Severity != tt.want:
+				t.Fatalf("%s severity %s, want %s (%s)", tt.rule, got.Severity, tt.want, got.Title)
+			}
+		})
+	}
+}
+
+func TestMissingSources(t *testing.T) {
+	w := win(10, func(w *Window) {})
+	_, un := Evaluate(w, &Host{CPUs: 2})
+	got := map[string]bool{}
+	for _, u := range un {
+		got[u.Rule] = true
+		if u.Why == "" {
+			t.Errorf("%s unchecked without a reason", u.Rule)
+		}
+	}
+	for _, id := range []string{"file-reopen-churn", "gc-pressure", "gc-assist", "goroutine-leak", "cpu-hotspot", "scheduler-overhead", "lock-contention"} {
+		if !got[id] {
+			t.Errorf("%s not listed as unchecked on a /proc-only window", id)
+		}
+	}
+	for _, id := range []string{"idle-wakeups", "fd-limit", "memory-growth"} {
+		if got[id] {
+			t.Errorf("%s listed as unchecked though /proc decides it", id)
+		}
+	}
+}
+
+func TestSlope(t *testing.T) {
+	b, r2 := slope([]float64{0, 1, 2, 3}, []float64{1, 3, 5, 7})
+	if math.Abs(b-2) > 1e-9 || math.Abs(r2-1) > 1e-9 {
+		t.Fatalf("slope %v r2 %v, want 2 and 1", b, r2)
+	}
+	if b, r2 := slope([]float64{0, 1, 2}, []float64{5, 5, 5}); b != 0 || r2 != 0 {
+		t.Fatalf("flat: slope %v r2 %v", b, r2)
+	}
+}
+
+func TestRuleIDsStable(t *testing.T) {
+	want := []string{"cpu-hotspot", "exec-hot-path", "fd-leak", "fd-limit", "file-reopen-churn", "gc-assist", "gc-pressure",
+		"gomaxprocs-oversized", "goroutine-leak", "idle-wakeups", "kernel-time", "lock-contention", "memory-growth",
+		"scheduler-overhead", "thread-explosion"}
+	rs := Rules()
+	if len(rs) != len(want) {
+		t.Fatalf("%d rules, want %d", len(rs), len(want))
+	}
+	for i, r := range rs {
+		if r.ID != want[i] || r.Summary == "" {
+			t.Errorf("rule %d = %q (%q), want %q with a summary", i, r.ID, r.Summary, want[i])
+		}
+	}
+}
