@@ -1,0 +1,507 @@
+//go:build linux
+
+package syscalls
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/gosleuth/gosleuth/internal/perf"
+	"golang.org/x/sys/unix"
+)
+
+// ErrTooManyFDs reports that counting every syscall of every thread needs
+// more file descriptors than RLIMIT_NOFILE allows.
+var ErrTooManyFDs = errors.New("not enough file descriptors for one counter per syscall and thread")
+
+// Event is one counted tracepoint: a syscall's syscalls:sys_enter_NAME
+// (Nr -1 when the table does not know the name) or, with Raw, every
+// syscall (raw_syscalls:sys_enter, Name "all").
+type Event struct {
+	Name string
+	Nr   int
+	ID   uint64
+	Raw  bool
+}
+
+// SyscallEvents lists the kernel's syscalls:sys_enter_* tracepoints with
+// their perf ids, named with the table for a (tracepoint names the table
+// does not know keep the tracepoint's spelling and Nr -1).
+func SyscallEvents(a Arch) ([]Event, error) {
+	tps, err := perf.Tracepoints("syscalls", "sys_enter_")
+	if err != nil {
+		return nil, err
+	}
+	evs := make([]Event, 0, len(tps))
+	for _, tp := range tps {
+		id, err := perf.TracepointID("syscalls", tp)
+		if err != nil {
+			return nil, err
+		}
+		name := strings.TrimPrefix(tp, "sys_enter_")
+		nr, ok := Number(a, name)
+		if ok {
+			name = Name(a, nr)
+		}
+		evs = append(evs, Event{Name: name, Nr: nr, ID: id})
+	}
+	if len(evs) == 0 {
+		return nil, fmt.Errorf("list syscalls:sys_enter_* tracepoints: none found")
+	}
+	return evs, nil
+}
+
+// TotalEvent returns the raw_syscalls:sys_enter tracepoint, which fires for
+// every syscall.
+func TotalEvent() (Event, error) {
+	id, err := perf.TracepointID("raw_syscalls", "sys_enter")
+	if err != nil {
+		return Event{}, err
+	}
+	return Event{Name: "all", Nr: -1, ID: id, Raw: true}, nil
+}
+
+// CounterOptions configures a Counter.
+type CounterOptions struct {
+	// Events are the tracepoints to count on every thread (see
+	// SyscallEvents and TotalEvent).
+	Events []Event
+	// PerThread opens events without inheritance so each thread's counts
+	// are its own; new threads must then be added with AddThreads, and
+	// Total, when set, is counted with inheritance on the threads present at
+	// attach so the process total stays exact.
+	PerThread bool
+	// Total is the event counted for the exact total with PerThread.
+	Total *Event
+	// ProcRoot is the proc mount ("" means /proc).
+	ProcRoot string
+	// Attempts bounds how often the attach is redone when a thread appears
+	// during it (0 means 3).
+	Attempts int
+}
+
+// Counter counts the syscalls of one process with per-task counting perf
+// events on syscall tracepoints, one group per thread, as "perf stat -e
+// 'syscalls:sys_enter_*'" does. Without PerThread the events are inherited:
+// the kernel copies them to every thread and child process the target
+// starts after attach, and reading a thread's group includes those
+// copies, so the sum over the groups is the process's exact count, including
+// threads and children that have exited. Events only fire for the tasks
+// they are attached to: other processes pay only the kernel's syscall
+// tracepoint slow path.
+//
+// Every descriptor is close-on-exec and owned by the Counter: Close (or the
+// end of the process, even by SIGKILL) releases all kernel state.
+type Counter struct {
+	opts    CounterOptions
+	pid     int
+	groups  []*group
+	totals  []int // inherited Total counters (PerThread only)
+	fds     int
+	grouped bool // PERF_FORMAT_GROUP reads work
+	buf     []byte
+	retired []uint64 // counts of closed per-thread groups, by event
+	// Attached is the number of threads the events were opened on at
+	// attach, Retries how often the attach was redone because a thread
+	// appeared meanwhile, and Ambiguous how many threads appeared during
+	// the last attempt and were opened directly though they may have
+	// inherited events too (their calls may then count twice).
+	Attached, Retries, Ambiguous int
+}
+
+// group is the events of one thread.
+type group struct {
+	tid   int
+	fds   []int
+	last  []uint64
+	final bool // thread gone, last holds its final counts
+}
+
+// NewCounter attaches to every thread of pid. It raises RLIMIT_NOFILE to
+// the hard limit and returns an error wrapping ErrTooManyFDs when that is
+// not enough for len(Events) descriptors per thread, perf.ErrPermission when
+// the kernel refuses, and unix.ESRCH when the process is gone. Counting
+// starts when NewCounter returns.
+func NewCounter(pid int, opts CounterOptions) (*Counter, error) {
+	if len(opts.Events) == 0 {
+		return nil, errors.New("new syscall counter: no events")
+	}
+	if opts.Attempts <= 0 {
+		opts.Attempts = 3
+	}
+	c := &Counter{opts: opts, pid: pid, grouped: true, retired: make([]uint64, len(opts.Events))}
+	limit, err := perf.RaiseFDLimit()
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		tids, err := c.listTasks()
+		if err != nil {
+			return nil, err
+		}
+		perThread := len(opts.Events)
+		if opts.PerThread && opts.Total != nil {
+			perThread++
+		}
+		if need, have := len(tids)*perThread, fdBudget(limit); need > have {
+			return nil, fmt.Errorf("count syscalls of %d threads: need %d descriptors, %d available under RLIMIT_NOFILE %d: %w",
+				len(tids), need, have, limit, ErrTooManyFDs)
+		}
+		if err := c.openAll(tids); err != nil {
+			c.Close()
+			return nil, err
+		}
+		after, err := c.listTasks()
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		added := newTIDs(tids, after)
+		if len(added) == 0 {
+			break
+		}
+		// A thread started while the events were being opened: if its
+		// creator already had them it inherited a copy, else it has none,
+		// and which is true cannot be told from outside. Nothing has
+		// counted yet (all disabled), so start again.
+		if attempt+1 < opts.Attempts && !opts.PerThread {
+			c.closeAll()
+			c.Retries++
+			continue
+		}
+		if err := c.openAll(added); err != nil {
+			c.Close()
+			return nil, err
+		}
+		if !opts.PerThread {
+			c.Ambiguous = len(added)
+		}
+		break
+	}
+	c.Attached = len(c.groups)
+	if err := c.enable(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.buf = make([]byte, 8+8*len(opts.Events))
+	return c, nil
+}
+
+// fdBudget is how many more descriptors this process may open, keeping a
+// margin for everything else it does.
+func fdBudget(limit uint64) int {
+	open := 0
+	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+		open = len(ents)
+	}
+	return int(limit) - open - 64
+}
+
+func (c *Counter) listTasks() ([]int, error) {
+	root := c.opts.ProcRoot
+	if root == "" {
+		root = "/proc"
+	}
+	ents, err := os.ReadDir(root + "/" + strconv.Itoa(c.pid) + "/task")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("list threads of %d: %w", c.pid, unix.ESRCH)
+		}
+		return nil, fmt.Errorf("list threads of %d: %w", c.pid, err)
+	}
+	tids := make([]int, 0, len(ents))
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, n)
+		}
+	}
+	if len(tids) == 0 {
+		return nil, fmt.Errorf("list threads of %d: %w", c.pid, unix.ESRCH)
+	}
+	return tids, nil
+}
+
+// newTIDs returns the TIDs in after that are not in before.
+func newTIDs(before, after []int) []int {
+	var out []int
+	for _, t := range after {
+		if !slices.Contains(before, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (c *Counter) attr(ev Event, leader, inherit bool) unix.PerfEventAttr {
+	attr := unix.PerfEventAttr{
+		Type:   unix.PERF_TYPE_TRACEPOINT,
+		Config: ev.ID,
+	}
+	if !ev.Raw {
+		// syscalls:* tracepoints carry the user registers, so excluding
+		// the kernel loses nothing and lets unprivileged users (paranoid
+		// 2) count their own processes. raw_syscalls:* carry kernel
+		// registers: excluding the kernel would count nothing.
+		attr.Bits = unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv
+	}
+	if leader {
+		attr.Bits |= unix.PerfBitDisabled
+	}
+	if inherit {
+		attr.Bits |= unix.PerfBitInherit
+	}
+	if c.grouped {
+		attr.Read_format = unix.PERF_FORMAT_GROUP
+	}
+	return attr
+}
+
+// openAll opens a disabled group on each thread; threads that have gone
+// meanwhile are skipped.
+func (c *Counter) openAll(tids []int) error {
+	for _, tid := range tids {
+		g, err := c.openGroup(tid, !c.opts.PerThread)
+		if errors.Is(err, unix.ESRCH) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		c.groups = append(c.groups, g)
+		if c.opts.PerThread && c.opts.Total != nil && c.Attached == 0 {
+			attr := c.attr(*c.opts.Total, true, true)
+			attr.Read_format = 0
+			fd, err := perf.OpenTask(&attr, tid, -1)
+			if errors.Is(err, unix.ESRCH) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			c.totals = append(c.totals, fd)
+			c.fds++
+		}
+	}
+	return nil
+}
+
+func (c *Counter) openGroup(tid int, inherit bool) (*group, error) {
+	g := &group{tid: tid, fds: make([]int, 0, len(c.opts.Events)), last: make([]uint64, len(c.opts.Events))}
+	for i, ev := range c.opts.Events {
+		leader := -1
+		if c.grouped && i > 0 {
+			leader = g.fds[0]
+		}
+		attr := c.attr(ev, i == 0 || !c.grouped, inherit)
+		fd, err := perf.OpenTask(&attr, tid, leader)
+		if err != nil && i <= 1 && c.grouped && errors.Is(err, unix.EINVAL) {
+			// This kernel refuses the group with these bits: read each
+			// counter on its own.
+			c.closeGroup(g)
+			c.grouped = false
+			return c.openGroup(tid, inherit)
+		}
+		if err != nil {
+			c.closeGroup(g)
+			return nil, fmt.Errorf("count %s: %w", ev.Name, err)
+		}
+		g.fds = append(g.fds, fd)
+		c.fds++
+	}
+	return g, nil
+}
+
+func (c *Counter) enable() error {
+	for _, g := range c.groups {
+		if err := c.enableGroup(g); err != nil {
+			return err
+		}
+	}
+	for _, fd := range c.totals {
+		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
+			return fmt.Errorf("enable total counter: %w", err)
+		}
+	}
+	return nil
+}
+
+func (c *Counter) enableGroup(g *group) error {
+	fds := g.fds
+	if c.grouped {
+		fds = fds[:1]
+	}
+	for _, fd := range fds {
+		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
+			return fmt.Errorf("enable counters of thread %d: %w", g.tid, err)
+		}
+	}
+	return nil
+}
+
+// AddThreads opens counters on threads found after attach (PerThread
+// mode, where events are not inherited). Threads that have gone are
+// skipped.
+func (c *Counter) AddThreads(tids []int) error {
+	for _, tid := range tids {
+		if c.has(tid) {
+			continue
+		}
+		g, err := c.openGroup(tid, false)
+		if errors.Is(err, unix.ESRCH) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		c.groups = append(c.groups, g)
+		if err := c.enableGroup(g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Counter) has(tid int) bool {
+	for _, g := range c.groups {
+		if g.tid == tid && !g.final {
+			return true
+		}
+	}
+	return false
+}
+
+// RetireThreads reads the final counts of threads that have exited and
+// closes their counters (PerThread mode only: inherited counters must stay
+// open, they carry the counts of the threads started from them).
+func (c *Counter) RetireThreads(tids []int) {
+	if !c.opts.PerThread {
+		return
+	}
+	for _, g := range c.groups {
+		if g.final || !slices.Contains(tids, g.tid) {
+			continue
+		}
+		c.readGroup(g)
+		c.closeGroup(g)
+		g.final = true
+	}
+}
+
+// FDs returns the number of perf descriptors open.
+func (c *Counter) FDs() int { return c.fds }
+
+// Events returns the counted events, in the order of every count slice.
+func (c *Counter) Events() []Event { return c.opts.Events }
+
+// ThreadCounts is one thread's counts, indexed like Events.
+type ThreadCounts struct {
+	TID    int
+	Counts []uint64
+	Exited bool
+}
+
+// Read adds the cumulative count of each event, over all threads, to
+// sum (len(Events) long), returns the exact process total when PerThread
+// counts one (else 0), and, with perThread, each thread's own counts.
+func (c *Counter) Read(sum []uint64, perThread bool) (total uint64, threads []ThreadCounts, err error) {
+	for _, g := range c.groups {
+		if !g.final {
+			if err := c.readGroup(g); err != nil {
+				return 0, nil, err
+			}
+		}
+		for i, v := range g.last {
+			sum[i] += v
+		}
+		if perThread {
+			threads = append(threads, ThreadCounts{TID: g.tid, Counts: slices.Clone(g.last), Exited: g.final})
+		}
+	}
+	var b [8]byte
+	for _, fd := range c.totals {
+		if _, err := unix.Read(fd, b[:]); err != nil {
+			return 0, nil, fmt.Errorf("read total syscall counter: %w", err)
+		}
+		total += binary.NativeEndian.Uint64(b[:])
+	}
+	return total, threads, nil
+}
+
+func (c *Counter) readGroup(g *group) error {
+	if c.grouped {
+		n, err := unix.Read(g.fds[0], c.buf)
+		if err != nil {
+			return fmt.Errorf("read syscall counters of thread %d: %w", g.tid, err)
+		}
+		if n < 8 || int(binary.NativeEndian.Uint64(c.buf))*8+8 > n || int(binary.NativeEndian.Uint64(c.buf)) != len(g.last) {
+			return fmt.Errorf("read syscall counters of thread %d: short group read (%d bytes)", g.tid, n)
+		}
+		for i := range g.last {
+			g.last[i] = binary.NativeEndian.Uint64(c.buf[8+8*i:])
+		}
+		return nil
+	}
+	var b [8]byte
+	for i, fd := range g.fds {
+		if _, err := unix.Read(fd, b[:]); err != nil {
+			return fmt.Errorf("read syscall counter of thread %d: %w", g.tid, err)
+		}
+		g.last[i] = binary.NativeEndian.Uint64(b[:])
+	}
+	return nil
+}
+
+func (c *Counter) closeGroup(g *group) {
+	for _, fd := range g.fds {
+		unix.Close(fd)
+	}
+	c.fds -= len(g.fds)
+	g.fds = nil
+}
+
+func (c *Counter) closeAll() {
+	// The last close of a tracepoint's events waits for an RCU grace
+	// period (tracepoint_synchronize_unregister) under the kernel's
+	// event_mutex, so closing 360 tracepoints one after another takes
+	// seconds. Closing them from many threads lets grace periods overlap.
+	var fds []int
+	for _, g := range c.groups {
+		fds = append(fds, g.fds...)
+		c.fds -= len(g.fds)
+		g.fds = nil
+	}
+	closeParallel(fds)
+	c.groups = c.groups[:0]
+	for _, fd := range c.totals {
+		unix.Close(fd)
+	}
+	c.fds -= len(c.totals)
+	c.totals = nil
+}
+
+// Close releases every event.
+func (c *Counter) Close() error {
+	c.closeAll()
+	return nil
+}
+
+func closeParallel(fds []int) {
+	const workers = 64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(fds); i += workers {
+				unix.Close(fds[i])
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,282 @@
+//go:build linux
+
+package syscalls
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/perf"
+)
+
+// runtimeNoise lists the calls the Go runtime (and the patient's own
+// stdin/stdout handshake) may make on its own while the patient works:
+// sysmon's sleeps, parking and waking Ms, preemption signals (getpid +
+// tgkill, rt_sigreturn), heap growth and scavenging, thread creation and
+// the handshake's read/write.
+var runtimeNoise = map[string]bool{
+	"futex": true, "nanosleep": true, "getpid": true, "tgkill": true, "rt_sigreturn": true,
+	"mmap": true, "munmap": true, "madvise": true, "sched_yield": true, "epoll_pwait": true,
+	"read": true, "write": true, "clone": true, "clone3": true, "rt_sigprocmask": true,
+	"sigaltstack": true, "gettid": true, "mprotect": true, "prctl": true, "exit": true,
+}
+
+var (
+	buildOnce  sync.Once
+	patientBin string
+	buildErr   error
+)
+
+// buildPatient builds testdata/patient once per test binary.
+func buildPatient(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gosleuth-patient")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		patientBin = filepath.Join(dir, "patient")
+		out, err := exec.Command("go", "build", "-o", patientBin, "./testdata/patient").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build patient: %v", buildErr)
+	}
+	return patientBin
+}
+
+// patient is a running testdata/patient.
+type patient struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+func startPatient(t *testing.T, args ...string) *patient {
+	t.Helper()
+	cmd := exec.Command(buildPatient(t), args...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &patient{cmd: cmd, in: in, out: bufio.NewReader(out)}
+	t.Cleanup(func() {
+		in.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	p.expect(t, "ready")
+	return p
+}
+
+func (p *patient) expect(t *testing.T, word string) {
+	t.Helper()
+	line, err := p.out.ReadString('\n')
+	if err != nil || line != word+"\n" {
+		t.Fatalf("patient said %q (%v), want %q", line, err, word)
+	}
+}
+
+func needPerf(t *testing.T) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("per-task syscall counters need root here (tracefs is root-only)")
+	}
+	if _, err := perf.TracefsRoot(); err != nil {
+		t.Skipf("no tracefs: %v", err)
+	}
+}
+
+// countPatient attaches to a patient started with args, lets it work and
+// returns the counts by name.
+func countPatient(t *testing.T, perThread bool, args ...string) (map[string]uint64, *Counter, []ThreadCounts) {
+	t.Helper()
+	needPerf(t)
+	evs := testEvents(t)
+	p := startPatient(t, args...)
+	opts := CounterOptions{Events: evs, PerThread: perThread}
+	if perThread {
+		tot, err := TotalEvent()
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Total = &tot
+	}
+	c, err := NewCounter(p.cmd.Process.Pid, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(p.in, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	if perThread {
+		// Follow new threads the way the CLI does.
+		f := perf.NewFollower("", p.cmd.Process.Pid, false)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				added, _, err := f.Poll()
+				if err != nil {
+					return
+				}
+				var tids []int
+				for _, a := range added {
+					tids = append(tids, a.TID)
+				}
+				c.AddThreads(tids)
+				select {
+				case <-stop:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}()
+		p.expect(t, "done")
+		close(stop)
+		wg.Wait()
+	} else {
+		p.expect(t, "done")
+	}
+	sum := make([]uint64, len(evs))
+	total, threads, err := c.Read(sum, perThread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]uint64{}
+	for i, ev := range evs {
+		if sum[i] > 0 {
+			byName[ev.Name] += sum[i]
+		}
+	}
+	if perThread {
+		byName["(total)"] = total
+	}
+	return byName, c, threads
+}
+
+// testEvents is getppid, the runtime's noise and, last, every syscall
+// (raw_syscalls:sys_enter): checking the last against the sum of the others
+// proves nothing else was called, without the ~11 s it takes the kernel to
+// release all 360 syscall tracepoints (one RCU grace period each).
+func testEvents(t *testing.T) []Event {
+	t.Helper()
+	all, err := SyscallEvents(HostArch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []Event
+	for _, ev := range all {
+		if ev.Name == "getppid" || ev.Name == "execve" || runtimeNoise[ev.Name] {
+			evs = append(evs, ev)
+		}
+	}
+	tot, err := TotalEvent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(evs, tot)
+}
+
+func checkExact(t *testing.T, got map[string]uint64, want uint64) {
+	t.Helper()
+	if got["getppid"] != want {
+		t.Errorf("getppid counted %d times, want %d", got["getppid"], want)
+	}
+	var listed uint64
+	for name, n := range got {
+		if name != "all" && name != "(total)" {
+			listed += n
+		}
+	}
+	if got["all"] != listed {
+		t.Errorf("%d syscalls in all, %d in the listed ones: the patient made unexpected calls", got["all"], listed)
+	}
+	t.Logf("counts: %v", got)
+}
+
+func TestCounterExact(t *testing.T) {
+	got, c, _ := countPatient(t, false, "-threads", "4", "-calls", "50000")
+	checkExact(t, got, 200000)
+	if c.Attached < 5 {
+		t.Errorf("attached to %d threads, want at least 5 (main + 4 workers)", c.Attached)
+	}
+}
+
+func TestCounterThreadsStartedAfterAttach(t *testing.T) {
+	got, c, _ := countPatient(t, false, "-late", "-threads", "4", "-calls", "50000")
+	checkExact(t, got, 200000)
+	if got["clone"]+got["clone3"] == 0 {
+		t.Errorf("no thread was created after attach (clone not counted): the test proves nothing")
+	}
+	t.Logf("attached %d threads, retries %d", c.Attached, c.Retries)
+}
+
+func TestCounterPerThread(t *testing.T) {
+	got, _, threads := countPatient(t, true, "-late", "-threads", "4", "-calls", "50000")
+	if got["(total)"] < 200000 {
+		t.Errorf("exact total %d < 200000", got["(total)"])
+	}
+	// Each worker thread's own counter holds its calls; threads found
+	// after they started may miss their first calls, never count twice.
+	var workers int
+	var sum uint64
+	for _, th := range threads {
+		var n uint64
+		for i, ev := range testEvents(t) {
+			if ev.Name == "getppid" {
+				n = th.Counts[i]
+			}
+		}
+		sum += n
+		if n > 0 {
+			workers++
+		}
+		if n > 50000 {
+			t.Errorf("thread %d counted %d getppid, more than it made", th.TID, n)
+		}
+	}
+	if sum > 200000 || workers == 0 {
+		t.Errorf("per-thread getppid sum %d over %d threads", sum, workers)
+	}
+	t.Logf("per-thread getppid %d over %d threads; total %d", sum, workers, got["(total)"])
+}
+
+func TestCounterChildProcess(t *testing.T) {
+	got, _, _ := countPatient(t, false, "-child", "-threads", "2", "-calls", "30000")
+	if got["getppid"] != 90000 {
+		t.Errorf("getppid %d, want 90000 (2 threads and a child, 30000 each)", got["getppid"])
+	}
+	if got["execve"] != 1 {
+		t.Errorf("execve %d, want 1 (the child)", got["execve"])
+	}
+}
+
+func TestCounterGone(t *testing.T) {
+	needPerf(t)
+	_, err := NewCounter(536870000, CounterOptions{Events: testEvents(t)})
+	if err == nil {
+		t.Fatal("no error for a missing process")
+	}
+}

@@ -1,0 +1,86 @@
+// Command patient makes an exact number of getppid syscalls for the
+// syscalls tests and benchmark.
+//
+// It prints "ready" once its worker threads exist, waits for a line on
+// stdin, has -threads threads call getppid -calls times each (raw syscalls,
+// so the Go runtime adds nothing around them), prints "done" and waits for
+// stdin to close. With -late the worker threads are started only after the
+// go line; with -child it also runs itself as a child process making
+// -calls getppid calls and waits for it; with -loop it calls getppid until
+// killed.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+)
+
+func main() {
+	threads := flag.Int("threads", 4, "worker threads")
+	calls := flag.Int("calls", 50000, "getppid calls per worker thread")
+	late := flag.Bool("late", false, "start the worker threads after the go line")
+	child := flag.Bool("child", false, "also run a child process making -calls calls")
+	loop := flag.Bool("loop", false, "call getppid until killed")
+	solo := flag.Bool("solo", false, "no handshake: make the calls and exit")
+	flag.Parse()
+	if *loop {
+		runtime.LockOSThread()
+		for {
+			syscall.RawSyscall(syscall.SYS_GETPPID, 0, 0, 0)
+		}
+	}
+	if *solo {
+		work(*calls)
+		return
+	}
+	in := bufio.NewReader(os.Stdin)
+	start := make(chan struct{})
+	var ready, done sync.WaitGroup
+	spawn := func() {
+		for range *threads {
+			ready.Add(1)
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				runtime.LockOSThread()
+				ready.Done()
+				<-start
+				work(*calls)
+			}()
+		}
+		ready.Wait()
+	}
+	if !*late {
+		spawn()
+	}
+	fmt.Println("ready")
+	if _, err := in.ReadString('\n'); err != nil {
+		os.Exit(1)
+	}
+	if *late {
+		spawn()
+	}
+	close(start)
+	done.Wait()
+	if *child {
+		cmd := exec.Command(os.Args[0], "-solo", "-calls", fmt.Sprint(*calls))
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			os.Exit(1)
+		}
+	}
+	fmt.Println("done")
+	in.ReadString('\n')
+}
+
+func work(n int) {
+	for range n {
+		syscall.RawSyscall(syscall.SYS_GETPPID, 0, 0, 0)
+	}
+}
