@@ -75,11 +75,17 @@ func Connect(ctx context.Context, pid int, opts Options) (Source, []string, erro
 	}
 	if opts.MetricsURL != "" {
 		s, err := newPromSource(ctx, client, opts.MetricsURL)
-		return s, notes, err
+		if err != nil {
+			return nil, notes, err
+		}
+		return s, notes, nil
 	}
 	if opts.PprofURL != "" {
 		s, err := newPprofSource(ctx, client, opts.PprofURL)
-		return s, notes, err
+		if err != nil {
+			return nil, notes, err
+		}
+		return s, notes, nil
 	}
 	facts := opts.Facts
 	if facts == nil {

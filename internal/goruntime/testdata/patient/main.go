@@ -80,7 +80,7 @@ func main() {
 	case "gc":
 		go gcHeavy()
 	case "herd":
-		go herd(2000, 50)
+		go herd(2000, 20)
 	case "mutex":
 		contend(8)
 	case "leak":
@@ -131,6 +131,7 @@ func report() {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	out["NumGC"] = ms.NumGC
+	out["NumGoroutine"] = runtime.NumGoroutine()
 	out["HeapObjects"] = ms.HeapObjects
 	b, _ := json.Marshal(out)
 	fmt.Printf("self %s\n", b)
@@ -155,42 +156,49 @@ func gcHeavy() {
 	}
 }
 
-// herd parks n goroutines on a channel closed rate times a second.
+// herd parks n goroutines on a sync.Cond broadcast rate times a second:
+// each wake-up makes all of them runnable at once and they queue for the
+// Cond's lock.
 func herd(n, rate int) {
 	var mu sync.Mutex
-	var count int
-	for {
-		ch := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(n)
-		for range n {
-			go func() {
-				defer wg.Done()
-				<-ch
-				mu.Lock()
-				count++
-				mu.Unlock()
-			}()
-		}
-		time.Sleep(time.Second / time.Duration(rate))
-		close(ch)
-		wg.Wait()
+	cond := sync.NewCond(&mu)
+	gen := 0
+	for range n {
+		go func() {
+			mu.Lock()
+			seen := gen
+			for {
+				for gen == seen {
+					cond.Wait()
+				}
+				seen = gen
+				x := 0
+				for i := 0; i < 200; i++ {
+					x += i
+				}
+				sink = x
+			}
+		}()
+	}
+	t := time.NewTicker(time.Second / time.Duration(rate))
+	for range t.C {
+		mu.Lock()
+		gen++
+		mu.Unlock()
+		cond.Broadcast()
 	}
 }
 
-// contend runs n goroutines that take one mutex around a little work.
+// contend runs n goroutines that take one mutex around slow work (a
+// sleep standing for I/O under the lock), so the others queue for it.
 func contend(n int) {
 	var mu sync.Mutex
-	x := 0
 	for range n {
 		go func() {
 			for {
 				mu.Lock()
-				for i := 0; i < 2000; i++ {
-					x += i
-				}
+				time.Sleep(200 * time.Microsecond)
 				mu.Unlock()
-				time.Sleep(50 * time.Microsecond)
 			}
 		}()
 	}
