@@ -3,6 +3,7 @@
 package stacks
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -108,6 +109,12 @@ loop:
 					break loop
 				}
 				return nil, err
+			}
+			if zombie(pid) {
+				// Exited but not yet reaped by its parent: /proc still
+				// lists the leader, so the Follower cannot tell.
+				s.raw.Exited = true
+				break loop
 			}
 			if now.After(nextSnap) && firstOK {
 				lastOK = s.snapshot(pr, &last, &s.t1) || lastOK
@@ -457,4 +464,17 @@ func (s *sampler) loadMaps(prev []mapping) []mapping {
 		m.obj = o
 	}
 	return ms
+}
+
+// zombie reports whether process pid has exited (state Z or X) or is gone.
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] == 'Z' || b[i+2] == 'X'
 }

@@ -1,0 +1,410 @@
+//go:build linux
+
+package stacks
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"debug/gosym"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"github.com/gosleuth/gosleuth/internal/perf"
+)
+
+// buildPatient builds testdata/NAME into a temporary directory with extra
+// go build flags.
+func buildPatient(t *testing.T, name string, flags ...string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	args := append([]string{"build", "-o", bin}, flags...)
+	args = append(args, "./testdata/"+name)
+	cmd := exec.Command("go", args...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin
+}
+
+func startPatient(t *testing.T, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd
+}
+
+func needPerf(t *testing.T) {
+	t.Helper()
+	if p, err := perf.Paranoid(); err != nil || (p > 2 && os.Getuid() != 0) {
+		t.Skipf("perf events unavailable (perf_event_paranoid %d, %v)", p, err)
+	}
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("kernel stacks need root")
+	}
+}
+
+// sampleFor profiles pid for d and symbolizes the result.
+func sampleFor(t *testing.T, pid int, d time.Duration, opts Options) *Profile {
+	t.Helper()
+	opts.PID, opts.Duration = pid, d
+	raw, err := Sample(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw.Samples == 0 {
+		t.Fatalf("no samples in %s", d)
+	}
+	return Symbolize(raw)
+}
+
+func TestSha256TopFrames(t *testing.T) {
+	needPerf(t)
+	bin := buildPatient(t, "sha256")
+	cmd := startPatient(t, bin)
+	p := sampleFor(t, cmd.Process.Pid, 2*time.Second, Options{})
+	s := p.Summarize(5)
+	var user []TopFunc
+	for _, f := range s.Top {
+		if !strings.HasPrefix(f.Function, "[") && !isKernelFunc(p, f.Function) {
+			user = append(user, f)
+		}
+	}
+	if len(user) == 0 || !strings.Contains(user[0].Function, "sha256") {
+		t.Fatalf("top user frames %v: want a crypto/sha256 function first", user)
+	}
+	var shaShare float64
+	for _, f := range s.Top {
+		if strings.Contains(f.Function, "sha256") {
+			shaShare += f.FlatShare
+		}
+	}
+	if shaShare < 0.5 {
+		t.Errorf("sha256 functions have %.0f%% of flat samples, want most: %v", 100*shaShare, s.Top)
+	}
+	if s.GoFramesUnresolved != 0 {
+		t.Errorf("%d of %d Go frames unresolved", s.GoFramesUnresolved, s.GoFrames)
+	}
+	if s.Coverage != nil && (*s.Coverage < 0.8 || *s.Coverage > 1.2) {
+		t.Errorf("coverage %.2f of /proc utime+stime, want about 1", *s.Coverage)
+	}
+}
+
+func isKernelFunc(p *Profile, name string) bool {
+	for _, st := range p.Stacks {
+		for _, f := range st.Frames {
+			if f.Func == name {
+				return f.Kernel
+			}
+		}
+	}
+	return false
+}
+
+// TestGetppidKernelShare: a getppid loop spends most of its time in the
+// kernel, and the kernel frames name the syscall. The stripped build gives
+// the same Go function names.
+func TestGetppidKernelShare(t *testing.T) {
+	needPerf(t)
+	needRoot(t)
+	names := map[string]map[string]bool{}
+	for _, build := range []struct {
+		name  string
+		flags []string
+	}{
+		{"plain", nil},
+		{"stripped", []string{"-ldflags=-s -w"}},
+		{"stripped-pie", []string{"-ldflags=-s -w", "-buildmode=pie"}},
+	} {
+		t.Run(build.name, func(t *testing.T) {
+			bin := buildPatient(t, "getppid", build.flags...)
+			cmd := startPatient(t, bin)
+			p := sampleFor(t, cmd.Process.Pid, 2*time.Second, Options{})
+			s := p.Summarize(10)
+			if s.KernelShare < 0.5 {
+				t.Errorf("kernel share %.2f, want >= 0.5", s.KernelShare)
+			}
+			if s.Classes["syscall getppid"] < 0.4 {
+				t.Errorf("class syscall getppid %.2f, want most samples: %v", s.Classes["syscall getppid"], s.Classes)
+			}
+			user := map[string]bool{}
+			var sysFrame bool
+			for _, st := range p.Stacks {
+				for _, f := range st.Frames {
+					if f.Kernel && f.Func == "__x64_sys_getppid" {
+						sysFrame = true
+					}
+					if !f.Kernel && st.Count > 0 {
+						user[f.Func] = true
+					}
+				}
+			}
+			if !sysFrame {
+				t.Error("no __x64_sys_getppid kernel frame")
+			}
+			for _, want := range []string{"main.main", "syscall.Getppid", "syscall.rawSyscallNoError"} {
+				if !user[want] {
+					t.Errorf("no %s frame", want)
+				}
+			}
+			if s.GoFramesUnresolved != 0 {
+				t.Errorf("%d of %d Go frames unresolved", s.GoFramesUnresolved, s.GoFrames)
+			}
+			names[build.name] = user
+		})
+	}
+	for _, name := range []string{"stripped", "stripped-pie"} {
+		for f := range names["plain"] {
+			if (strings.HasPrefix(f, "main.") || strings.HasPrefix(f, "syscall.")) && names[name] != nil && !names[name][f] {
+				t.Errorf("%s build lacks %s", name, f)
+			}
+		}
+	}
+}
+
+func TestGCClasses(t *testing.T) {
+	needPerf(t)
+	bin := buildPatient(t, "gcheavy")
+	cmd := startPatient(t, bin)
+	p := sampleFor(t, cmd.Process.Pid, 3*time.Second, Options{})
+	s := p.Summarize(10)
+	if s.Classes[string(ClassGCMark)] < 0.05 {
+		t.Errorf("gc background marking %.3f, want >= 0.05: %v", s.Classes[string(ClassGCMark)], s.Classes)
+	}
+	if s.Classes[string(ClassGCAssist)] <= 0 {
+		t.Errorf("no gc mark assist samples: %v", s.Classes)
+	}
+}
+
+// TestPprofOutput writes the profile and reads it back with the pprof
+// library and with go tool pprof.
+func TestPprofOutput(t *testing.T) {
+	needPerf(t)
+	bin := buildPatient(t, "getppid")
+	cmd := startPatient(t, bin)
+	p := sampleFor(t, cmd.Process.Pid, time.Second, Options{})
+	var buf bytes.Buffer
+	if err := p.WritePprof(&buf); err != nil {
+		t.Fatal(err)
+	}
+	pp, err := profile.Parse(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatalf("parse our profile: %v", err)
+	}
+	if len(pp.SampleType) != 2 || pp.SampleType[0].Type != "samples" || pp.SampleType[1].Unit != "nanoseconds" {
+		t.Errorf("sample types %v", pp.SampleType)
+	}
+	if len(pp.Mapping) == 0 || pp.Mapping[0].File != bin {
+		t.Errorf("first mapping %v, want the executable %s", pp.Mapping, bin)
+	}
+	var tid, mode bool
+	for _, s := range pp.Sample {
+		tid = tid || len(s.NumLabel["tid"]) == 1
+		mode = mode || len(s.Label["mode"]) == 1
+	}
+	if !tid || !mode {
+		t.Errorf("labels: tid %v mode %v", tid, mode)
+	}
+	file := filepath.Join(t.TempDir(), "p.pb.gz")
+	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "tool", "pprof", "-top", file).CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("main.main")) {
+		t.Errorf("go tool pprof -top: %v\n%s", err, out)
+	}
+	var folded bytes.Buffer
+	if err := p.WriteFolded(&folded); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(folded.Bytes(), []byte(";main.main;")) {
+		t.Errorf("folded stacks lack main.main:\n%s", folded.String())
+	}
+}
+
+// TestSymbolsAgreeWithGosym checks the pclntab reader names every function
+// as debug/gosym does, on plain, stripped, PIE and cgo builds.
+func TestSymbolsAgreeWithGosym(t *testing.T) {
+	builds := []struct {
+		name  string
+		flags []string
+		cgo   bool
+	}{
+		{"plain", nil, false},
+		{"stripped", []string{"-ldflags=-s -w"}, false},
+		{"pie", []string{"-buildmode=pie"}, false},
+		{"cgo", []string{"-ldflags=-linkmode=external"}, true},
+	}
+	for _, b := range builds {
+		t.Run(b.name, func(t *testing.T) {
+			if b.cgo {
+				if _, err := exec.LookPath("gcc"); err != nil {
+					t.Skip("no gcc for an external link")
+				}
+			}
+			bin := buildPatient(t, "sha256", b.flags...)
+			o, err := loadObject(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.gt == nil {
+				t.Fatalf("no Go table: %v", o.goErr)
+			}
+			ef, err := elf.Open(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ef.Close()
+			data, err := ef.Section(".gopclntab").Data()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, o.gt.text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n, bad, inlined int
+			for _, f := range tab.Funcs {
+				for pc := f.Entry; pc < f.End; pc += 5 {
+					n++
+					fr, ok := o.symbolize(pc, nil)
+					if !ok || fr[len(fr)-1].Func != f.Name {
+						if bad++; bad < 5 {
+							t.Errorf("%#x: %v, want %s", pc, fr, f.Name)
+						}
+					}
+					if len(fr) > 1 {
+						inlined++
+					}
+				}
+			}
+			if bad > 0 || n < 1000 || inlined == 0 {
+				t.Errorf("%d of %d PCs disagree; %d with inlined frames", bad, n, inlined)
+			}
+		})
+	}
+}
+
+// TestMatchesGoProfile samples a patient that profiles itself with Go's
+// CPU profiler over the same window, and compares the user leaf frames
+// (innermost, inlined included) and leaf+caller pairs of both profiles.
+func TestMatchesGoProfile(t *testing.T) {
+	needPerf(t)
+	bin := buildPatient(t, "mixed")
+	goProf := filepath.Join(t.TempDir(), "go.pprof")
+	cmd := startPatient(t, bin, "3s", goProf)
+	raw, err := Sample(context.Background(), Options{PID: cmd.Process.Pid, Duration: 20 * time.Second,
+		Started: func() { os.WriteFile(goProf+".go", nil, 0o644) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !raw.Exited {
+		t.Fatal("the patient did not exit: sampling ran to its timeout")
+	}
+	ours := Symbolize(raw)
+	f, err := os.Open(goProf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	theirs, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oursLeaf, oursPair := map[string]float64{}, map[string]float64{}
+	for _, st := range ours.Stacks {
+		var user []string
+		for _, fr := range st.Frames {
+			if !fr.Kernel {
+				user = append(user, fr.Func)
+			}
+		}
+		addLeaf(oursLeaf, oursPair, user, float64(st.Count))
+	}
+	goLeaf, goPair := map[string]float64{}, map[string]float64{}
+	for _, s := range theirs.Sample {
+		var user []string
+		for _, loc := range s.Location {
+			for _, l := range loc.Line {
+				user = append(user, l.Function.Name)
+			}
+		}
+		addLeaf(goLeaf, goPair, user, float64(s.Value[0]))
+	}
+	leaf, pair := overlap(oursLeaf, goLeaf), overlap(oursPair, goPair)
+	t.Logf("leaf agreement %.1f%%, leaf+caller %.1f%%, leaf callers fixed in %d of %d samples", 100*leaf, 100*pair, raw.LeafFixed, raw.Samples)
+	if leaf < 0.9 || pair < 0.9 {
+		t.Errorf("agreement with Go's profile: leaf %.2f, leaf+caller %.2f, want >= 0.9\nours %v\ngo's %v", leaf, pair, top(oursPair), top(goPair))
+	}
+}
+
+// addLeaf counts a stack's leaf and leaf+caller. Go's profiler puts some
+// samples in runtime pseudo-frames (_ExternalCode, _GC, ...): those are
+// skipped as they have no counterpart.
+func addLeaf(leaf, pair map[string]float64, user []string, n float64) {
+	if len(user) == 0 || strings.HasPrefix(user[0], "runtime._") {
+		return
+	}
+	leaf[user[0]] += n
+	caller := ""
+	if len(user) > 1 {
+		caller = user[1]
+	}
+	pair[user[0]+" <- "+caller] += n
+}
+
+// overlap is the sum over keys of the smaller of the two normalized shares.
+func overlap(a, b map[string]float64) float64 {
+	var ta, tb float64
+	for _, v := range a {
+		ta += v
+	}
+	for _, v := range b {
+		tb += v
+	}
+	if ta == 0 || tb == 0 {
+		return 0
+	}
+	var s float64
+	for k, v := range a {
+		s += min(v/ta, b[k]/tb)
+	}
+	return s
+}
+
+func top(m map[string]float64) map[string]float64 {
+	var total float64
+	for _, v := range m {
+		total += v
+	}
+	out := map[string]float64{}
+	for k, v := range m {
+		if v/total > 0.02 {
+			out[k] = float64(int(1000*v/total)) / 10
+		}
+	}
+	return out
+}
+
+func TestNotFound(t *testing.T) {
+	_, err := Sample(context.Background(), Options{PID: 536870000, Duration: time.Second})
+	if !errors.Is(err, ErrNotFound) {
+		t.Errorf("err %v, want ErrNotFound", err)
+	}
+}
