@@ -66,6 +66,9 @@ type Config struct {
 	// Warmup is dropped from the start of every step's histograms (default:
 	// one tick, or 10% of the step when that is longer, at most 5s).
 	Warmup time.Duration
+	// MaxLag is the highest generator lag p99 of a valid step (default
+	// 1ms).
+	MaxLag time.Duration
 	// Watch, when non-zero, is the PID whose CPU, RSS, threads and context
 	// switches are sampled every tick.
 	Watch int
@@ -92,6 +95,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.Tick == 0 {
 		d.Tick = time.Second
+	}
+	if d.MaxLag == 0 {
+		d.MaxLag = time.Millisecond
 	}
 	return d
 }

@@ -51,6 +51,7 @@ type Engine struct {
 	maxOpen   atomic.Int64 // most connections open at once, since the last reset
 	inFlight  atomic.Int64
 	issued    atomic.Int64 // tickets handed to workers in the current step
+	sent      atomic.Int64 // requests written, ever (a retry counts once more)
 
 	sleeper *sleeper
 	// pacerLag is the pacer's own lateness (µs) in the current step, before
@@ -307,6 +308,7 @@ func (w *worker) doH1() (status int, sent int64, err error) {
 			h.c.SetDeadline(h.deadline)
 		}
 		sent = e.now()
+		e.sent.Add(1)
 		r, err := h.roundTrip(e.req, e.head)
 		if err != nil {
 			reused := h.used
@@ -335,6 +337,7 @@ func (w *worker) doHTTP() (status int, sent int64, err error) {
 		req.ContentLength = int64(len(e.cfg.Body))
 	}
 	sent = e.now()
+	e.sent.Add(1)
 	resp, err := e.client.Do(req)
 	if err != nil {
 		return 0, sent, err

@@ -158,6 +158,10 @@ type SearchResult struct {
 // SearchRepeats is how many times the bisection is repeated.
 const SearchRepeats = 3
 
+// maxLateRetries is how many times a search repeats a step that was invalid
+// only because the generator was late.
+const maxLateRetries = 2
+
 // maxBisect bounds the bisection steps of one repeat.
 const maxBisect = 4
 
@@ -200,11 +204,21 @@ func Search(ctx context.Context, cfg Config, plan Plan) (*Report, error) {
 	deadline := time.Now().Add(plan.Duration)
 	fits := func(d time.Duration) bool { return time.Until(deadline) >= d && ctx.Err() == nil }
 	step := func(phase string, rate float64, d time.Duration) (bool, string) {
-		r := e.Step(ctx, phase, rate, d)
-		rep.Steps = append(rep.Steps, r)
-		ok, why := passes(r, plan.SLA)
-		if r.Interrupted {
-			return false, "interrupted"
+		var ok bool
+		var why string
+		for try := 0; ; try++ {
+			r := e.Step(ctx, phase, rate, d)
+			rep.Steps = append(rep.Steps, r)
+			ok, why = passes(r, plan.SLA)
+			if r.Interrupted {
+				return false, "interrupted"
+			}
+			// A late generator says nothing about the server: repeat the
+			// step (twice at most) before counting it as a failure.
+			if ok || !r.GeneratorLate || try == maxLateRetries || !fits(d) {
+				break
+			}
+			r.Phase += " (repeated: generator late)"
 		}
 		if !ok {
 			e.Drain(ctx, e.cfg.Timeout)
