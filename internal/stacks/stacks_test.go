@@ -408,3 +408,28 @@ func TestNotFound(t *testing.T) {
 		t.Errorf("err %v, want ErrNotFound", err)
 	}
 }
+
+// TestUserOnlyKernelLeaf samples user mode only, as an unprivileged user
+// must: kernel time comes back as the synthetic leaf, weighted from /proc,
+// so the kernel share stays about what it is.
+func TestUserOnlyKernelLeaf(t *testing.T) {
+	needPerf(t)
+	bin := buildPatient(t, "getppid")
+	cmd := startPatient(t, bin)
+	p := sampleFor(t, cmd.Process.Pid, 2*time.Second, Options{UserOnly: true})
+	s := p.Summarize(10)
+	if !s.UserOnly || len(s.Notes) == 0 {
+		t.Errorf("user-only %v, notes %q", s.UserOnly, s.Notes)
+	}
+	if got := s.Classes[string(ClassNotSampled)]; got < 0.4 {
+		t.Errorf("%s share %.2f, want most of the time: %v", ClassNotSampled, got, s.Classes)
+	}
+	for _, st := range p.Stacks {
+		if !st.Synthetic && len(st.Kernel) > 0 {
+			t.Fatalf("kernel frames in a user-only profile: %v", st.Frames)
+		}
+	}
+	if s.Coverage == nil || *s.Coverage < 0.8 || *s.Coverage > 1.2 {
+		t.Errorf("coverage %v, want about 1 with the synthetic leaf", s.Coverage)
+	}
+}
