@@ -74,6 +74,7 @@ offline).`,
 			insecure := fs.Bool("insecure", false, "skip TLS certificate verification")
 			warmup := fs.Duration("warmup", 0, "`time` dropped from the start of each step (default: 10% of the step, 1-5s)")
 			quiet := fs.Bool("quiet", false, "no live line on stderr")
+			maxLag := fs.Duration("max-lag", time.Millisecond, "a step whose generator lag p99 exceeds `this` is invalid")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				// Flags may follow the URL: parse what comes after it.
 				for len(args) > 1 && strings.HasPrefix(args[1], "-") {
@@ -112,6 +113,12 @@ offline).`,
 				if *timeout <= 0 {
 					return usagef("--timeout must be positive")
 				}
+				if *conns < 1 || *conns > load.MaxConnections {
+					return usagef("--connections must be 1..%d, got %d", load.MaxConnections, *conns)
+				}
+				if *maxLag <= 0 {
+					return usagef("--max-lag must be positive")
+				}
 				if *warmup < 0 {
 					return usagef("--warmup must not be negative")
 				}
@@ -135,7 +142,7 @@ offline).`,
 				}
 				cfg := load.Config{URL: u, Method: strings.ToUpper(*method), Headers: headers,
 					Connections: *conns, Timeout: *timeout, Proto: load.Proto(*proto), Insecure: *insecure,
-					Warmup: *warmup}
+					Warmup: *warmup, MaxLag: *maxLag}
 				if *bodyFile != "" {
 					b, err := os.ReadFile(*bodyFile)
 					if err != nil {
