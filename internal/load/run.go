@@ -101,6 +101,12 @@ func (e *Engine) finish(r *Report) {
 // Run runs plan with cfg: one step at a fixed rate, or a ramp. It returns
 // the report of what ran, also when ctx is cancelled.
 func Run(ctx context.Context, cfg Config, plan Plan) (*Report, error) {
+	return withEngine(cfg, plan, func(e *Engine, rep *Report) { e.run(ctx, plan, rep) })
+}
+
+// withEngine validates plan, starts an engine, lets fn fill the report and
+// returns it finished.
+func withEngine(cfg Config, plan Plan, fn func(*Engine, *Report)) (*Report, error) {
 	if err := plan.validate(); err != nil {
 		return nil, err
 	}
@@ -110,10 +116,15 @@ func Run(ctx context.Context, cfg Config, plan Plan) (*Report, error) {
 	}
 	defer e.Close()
 	rep := newReport(e)
-	defer e.finish(rep)
+	fn(e, rep)
+	e.finish(rep)
+	return rep, nil
+}
+
+func (e *Engine) run(ctx context.Context, plan Plan, rep *Report) {
 	if plan.Step.Inc <= 0 {
 		rep.Steps = append(rep.Steps, e.checked(ctx, "fixed", plan.Rate, plan.Duration, plan.SLA))
-		return rep, nil
+		return
 	}
 	left := plan.Duration
 	for rate := plan.Rate; left >= plan.Step.Every && ctx.Err() == nil; rate += plan.Step.Inc {
@@ -123,7 +134,6 @@ func Run(ctx context.Context, cfg Config, plan Plan) (*Report, error) {
 		rep.Steps = append(rep.Steps, e.checked(ctx, "ramp", rate, plan.Step.Every, plan.SLA))
 		left -= plan.Step.Every
 	}
-	return rep, nil
 }
 
 func (e *Engine) checked(ctx context.Context, phase string, rate float64, d time.Duration, sla *SLA) *StepResult {
@@ -186,19 +196,13 @@ func passes(r *StepResult, sla *SLA) (bool, string) {
 // and reports the median and spread of the rates found. plan.Duration bounds
 // the whole search.
 func Search(ctx context.Context, cfg Config, plan Plan) (*Report, error) {
-	if err := plan.validate(); err != nil {
-		return nil, err
-	}
 	if plan.SLA == nil || plan.Step.Inc <= 0 {
 		return nil, fmt.Errorf("%w: a search needs an SLA and a step", ErrBadInput)
 	}
-	e, err := NewEngine(cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer e.Close()
-	rep := newReport(e)
-	defer e.finish(rep)
+	return withEngine(cfg, plan, func(e *Engine, rep *Report) { e.search(ctx, plan, rep) })
+}
+
+func (e *Engine) search(ctx context.Context, plan Plan, rep *Report) {
 	sr := &SearchResult{SLA: plan.SLA.Text}
 	rep.SLA = sr
 	deadline := time.Now().Add(plan.Duration)
@@ -248,7 +252,7 @@ func Search(ctx context.Context, cfg Config, plan Plan) (*Report, error) {
 			sr.MaxRate, sr.Min, sr.Max, sr.Found = sr.LastPass, sr.LastPass, sr.LastPass, true
 			sr.Repeats = []float64{sr.LastPass}
 		}
-		return rep, nil
+		return
 	}
 	short := max(plan.Step.Every/2, e.cfg.Tick*2)
 	tol := max(plan.Step.Inc/16, sr.LastPass*0.01, 1)
@@ -276,5 +280,4 @@ func Search(ctx context.Context, cfg Config, plan Plan) (*Report, error) {
 		slices.Sort(s)
 		sr.MaxRate, sr.Min, sr.Max, sr.Found = s[len(s)/2], s[0], s[len(s)-1], true
 	}
-	return rep, nil
 }
