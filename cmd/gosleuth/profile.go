@@ -57,11 +57,11 @@ sampled] leaf.`,
 				if *duration < 0 {
 					return usagef("--duration must not be negative")
 				}
-				if (*pid > 0) == (len(args) > 0) {
-					return usagef("give either --pid PID or -- CMD ARGS...")
-				}
 				if *pid < 0 {
 					return usagef("invalid pid %d", *pid)
+				}
+				if (*pid > 0) == (len(args) > 0) {
+					return usagef("give either --pid PID or -- CMD ARGS...")
 				}
 				for _, p := range []string{*out, *folded, *flame} {
 					if err := profileCheckOutput(p); err != nil {

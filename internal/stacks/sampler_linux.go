@@ -70,8 +70,19 @@ func Sample(ctx context.Context, opts Options) (*Raw, error) {
 		return nil, fmt.Errorf("read /proc for process %d: %w", pid, err)
 	}
 	defer pr.Close()
-	var first, last proc.Snapshot
+	var first, last, scratch proc.Snapshot
 	firstOK := s.snapshot(pr, &first, &s.t0)
+	// takeLast reads /proc into scratch and keeps it as the last reading
+	// only when the process was still there.
+	takeLast := func() bool {
+		var t uint64
+		if !s.snapshot(pr, &scratch, &t) {
+			return false
+		}
+		last, scratch = scratch, last
+		s.t1 = t
+		return true
+	}
 
 	fol := perf.NewFollower("", pid, false)
 	if err := s.follow(fol); err != nil {
@@ -93,7 +104,7 @@ func Sample(ctx context.Context, opts Options) (*Raw, error) {
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	lastOK := false
-	nextSnap, nextProgress := time.Now().Add(time.Second), time.Now().Add(time.Second)
+	nextSnap, nextProgress := time.Now().Add(pollInterval), time.Now().Add(time.Second)
 loop:
 	for {
 		select {
@@ -116,8 +127,12 @@ loop:
 				s.raw.Exited = true
 				break loop
 			}
-			if now.After(nextSnap) && firstOK {
-				lastOK = s.snapshot(pr, &last, &s.t1) || lastOK
+			if now.After(nextSnap) {
+				if firstOK {
+					lastOK = takeLast() || lastOK
+				}
+				// Libraries get mapped after exec and by dlopen.
+				s.raw.maps = s.loadMaps(s.raw.maps)
 				nextSnap = now.Add(time.Second)
 			}
 			if opts.Progress != nil && now.After(nextProgress) {
@@ -128,7 +143,7 @@ loop:
 		}
 	}
 	if !s.raw.Exited && firstOK {
-		lastOK = s.snapshot(pr, &last, &s.t1) || lastOK
+		lastOK = takeLast() || lastOK
 	}
 	s.drain()
 	s.raw.End = time.Now()

@@ -44,6 +44,10 @@ type Profile struct {
 	GoFrames, GoUnknown int
 	// Frames and UnknownFrames count all frames.
 	Frames, UnknownFrames int
+	// Truncated counts samples whose user stack was cut at an address in
+	// no executable mapping (a frame-pointer walk through code without
+	// frame pointers).
+	Truncated int64
 }
 
 // KernelTimeNotSampled is the name of the synthetic leaf of a user-only
@@ -106,6 +110,13 @@ func Symbolize(raw *Raw) *Profile {
 			ss.Frames = append(ss.Frames, f)
 		}
 		for i, a := range st.User {
+			if i > 0 && findMapping(raw.maps, a) == nil {
+				// Frame-pointer walks through code built without frame
+				// pointers end in garbage: stop at the first address
+				// outside every executable mapping.
+				p.Truncated += st.Count
+				break
+			}
 			k := key{a, i == 0}
 			fs, ok := userCache[k]
 			if !ok {
