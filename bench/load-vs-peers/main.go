@@ -212,7 +212,7 @@ func runTool(bin map[string]string, tool, scenario, base string, rate float64, d
 	r.served = after.Requests - before.Requests
 	r.reqPerSec = float64(r.served) / d.Seconds()
 	r.opened = after.ConnsOpened - before.ConnsOpened - 1 // less the stats request's own
-	r.peak = after.PeakOpen - 1 // the stats request's connection is open while it is counted
+	r.peak = after.PeakOpen - 1                           // the stats request's connection is open while it is counted
 	r.srvCPU = procCPU(srvPID) - srv0
 	r.bg = busyCPU() - busy0 - r.cpu - r.srvCPU
 	if elapsed > d.Seconds()*1.5+5 {
