@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/goruntime"
 	"github.com/gosleuth/gosleuth/internal/load"
 )
 
@@ -74,6 +75,8 @@ offline).`,
 			insecure := fs.Bool("insecure", false, "skip TLS certificate verification")
 			warmup := fs.Duration("warmup", 0, "`time` dropped from the start of each step (default: 10% of the step, 1-5s)")
 			quiet := fs.Bool("quiet", false, "no live line on stderr")
+			pprofURL := fs.String("pprof", "", "the target's net/http/pprof `URL`, for GC cycles and pauses")
+			metricsURL := fs.String("metrics", "", "the target's Prometheus /metrics `URL` (client_golang go_* metrics), for GC cycles and pauses")
 			maxLag := fs.Duration("max-lag", time.Millisecond, "a step whose generator lag p99 exceeds `this` is invalid")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				// Flags may follow the URL: parse what comes after it.
@@ -165,6 +168,19 @@ offline).`,
 						fmt.Fprintf(stderr, "watching pid %d (listening on port %d)\n", pid, port)
 					} else {
 						fmt.Fprintf(stderr, "not watching the target: %v\n", err)
+					}
+				}
+				if cfg.Watch > 0 {
+					src, notes, err := goruntime.Connect(ctx, cfg.Watch, goruntime.Options{PprofURL: *pprofURL, MetricsURL: *metricsURL})
+					for _, n := range notes {
+						fmt.Fprintf(stderr, "runtime source: %s\n", n)
+					}
+					if err != nil {
+						fmt.Fprintf(stderr, "no GC figures for pid %d: %v\n", cfg.Watch, err)
+					} else {
+						defer src.Close()
+						cfg.GC = src
+						fmt.Fprintf(stderr, "GC figures from %s %s\n", src.Kind(), src.Addr())
 					}
 				}
 				if !*quiet && isTerminal(stderr) {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/goruntime"
 )
 
 // ErrBadInput marks a configuration the generator refuses to run; callers
@@ -72,9 +74,10 @@ type Config struct {
 	// Watch, when non-zero, is the PID whose CPU, RSS, threads and context
 	// switches are sampled every tick.
 	Watch int
-	// GC, when set, reads the watched process's cumulative GC counters once
-	// per tick (see GCReader).
-	GC GCReader
+	// GC, when set, is the watched process's runtime source (its agent, a
+	// pprof or a /metrics endpoint, see goruntime.Connect), read once per
+	// tick for GC cycles and pauses. The engine does not close it.
+	GC goruntime.Source
 	// OnTick, when set, is called after every tick (for a live line).
 	OnTick func(Tick)
 }

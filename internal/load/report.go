@@ -101,7 +101,16 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "step %d errors: %s\n", s.Index, kv(s.ErrorKinds))
 		}
 		if t := s.Target; t != nil && t.GCCycles != nil {
-			fmt.Fprintf(&b, "step %d target GC: %d cycles, %.2f ms paused\n", s.Index, *t.GCCycles, *t.GCPauseMS)
+			fmt.Fprintf(&b, "step %d target GC (%s): %d cycles", s.Index, t.GCSource, *t.GCCycles)
+			if t.GCPauses != nil {
+				fmt.Fprintf(&b, ", %d pauses", *t.GCPauses)
+			}
+			if t.GCPauseP99MS != nil {
+				fmt.Fprintf(&b, ", pause p99 %s ms, max %s ms", fmtMS(*t.GCPauseP99MS), fmtMS(*t.GCPauseMaxMS))
+			}
+			b.WriteString("\n")
+		} else if t != nil && t.GCNote != "" && r.Notes == nil {
+			fmt.Fprintf(&b, "step %d target GC: %s\n", s.Index, t.GCNote)
 		}
 	}
 	if s := r.SLA; s != nil {

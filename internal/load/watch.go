@@ -3,6 +3,7 @@ package load
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -12,33 +13,28 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/goruntime"
 	"github.com/gosleuth/gosleuth/internal/proc"
 )
-
-// GCReader reads a Go process's cumulative GC counters (from its agent or
-// its pprof/metrics endpoint).
-type GCReader interface {
-	// ReadGC returns the number of completed GC cycles and the total
-	// stop-the-world pause time so far.
-	ReadGC() (cycles uint64, pause time.Duration, err error)
-}
 
 // watcher samples the target process once per tick.
 type watcher struct {
 	pid  int
 	r    *proc.Reader
 	snap proc.Snapshot
-	gc   GCReader
-	// gcErr is the last GC read error, reported once in the step's note.
+	gc   goruntime.Source
+	// gcTimeout bounds one read of the runtime source.
+	gcTimeout time.Duration
+	// gcErr is the last GC read error, reported in the step's note.
 	gcErr error
 }
 
-func newWatcher(pid int, gc GCReader) (*watcher, error) {
+func newWatcher(pid int, gc goruntime.Source, tick time.Duration) (*watcher, error) {
 	r, err := proc.NewReader(proc.Options{PIDs: []int{pid}})
 	if err != nil {
 		return nil, fmt.Errorf("watch pid %d: %w", pid, err)
 	}
-	w := &watcher{pid: pid, r: r, gc: gc}
+	w := &watcher{pid: pid, r: r, gc: gc, gcTimeout: min(tick/2, 500*time.Millisecond)}
 	if !w.read().ok {
 		r.Close()
 		return nil, fmt.Errorf("watch pid %d: process not found", pid)
@@ -58,7 +54,7 @@ type targetReading struct {
 	vol, invol   uint64
 	gcOK         bool
 	gcCycles     uint64
-	gcPause      time.Duration
+	gcPauses     *goruntime.Histogram // cumulative, seconds; nil when unknown
 }
 
 func (w *watcher) read() targetReading {
@@ -73,11 +69,19 @@ func (w *watcher) read() targetReading {
 	r = targetReading{ok: true, t: w.snap.Time, utime: p.UTime, stime: p.STime, rss: p.RSSBytes,
 		threads: p.Threads, vol: p.VolCtxsw, invol: p.InvolCtxsw}
 	if w.gc != nil {
-		c, pause, err := w.gc.ReadGC()
-		if err == nil {
-			r.gcOK, r.gcCycles, r.gcPause = true, c, pause
-		} else {
-			w.gcErr = err
+		ctx, cancel := context.WithTimeout(context.Background(), w.gcTimeout)
+		s, err := w.gc.Read(ctx)
+		cancel()
+		switch {
+		case err != nil:
+			w.gcErr = fmt.Errorf("read runtime metrics from %s: %w", w.gc.Addr(), err)
+		case !s.Known.Has(goruntime.KnownGCCycles):
+			w.gcErr = fmt.Errorf("the %s source gives no GC cycle count", w.gc.Kind())
+		default:
+			r.gcOK, r.gcCycles = true, s.GCCycles
+			if s.Known.Has(goruntime.KnownGCPauses) {
+				r.gcPauses = s.GCPauses
+			}
 		}
 	}
 	return r
@@ -135,12 +139,16 @@ type TargetStats struct {
 	MaxThreads  int32   `json:"max_threads"`
 	VolCtxsw    float64 `json:"vol_ctxsw_per_s"`
 	InvolCtxsw  float64 `json:"invol_ctxsw_per_s"`
-	// GCCycles and GCPauseMS are the GC cycles completed and the total pause
-	// time in the window; absent when the runtime was not reachable (GCNote
-	// says why).
-	GCCycles  *uint64  `json:"gc_cycles,omitempty"`
-	GCPauseMS *float64 `json:"gc_pause_ms,omitempty"`
-	GCNote    string   `json:"gc_note,omitempty"`
+	// GCCycles counts the GC cycles completed in the window; GCPauses the
+	// stop-the-world pauses, with their p99 and max in milliseconds (bucket
+	// upper bounds of the runtime's histogram). Absent when the runtime was
+	// not reachable; GCNote says why.
+	GCCycles     *uint64  `json:"gc_cycles,omitempty"`
+	GCPauses     *uint64  `json:"gc_pauses,omitempty"`
+	GCPauseP99MS *float64 `json:"gc_pause_p99_ms,omitempty"`
+	GCPauseMaxMS *float64 `json:"gc_pause_max_ms,omitempty"`
+	GCSource     string   `json:"gc_source,omitempty"`
+	GCNote       string   `json:"gc_note,omitempty"`
 }
 
 // targetAcc keeps the peaks and the last reading of a step.
@@ -177,11 +185,20 @@ func (t *targetAcc) stats(first targetReading, w *watcher) *TargetStats {
 	}
 	switch {
 	case w.gc == nil:
-		s.GCNote = "no GC source"
+		s.GCNote = "no runtime metrics source (agent, --pprof or --metrics)"
 	case first.gcOK && b.gcOK:
+		s.GCSource = w.gc.Kind()
 		n := sub(first.gcCycles, b.gcCycles)
-		ms := float64(max(0, b.gcPause-first.gcPause)) / 1e6
-		s.GCCycles, s.GCPauseMS = &n, &ms
+		s.GCCycles = &n
+		if first.gcPauses != nil && b.gcPauses != nil {
+			d := b.gcPauses.Sub(first.gcPauses)
+			np := d.Total()
+			s.GCPauses = &np
+			if np > 0 {
+				p99, mx := d.Quantile(0.99)*1e3, d.Max()*1e3
+				s.GCPauseP99MS, s.GCPauseMaxMS = &p99, &mx
+			}
+		}
 	case w.gcErr != nil:
 		s.GCNote = w.gcErr.Error()
 	}
