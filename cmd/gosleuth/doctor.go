@@ -36,6 +36,8 @@ Rule ids: ` + ruleIDs(),
 			out := fs.String("o", "", "write the report to `FILE` (written completely or not at all)")
 			procRoot := fs.String("proc", "/proc", "procfs mount `path`")
 			maxLooks := fs.Int("max-looks", 4, "on a whole-host run, look closely at most at `N` processes")
+			pprofURL := fs.String("pprof-url", "", "read runtime metrics of the one --pid from this net/http/pprof `URL`")
+			metricsURL := fs.String("metrics-url", "", "read runtime metrics of the one --pid from this Prometheus /metrics `URL`")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				if len(args) > 0 {
 					return usagef("doctor takes no arguments (got %q); use --pid", args[0])
@@ -49,6 +51,9 @@ Rule ids: ` + ruleIDs(),
 				if *maxLooks < 0 {
 					return usagef("--max-looks must not be negative")
 				}
+				if (*pprofURL != "" || *metricsURL != "") && len(pids) != 1 {
+					return usagef("--pprof-url and --metrics-url need exactly one --pid")
+				}
 				switch *format {
 				case "text", "json", "markdown":
 				default:
@@ -61,7 +66,7 @@ Rule ids: ` + ruleIDs(),
 				}
 				cfg := doctor.Config{
 					PIDs: pids, Duration: *duration, ProcRoot: *procRoot,
-					MaxLooks: *maxLooks, Looks: doctorLooks(),
+					MaxLooks: *maxLooks, Looks: doctorLooks(*pprofURL, *metricsURL),
 				}
 				if isTerminal(stderr) {
 					cfg.Progress = func(s string) { fmt.Fprintf(stderr, "\r\x1b[K%s", s) }

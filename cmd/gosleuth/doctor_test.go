@@ -26,6 +26,7 @@ func TestDoctorUsage(t *testing.T) {
 		{"bad format", []string{"doctor", "--format", "xml"}, "text, json or markdown"},
 		{"bad pid", []string{"doctor", "--pid", "x"}, `invalid pid "x"`},
 		{"stray argument", []string{"doctor", "123"}, "takes no arguments"},
+		{"url without one pid", []string{"doctor", "--pprof-url", "http://127.0.0.1:1/"}, "exactly one --pid"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

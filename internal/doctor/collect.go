@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/goruntime"
 	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
@@ -180,7 +180,7 @@ func Collect(ctx context.Context, cfg Config) ([]*Window, *Host, []string, error
 					if a.gone || int(k.pid) == os.Getpid() || (len(wanted) > 0 && !wanted[int(k.pid)]) {
 						continue
 					}
-					cands = append(cands, a.window(start))
+					cands = append(cands, a.window(cfg.ProcRoot))
 				}
 				chosen := chooseLooks(cands, h, len(wanted) > 0, maxLooks)
 				for _, w := range chosen {
@@ -225,7 +225,7 @@ func Collect(ctx context.Context, cfg Config) ([]*Window, *Host, []string, error
 		if len(wanted) == 0 && !initial[k] && a.lastT.Sub(a.firstT) < interval {
 			continue // a short-lived process: its parent's exec rule covers it
 		}
-		w := a.window(start)
+		w := a.window(cfg.ProcRoot)
 		if lw := looked[w.PID]; lw != nil {
 			looksMu.Lock()
 			w.Syscalls, w.Stacks, w.Runtime = lw.Syscalls, lw.Stacks, lw.Runtime
@@ -241,7 +241,7 @@ func Collect(ctx context.Context, cfg Config) ([]*Window, *Host, []string, error
 }
 
 // window turns the accumulated readings into a Window.
-func (a *acc) window(origin time.Time) *Window {
+func (a *acc) window(root string) *Window {
 	f, l := &a.first, &a.last
 	tick := func(d uint64) float64 { return float64(d) / proc.ClockTicks }
 	w := &Window{
@@ -278,7 +278,7 @@ func (a *acc) window(origin time.Time) *Window {
 	}
 	w.AllowedCPUs = allowedCPUs(w.PID)
 	if w.IsGo() {
-		w.Go = goFacts(w.PID, w.AllowedCPUs)
+		w.Go = goFacts(root, w.PID)
 	}
 	return w
 }
@@ -333,22 +333,13 @@ func chooseLooks(ws []*Window, h *Host, all bool, n int) []*Window {
 	return out
 }
 
-// goFacts finds the GOMAXPROCS a Go process runs with: the GOMAXPROCS
-// variable in its environment when readable, else the CPUs it may use
-// (Go's default before 1.25 and, without a CPU quota, after).
-func goFacts(pid, allowed int) *GoFacts {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
-	if err == nil {
-		for _, kv := range strings.Split(string(b), "\x00") {
-			if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
-				if n, err := strconv.Atoi(v); err == nil && n > 0 {
-					return &GoFacts{GOMAXPROCS: n, GOMAXPROCSFrom: "environ"}
-				}
-			}
-		}
+// goFacts finds the GOMAXPROCS a Go process runs with, as its Go version
+// computes it (environment, affinity mask, cgroup CPU limit), nil when it
+// cannot be told.
+func goFacts(root string, pid int) *GoFacts {
+	f, err := goruntime.Discover(root, pid)
+	if err != nil || !f.IsGo || f.GOMAXPROCS <= 0 {
+		return nil
 	}
-	if allowed > 0 {
-		return &GoFacts{GOMAXPROCS: allowed, GOMAXPROCSFrom: "computed from the CPU affinity mask"}
-	}
-	return nil
+	return &GoFacts{GOMAXPROCS: f.GOMAXPROCS, GOMAXPROCSFrom: f.GOMAXPROCSFrom}
 }

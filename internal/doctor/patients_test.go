@@ -141,7 +141,7 @@ func TestPatientsProc(t *testing.T) {
 		t.Run(tt.mode, func(t *testing.T) {
 			t.Parallel()
 			p := startPatient(t, tt.mode, tt.env...)
-			rep := diagnose(t, p.pid, 4*time.Second)
+			rep := diagnose(t, p.pid, 3*time.Second)
 			fs := findingsOf(rep, p.pid)
 			for _, f := range fs {
 				if f.ID == tt.rule {
@@ -170,8 +170,9 @@ func TestControls(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				go steadyLoad(ctx, "http://"+p.addr+"/", 2000)
+				time.Sleep(time.Second) // steady state, not the start of the load
 			}
-			rep := diagnose(t, p.pid, 4*time.Second)
+			rep := diagnose(t, p.pid, 3*time.Second)
 			for _, f := range findingsOf(rep, p.pid) {
 				if f.Severity > Info {
 					t.Errorf("control %s got %s %s: %s [%s]", mode, f.Severity, f.ID, f.Title, evidenceText(f.Evidence))
@@ -209,4 +210,61 @@ func steadyLoad(ctx context.Context, url string, rate int) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestPatientsInside runs the patients whose problem needs stack samples or
+// runtime metrics, with the doctor's close looks, and checks each rule fires
+// from the source named.
+func TestPatientsInside(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("stack samples with kernel frames need root (CI runs as root)")
+	}
+	type want struct {
+		rule   string
+		source Source
+	}
+	agent := []string{"PATIENT_AGENT=1"}
+	tests := []struct {
+		mode string
+		env  []string
+		want []want
+	}{
+		{"gc", nil, []want{{"gc-pressure", SourceStacks}, {"gc-assist", SourceStacks}}},
+		{"gc", agent, []want{{"gc-pressure", SourceRuntime}, {"gc-assist", SourceRuntime}}},
+		{"herd", nil, []want{{"scheduler-overhead", SourceStacks}}},
+		{"json", nil, []want{{"cpu-hotspot", SourceStacks}}},
+		{"lock", agent, []want{{"lock-contention", SourceStacks}, {"lock-contention", SourceRuntime}}},
+		{"leak", agent, []want{{"goroutine-leak", SourceRuntime}}},
+	}
+	for _, tt := range tests {
+		name := tt.mode
+		if tt.env != nil {
+			name += "+agent"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := startPatient(t, tt.mode, tt.env...)
+			rep := diagnose(t, p.pid, 4*time.Second, StacksLook{}, RuntimeLook{})
+			fs := findingsOf(rep, p.pid)
+		next:
+			for _, w := range tt.want {
+				for _, f := range fs {
+					if f.ID != w.rule {
+						continue
+					}
+					for _, s := range f.Sources {
+						if s == w.source {
+							if len(f.Evidence) == 0 {
+								t.Errorf("%s without evidence: %+v", w.rule, f)
+							}
+							continue next
+						}
+					}
+					t.Errorf("%s fired from %v, want from %s:%s", w.rule, f.Sources, w.source, describe(fs))
+					continue next
+				}
+				t.Errorf("%s did not fire on %s; findings:%s\nnotes: %v", w.rule, tt.mode, describe(fs), rep.Notes)
+			}
+		})
+	}
 }

@@ -48,18 +48,21 @@ type Cost struct {
 
 // ProcessReport is one process with its findings.
 type ProcessReport struct {
-	PID           int       `json:"pid"`
-	Comm          string    `json:"comm"`
-	Cmdline       string    `json:"cmdline,omitempty"`
-	GoVersion     string    `json:"go_version,omitempty"`
-	Exited        bool      `json:"exited,omitempty"`
-	CPUPct        float64   `json:"cpu_pct"`
-	SysPct        float64   `json:"sys_pct"`
-	WakeupsPerSec float64   `json:"wakeups_per_s"`
-	Threads       int       `json:"threads"`
-	RSSBytes      uint64    `json:"rss_bytes"`
-	Sources       []Source  `json:"sources"`
-	Findings      []Finding `json:"findings"`
+	PID           int      `json:"pid"`
+	Comm          string   `json:"comm"`
+	Cmdline       string   `json:"cmdline,omitempty"`
+	GoVersion     string   `json:"go_version,omitempty"`
+	Exited        bool     `json:"exited,omitempty"`
+	CPUPct        float64  `json:"cpu_pct"`
+	SysPct        float64  `json:"sys_pct"`
+	WakeupsPerSec float64  `json:"wakeups_per_s"`
+	Threads       int      `json:"threads"`
+	RSSBytes      uint64   `json:"rss_bytes"`
+	Sources       []Source `json:"sources"`
+	// StackClasses and TopSyscalls summarise the close look, when taken.
+	StackClasses map[string]float64 `json:"stack_classes,omitempty"`
+	TopSyscalls  string             `json:"top_syscalls,omitempty"`
+	Findings     []Finding          `json:"findings"`
 }
 
 // UncheckedRule is a rule that could not be decided, and where.
@@ -110,6 +113,15 @@ func Diagnose(ws []*Window, h *Host, notes []string, all bool) *Report {
 			CPUPct: pct(w.Cores()), SysPct: pct(perSec(w.SysSec, w.Seconds())),
 			WakeupsPerSec: round(w.WakeupsPerSec(), 1), Threads: w.Threads(),
 			Sources: windowSources(w), Findings: found,
+		}
+		if w.Stacks != nil {
+			pr.StackClasses = map[string]float64{}
+			for k, v := range w.Stacks.Classes {
+				pr.StackClasses[k] = round(v, 3)
+			}
+		}
+		if w.Syscalls != nil && w.Syscalls.Total() > 0 {
+			pr.TopSyscalls = topSyscalls(w.Syscalls, 5)
 		}
 		if pr.Findings == nil {
 			pr.Findings = []Finding{}

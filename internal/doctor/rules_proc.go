@@ -18,9 +18,17 @@ const (
 	// "Doing little": fewer read/write-class syscalls than this per wake-up.
 	// A busy HTTP server does ~1.5 per wake-up; a ticker loop ~0.
 	idleIOPerWakeup = 0.2
-	// Without io counters, CPU per wake-up below this (seconds) means the
-	// wake-ups find nothing to do (ticker ~10 us, busy server ~35 us).
-	idleCPUPerWakeup = 20e-6
+	// CPU per wake-up below this (seconds) means the wake-ups find nothing
+	// to do (a ticker costs ~10-20 us here, a CPU-bound worker 65 us). On a
+	// many-core host spinning Ms raise a ticker's cost per wake-up, but that
+	// cost is kernel time (futex), so a kernel share of CPU at least
+	// idleSysShare also counts as idle.
+	idleCPUPerWakeup = 50e-6
+	idleSysShare     = 0.5
+	// Without io counters: a stricter bound on CPU per wake-up.
+	idleCPUPerWakeupNoIO = 20e-6
+	// With stack samples: the program's own code at most this share.
+	idleUserCodeShare = 0.5
 
 	// Kernel time: report when the process uses at least this much of a
 	// core and the kernel's share of its CPU is at least kernelShareInfo.
@@ -112,10 +120,22 @@ func checkIdleWakeups(w *Window, h *Host) *Finding {
 		}
 		ev = append(ev, Evidence{"io_syscalls_per_wakeup", round(ioPerWake, 3), ""})
 	} else {
-		if cpuPerWake >= idleCPUPerWakeup {
+		confidence = "low"
+	}
+	// The wake-ups must find little to compute, too. Without io counters a
+	// busy server (~35 us per wake-up) looks like this too, so be strict.
+	if w.IOCalls < 0 {
+		if cpuPerWake >= idleCPUPerWakeupNoIO {
 			return nil
 		}
-		confidence = "low"
+	} else if cpuPerWake >= idleCPUPerWakeup && w.SysSec < idleSysShare*w.CPUSec() {
+		return nil
+	}
+	if s, ok := classShare(w, ClassUserCode); ok {
+		if s > idleUserCodeShare {
+			return nil
+		}
+		ev = append(ev, Evidence{"user_code_share_pct", pct(s), "% of samples"})
 	}
 	sources := []Source{SourceProc}
 	if rate, ok := w.Syscalls.Rate(timerSyscalls...); ok {
@@ -422,6 +442,13 @@ func checkMemoryGrowth(w *Window, h *Host) *Finding {
 	b, r2 := slope(ts, ys)
 	first, last := ys[0], ys[len(ys)-1]
 	if b <= 0 || r2 < slopeMinR2 || last-first < memGrowthMinMB || first <= 0 || (last-first)/first < memGrowthMinPct {
+		return nil
+	}
+	// Warm-up (a heap growing to its working size) flattens; a leak keeps
+	// its pace. Ask the second half of the window for at least half the
+	// slope.
+	half := len(ts) / 2
+	if b2, _ := slope(ts[half:], ys[half:]); len(ts)-half >= 3 && b2 < 0.5*b {
 		return nil
 	}
 	ev := EvidenceList{

@@ -12,14 +12,17 @@ const (
 	ClassGCAssist     = "gc-assist"     // runtime.gcAssistAlloc on a goroutine's stack
 	ClassScheduler    = "scheduler"     // schedule, findRunnable, stopm, park_m, mcall
 	ClassLock         = "lock"          // sync.(*Mutex).lockSlow, runtime.lock2, semacquire
+	ClassUserCode     = "user"          // the program's own code, outside the runtime and kernel
 )
 
 // Thresholds of the rules that need stacks or runtime metrics.
 const (
 	// Process must use this much CPU before shares of it matter.
 	insideMinCores = 0.02
-	// Share of samples in the scheduler.
+	// Share of samples in the scheduler, and the CPU that share must stand
+	// for (an idle process is all scheduler, at no cost worth a finding).
 	schedShareWarn = 0.20
+	schedMinCores  = 0.05
 	// Scheduling latency p99 (seconds) that means goroutines wait for a P.
 	schedLatWarn = 0.005
 	// GC CPU share of the process's CPU (GOGC=100 steady state is ~5-15%).
@@ -85,10 +88,12 @@ func checkScheduler(w *Window, h *Host) *Finding {
 	ev := EvidenceList{{"cpu_pct", pct(w.Cores()), "% of a core"}}
 	var sources []Source
 	hit := false
+	cores := 0.0
 	if s, ok := classShare(w, ClassScheduler); ok {
-		ev = append(ev, Evidence{"scheduler_share_pct", pct(s), "% of samples"})
+		cores = s * w.Cores()
+		ev = append(ev, Evidence{"scheduler_share_pct", pct(s), "% of samples"}, Evidence{"scheduler_cpu_pct", pct(cores), "% of a core"})
 		sources = append(sources, SourceStacks)
-		hit = hit || s >= schedShareWarn
+		hit = hit || s >= schedShareWarn && cores >= schedMinCores
 	}
 	if r := w.Runtime; r != nil && !math.IsNaN(r.SchedLatP99) {
 		ev = append(ev, Evidence{"sched_latency_p99_ms", round(r.SchedLatP99*1e3, 2), "ms"})
@@ -109,6 +114,7 @@ func checkScheduler(w *Window, h *Host) *Finding {
 		Fix:        "Wake only the goroutines that have work (a queue with a few workers instead of a broadcast), batch small tasks, and lower GOMAXPROCS for light periodic work.",
 		Sources:    sources,
 		Confidence: "medium",
+		Cores:      cores,
 	}
 }
 
@@ -257,8 +263,11 @@ func checkHotspot(w *Window, h *Host) *Finding {
 		return nil
 	}
 	for _, p := range w.Stacks.Packages {
-		if p.Name == "runtime" || strings.HasPrefix(p.Name, "runtime/") || strings.HasPrefix(p.Name, "[") {
-			continue // runtime time is covered by the GC and scheduler rules; [kernel] by kernel-time
+		if p.Name == "runtime" || p.Name == "main" || strings.HasPrefix(p.Name, "runtime/") || strings.HasPrefix(p.Name, "[") {
+			// Runtime time is covered by the GC and scheduler rules, and
+			// [kernel] by kernel-time; main is the program itself, which
+			// its authors know better than a generic hint.
+			continue
 		}
 		if p.Share < hotspotShare {
 			return nil

@@ -92,6 +92,11 @@ func TestRules(t *testing.T) {
 			}
 		}), "memory-growth", Warn},
 		{"memory flat", win(10, func(w *Window) {}), "memory-growth", -1},
+		{"memory warming up", win(10, func(w *Window) {
+			for i := range w.Series {
+				w.Series[i].RSS = uint64(10+30*min(i, 4)+i/4) << 20
+			}
+		}), "memory-growth", -1},
 
 		{"threads explode", win(10, func(w *Window) { w.Series[5].Threads = 302 }), "thread-explosion", Critical},
 		{"threads high", win(10, func(w *Window) { w.Series[5].Threads = 60 }), "thread-explosion", Warn},

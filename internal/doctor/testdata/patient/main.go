@@ -4,6 +4,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -11,10 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gosleuth/gosleuth/agent"
 )
 
 var sink []byte
@@ -25,6 +29,9 @@ func main() {
 		os.Exit(2)
 	}
 	mode := os.Args[1]
+	if os.Getenv("PATIENT_AGENT") != "" {
+		defer agent.Start(agent.Options{})()
+	}
 	switch mode {
 	case "select": // control: an idle program
 	case "ticker": // idle-wakeups: a 1 ms ticker doing nothing
@@ -130,22 +137,108 @@ func main() {
 		}))
 	case "lock": // lock-contention: 8 goroutines on one mutex guarding slow work
 		var mu sync.Mutex
+		var n int
 		for range 8 {
 			go func() {
 				for {
 					mu.Lock()
-					spin(20 * time.Microsecond)
+					n++
+					if n%4 == 0 {
+						syscall.Getppid() // slow work: a syscall under the lock
+					}
+					spin(5 * time.Microsecond)
 					mu.Unlock()
-					time.Sleep(10 * time.Microsecond)
 				}
 			}()
 		}
+	case "gc": // gc-pressure and gc-assist: a pointer-heavy cache under allocation bursts
+		// A tight GOGC, as services set it to save memory, makes cycles
+		// overlap the bursts.
+		debug.SetGCPercent(20)
+		cache := map[int]*entry{}
+		for i := range 1_000_000 {
+			cache[i] = &entry{name: strconv.Itoa(i), next: &entry{}}
+		}
+		var mu sync.Mutex
+		for g := range 2 {
+			go func() {
+				for i := 0; ; i++ {
+					// Bursts of replacements, as when a cache expires at
+					// once: allocation outruns the background mark workers,
+					// which must mark the whole pointer-heavy map, so
+					// allocating goroutines are drafted into mark assist.
+					end := time.Now().Add(80 * time.Millisecond)
+					for j := 0; time.Now().Before(end); j++ {
+						k := (g*1_000_003 + i*7919 + j) % 1_000_000
+						e := &entry{name: strconv.Itoa(k), next: &entry{}}
+						mu.Lock()
+						cache[k] = e
+						mu.Unlock()
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}()
+		}
+		defer runtime.KeepAlive(cache)
+	case "herd": // scheduler-overhead: 2,000 goroutines woken together 200 times a second
+		var mu sync.Mutex
+		wake := make(chan struct{})
+		for range 2000 {
+			go func() {
+				for {
+					mu.Lock()
+					ch := wake
+					mu.Unlock()
+					<-ch
+				}
+			}()
+		}
+		go func() {
+			for range time.Tick(5 * time.Millisecond) {
+				mu.Lock()
+				old := wake
+				wake = make(chan struct{})
+				mu.Unlock()
+				close(old)
+			}
+		}()
+	case "json": // cpu-hotspot: decoding JSON in a loop
+		doc, _ := json.Marshal(makeDoc())
+		go func() {
+			for {
+				var v map[string]any
+				_ = json.Unmarshal(doc, &v)
+				time.Sleep(50 * time.Microsecond)
+			}
+		}()
+	case "leak": // goroutine-leak: 200 goroutines a second blocked forever (run with PATIENT_AGENT=1)
+		go func() {
+			for {
+				for range 20 {
+					go func() { <-make(chan int) }()
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown mode", mode)
 		os.Exit(2)
 	}
 	fmt.Println("ready", os.Getpid(), strconv.Itoa(runtime.GOMAXPROCS(0)))
 	select {}
+}
+
+type entry struct {
+	name string
+	next *entry
+}
+
+func makeDoc() map[string]any {
+	items := make([]any, 200)
+	for i := range items {
+		items[i] = map[string]any{"id": i, "name": "item " + strconv.Itoa(i), "tags": []string{"a", "b", "c"}, "price": float64(i) * 1.25}
+	}
+	return map[string]any{"items": items, "total": len(items)}
 }
 
 // clock caches the time every millisecond, like a library's "fast clock".

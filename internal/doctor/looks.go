@@ -1,0 +1,272 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/goruntime"
+	"github.com/gosleuth/gosleuth/internal/stacks"
+)
+
+// StacksLook samples user and kernel stacks at 99 Hz (user-only without
+// privileges) and summarises them into runtime classes, hot packages,
+// kernel paths and the Go callers behind them.
+type StacksLook struct{}
+
+// Source implements Look.
+func (StacksLook) Source() Source { return SourceStacks }
+
+// Look implements Look.
+func (StacksLook) Look(ctx context.Context, pid int, d time.Duration, w *Window) error {
+	raw, err := stacks.Sample(ctx, stacks.Options{PID: pid, Duration: d})
+	if err != nil {
+		return fmt.Errorf("sample stacks: %w", err)
+	}
+	p := stacks.Symbolize(raw)
+	w.Stacks = summarizeStacks(p)
+	if w.Stacks.Samples == 0 {
+		w.Stacks = nil // the process did not run: nothing to conclude from
+	}
+	return nil
+}
+
+// utilityPkgs are packages whose time belongs to whoever called them when
+// deciding which package is hot.
+func utilityPkg(pkg string) bool {
+	switch pkg {
+	case "runtime", "reflect", "strconv", "sync", "sync/atomic", "syscall", "math", "sort", "slices", "maps",
+		"strings", "bytes", "unicode", "unicode/utf8", "unicode/utf16", "time", "os", "io", "bufio", "errors", "fmt":
+		return true
+	}
+	return strings.HasPrefix(pkg, "internal/") || strings.HasPrefix(pkg, "runtime/") || strings.HasPrefix(pkg, "vendor/")
+}
+
+// funcPkg returns the package path of a Go function name
+// ("encoding/json.(*decodeState).object" -> "encoding/json").
+func funcPkg(fn string) string {
+	slash := strings.LastIndexByte(fn, '/')
+	dot := strings.IndexByte(fn[slash+1:], '.')
+	if dot < 0 {
+		return ""
+	}
+	return fn[:slash+1+dot]
+}
+
+// isLockFrame reports whether fn is in the slow path of a Go lock: the
+// mutex's lock/unlock slow paths and the semaphores under them (Go 1.24+
+// keeps them in internal/sync), or the runtime's own locks.
+func isLockFrame(fn string) bool {
+	switch fn {
+	case "runtime.lock2", "runtime.unlock2", "runtime.semacquire1", "runtime.semrelease1":
+		return true
+	}
+	return strings.HasSuffix(fn, ".lockSlow") || strings.HasSuffix(fn, ".unlockSlow") || strings.HasSuffix(fn, ".rUnlockSlow") ||
+		strings.Contains(fn, ".runtime_Semacquire") || strings.Contains(fn, ".runtime_Semrelease")
+}
+
+// firstCaller returns the first user frame, leaf first, that is not in
+// runtime or utility code, "" if none.
+func firstCaller(frames []stacks.SymFrame) string {
+	for _, f := range frames {
+		if f.Kernel || f.Unknown {
+			continue
+		}
+		if pkg := funcPkg(f.Func); pkg != "" && !utilityPkg(pkg) {
+			return f.Func
+		}
+	}
+	return ""
+}
+
+func summarizeStacks(p *stacks.Profile) *Stacks {
+	s := &Stacks{Seconds: p.End.Sub(p.Start).Seconds(), Classes: map[string]float64{}, Callers: map[string][]Share{}}
+	var total, kernel, userTotal float64
+	pkgs := map[string]float64{}
+	funcs := map[string]float64{}
+	kpaths := map[string]float64{}
+	callers := map[string]map[string]float64{}
+	addCaller := func(class, fn string, n float64) {
+		if fn == "" {
+			return
+		}
+		if callers[class] == nil {
+			callers[class] = map[string]float64{}
+		}
+		callers[class][fn] += n
+	}
+	for _, st := range p.Stacks {
+		n := float64(st.Count)
+		total += n
+		class := string(st.Class)
+		switch st.Class {
+		case stacks.ClassGCMark, stacks.ClassGCOther:
+			s.Classes[ClassGCBackground] += n
+		case stacks.ClassGCAssist:
+			s.Classes[ClassGCAssist] += n
+			addCaller(ClassGCAssist, firstCaller(st.Frames), n)
+		case stacks.ClassScheduler, stacks.ClassIdle:
+			s.Classes[ClassScheduler] += n
+		case stacks.ClassUser:
+			s.Classes[ClassUserCode] += n
+		}
+		for _, f := range st.Frames {
+			if !f.Kernel && isLockFrame(f.Func) {
+				s.Classes[ClassLock] += n
+				addCaller(ClassLock, firstCaller(st.Frames), n)
+				break
+			}
+		}
+		inKernel := len(st.Frames) > 0 && st.Frames[0].Kernel
+		if inKernel {
+			kernel += n
+			path := strings.TrimPrefix(class, stacks.ClassSyscallPrefix)
+			if !strings.HasPrefix(class, stacks.ClassSyscallPrefix) {
+				path = st.Frames[0].Func
+				if strings.HasPrefix(class, "kernel") {
+					path = class
+				}
+			}
+			kpaths[path] += n
+			addCaller("kernel", firstCaller(st.Frames), n)
+			continue
+		}
+		// User-mode samples: which package is hot, and which code runs at all
+		// (for an idle process woken by timers, the loop itself).
+		userTotal += n
+		leaf := ""
+		for _, f := range st.Frames {
+			if !f.Kernel {
+				leaf = f.Func
+				break
+			}
+		}
+		if leaf != "" {
+			funcs[leaf] += n
+		}
+		pkg := funcPkg(firstCaller(st.Frames))
+		if pkg == "" {
+			pkg = funcPkg(leaf)
+		}
+		if pkg != "" {
+			pkgs[pkg] += n
+		}
+		if st.Class == stacks.ClassUser {
+			addCaller("timer", firstCaller(st.Frames), n)
+		}
+	}
+	s.Samples = int(total)
+	if total == 0 {
+		return s
+	}
+	s.KernelShare = kernel / total
+	for k := range s.Classes {
+		s.Classes[k] /= total
+	}
+	s.Packages = shares(pkgs, total)
+	s.Functions = shares(funcs, total)
+	s.KernelPaths = shares(kpaths, total)
+	for class, m := range callers {
+		s.Callers[class] = shares(m, total)
+	}
+	return s
+}
+
+// shares turns counts into shares of total, largest first, at most 10.
+func shares(m map[string]float64, total float64) []Share {
+	out := make([]Share, 0, len(m))
+	for k, v := range m {
+		out = append(out, Share{k, v / total})
+	}
+	sortShares(out)
+	if len(out) > 10 {
+		out = out[:10]
+	}
+	return out
+}
+
+// RuntimeLook reads a Go program's runtime metrics at the start and end of
+// its time (from the gosleuth agent, or the pprof / metrics URLs given).
+type RuntimeLook struct {
+	// PprofURL and MetricsURL are passed to goruntime.Connect.
+	PprofURL, MetricsURL string
+}
+
+// Source implements Look.
+func (RuntimeLook) Source() Source { return SourceRuntime }
+
+// Look implements Look.
+func (l RuntimeLook) Look(ctx context.Context, pid int, d time.Duration, w *Window) error {
+	if !w.IsGo() {
+		return nil
+	}
+	src, _, err := goruntime.Connect(ctx, pid, goruntime.Options{PprofURL: l.PprofURL, MetricsURL: l.MetricsURL})
+	if err != nil {
+		if errors.Is(err, goruntime.ErrNoSource) {
+			return nil // the rules say what is missing and how to add it
+		}
+		return fmt.Errorf("connect to the runtime: %w", err)
+	}
+	defer src.Close()
+	a, err := src.Read(ctx)
+	if err != nil {
+		return fmt.Errorf("read runtime metrics: %w", err)
+	}
+	// Leave a moment for the last read before the window ends.
+	t := time.NewTimer(max(d-300*time.Millisecond, 0))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	b, err := src.Read(rctx)
+	if err != nil {
+		return fmt.Errorf("read runtime metrics: %w", err)
+	}
+	win := goruntime.NewWindow(a, b)
+	nan := math.NaN()
+	known := func(k goruntime.Known, v float64) float64 {
+		if win.Known&k == 0 {
+			return nan
+		}
+		return v
+	}
+	rt := &Runtime{
+		From:            src.Kind(),
+		Seconds:         win.Duration.Seconds(),
+		GoroutinesStart: known(goruntime.KnownGoroutines, float64(a.Goroutines)),
+		GoroutinesEnd:   known(goruntime.KnownGoroutines, float64(b.Goroutines)),
+		GCCycles:        float64(win.GCCycles),
+		GCCPUShare:      win.GCCPUShare,
+		AssistShare:     win.AssistShare,
+		SchedLatP99:     win.SchedP99,
+		MutexWaitPerSec: nan,
+		HeapLive:        nan,
+		HeapObjects:     nan,
+	}
+	if win.Known&goruntime.KnownMutexWait != 0 {
+		rt.MutexWaitPerSec = win.MutexWaitPerSec
+	}
+	if win.Known&goruntime.KnownHeapLive != 0 {
+		rt.HeapLive = float64(win.HeapLive)
+	}
+	if win.Known&goruntime.KnownHeapObjects != 0 {
+		rt.HeapObjects = float64(win.HeapObjects)
+	}
+	if win.Known&goruntime.KnownSchedLatency == 0 {
+		rt.SchedLatP99 = nan
+	}
+	if win.Known&goruntime.KnownCPUClasses == 0 {
+		rt.GCCPUShare, rt.AssistShare = nan, nan
+	}
+	w.Runtime = rt
+	if win.Known&goruntime.KnownGOMAXPROCS != 0 && win.GOMAXPROCS > 0 {
+		w.Go = &GoFacts{GOMAXPROCS: int(win.GOMAXPROCS), GOMAXPROCSFrom: "runtime (" + src.Kind() + ")"}
+	}
+	return nil
+}
