@@ -35,7 +35,7 @@ Rule ids: ` + ruleIDs(),
 			format := fs.String("format", "text", "report `format`: text, json or markdown")
 			out := fs.String("o", "", "write the report to `FILE` (written completely or not at all)")
 			procRoot := fs.String("proc", "/proc", "procfs mount `path`")
-			maxLooks := fs.Int("max-looks", 4, "on a whole-host run, look closely at most at `N` processes")
+			maxLooks := fs.Int("max-looks", 4, "on a whole-host run, look closely at most at `N` processes (0: /proc only)")
 			pprofURL := fs.String("pprof-url", "", "read runtime metrics of the one --pid from this net/http/pprof `URL`")
 			metricsURL := fs.String("metrics-url", "", "read runtime metrics of the one --pid from this Prometheus /metrics `URL`")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -67,6 +67,9 @@ Rule ids: ` + ruleIDs(),
 				cfg := doctor.Config{
 					PIDs: pids, Duration: *duration, ProcRoot: *procRoot,
 					MaxLooks: *maxLooks, Looks: doctorLooks(*pprofURL, *metricsURL),
+				}
+				if *maxLooks == 0 && len(pids) == 0 {
+					cfg.Looks = nil // /proc only
 				}
 				if isTerminal(stderr) {
 					cfg.Progress = func(s string) { fmt.Fprintf(stderr, "\r\x1b[K%s", s) }

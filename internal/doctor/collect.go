@@ -85,7 +85,7 @@ func Collect(ctx context.Context, cfg Config) ([]*Window, *Host, []string, error
 		progress = func(string) {}
 	}
 
-	r, err := proc.NewReader(proc.Options{Root: cfg.ProcRoot, SkipKernelThreads: true, FullEvery: 1})
+	r, err := proc.NewReader(proc.Options{Root: cfg.ProcRoot, SkipKernelThreads: true, FullEvery: 5})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("collect: %w", err)
 	}
@@ -226,6 +226,9 @@ func Collect(ctx context.Context, cfg Config) ([]*Window, *Host, []string, error
 			continue // a short-lived process: its parent's exec rule covers it
 		}
 		w := a.window(cfg.ProcRoot)
+		if picked && len(cfg.Looks) > 0 && looked[w.PID] == nil {
+			w.NotLooked = true
+		}
 		if lw := looked[w.PID]; lw != nil {
 			looksMu.Lock()
 			w.Syscalls, w.Stacks, w.Runtime = lw.Syscalls, lw.Stacks, lw.Runtime

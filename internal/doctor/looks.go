@@ -123,7 +123,7 @@ func summarizeStacks(p *stacks.Profile) *Stacks {
 		inKernel := len(st.Frames) > 0 && st.Frames[0].Kernel
 		if inKernel {
 			kernel += n
-			path := strings.TrimPrefix(class, stacks.ClassSyscallPrefix)
+			path := "syscall " + strings.TrimPrefix(class, stacks.ClassSyscallPrefix)
 			if !strings.HasPrefix(class, stacks.ClassSyscallPrefix) {
 				path = st.Frames[0].Func
 				if strings.HasPrefix(class, "kernel") {

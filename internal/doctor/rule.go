@@ -128,12 +128,19 @@ type Unchecked struct {
 	Why string `json:"why"`
 }
 
+// notLookedWhy explains a rule left undecided on a process that close looks
+// skipped.
+const notLookedWhy = "not looked at closely (a whole-host run looks only at the processes /proc flags and busy Go processes; name it with --pid)"
+
 // Evaluate runs every rule on w and returns the findings (worst first) and
 // the rules it could not decide.
 func Evaluate(w *Window, h *Host) (found []Finding, unchecked []Unchecked) {
 	for _, r := range rules {
 		if r.Missing != nil {
 			if why := r.Missing(w); why != "" {
+				if w.NotLooked {
+					why = notLookedWhy
+				}
 				unchecked = append(unchecked, Unchecked{PID: w.PID, Rule: r.ID, Why: why})
 				continue
 			}

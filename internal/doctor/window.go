@@ -79,6 +79,10 @@ type Window struct {
 	// unknown.
 	AllowedCPUs int
 
+	// NotLooked is true when close looks ran on this host but not on this
+	// process (it did not look suspicious enough).
+	NotLooked bool
+
 	// Go holds facts about a Go program's runtime settings, nil if unknown.
 	Go *GoFacts
 	// Syscalls holds exact syscall counts, nil if not counted.
