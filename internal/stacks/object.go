@@ -42,22 +42,12 @@ var objectCache = struct {
 }{m: map[string]*object{}}
 
 // loadObject opens and parses the ELF file at path (use /proc/PID/root/...
-// or /proc/PID/exe to reach the target's view of the file system).
+// or /proc/PID/exe to reach the target's view of the file system), or
+// returns the object already loaded with the same build ID.
 func loadObject(path string) (*object, error) {
-	f, err := os.Open(path)
+	f, ef, key, err := openObject(path)
 	if err != nil {
-		return nil, fmt.Errorf("open binary: %w", err)
-	}
-	ef, err := elf.NewFile(f)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("read ELF %s: %w", path, err)
-	}
-	key := buildID(ef)
-	if key == "" {
-		if st, err := f.Stat(); err == nil {
-			key = fmt.Sprintf("%s:%d:%d", path, st.Size(), st.ModTime().UnixNano())
-		}
+		return nil, err
 	}
 	objectCache.Lock()
 	if o, ok := objectCache.m[key]; ok {
@@ -66,14 +56,7 @@ func loadObject(path string) (*object, error) {
 		return o, nil
 	}
 	objectCache.Unlock()
-	o := &object{path: path, buildID: key, f: f, ef: ef, segs: map[int][]byte{}}
-	for _, p := range ef.Progs {
-		if p.Type == elf.PT_LOAD {
-			o.loads = append(o.loads, p.ProgHeader)
-		}
-	}
-	o.loadSymbols()
-	o.loadGo()
+	o := parseObject(path, f, ef, key)
 	objectCache.Lock()
 	if prev, ok := objectCache.m[key]; ok {
 		o = prev // another goroutine won the race; ours is dropped
@@ -82,6 +65,40 @@ func loadObject(path string) (*object, error) {
 	}
 	objectCache.Unlock()
 	return o, nil
+}
+
+// openObject opens path as ELF and returns its cache key: the build ID, or
+// path, size and modification time when it has none.
+func openObject(path string) (*os.File, *elf.File, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("open binary: %w", err)
+	}
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, "", fmt.Errorf("read ELF %s: %w", path, err)
+	}
+	key := buildID(ef)
+	if key == "" {
+		if st, err := f.Stat(); err == nil {
+			key = fmt.Sprintf("%s:%d:%d", path, st.Size(), st.ModTime().UnixNano())
+		}
+	}
+	return f, ef, key, nil
+}
+
+// parseObject reads the symbol tables of an opened ELF file.
+func parseObject(path string, f *os.File, ef *elf.File, key string) *object {
+	o := &object{path: path, buildID: key, f: f, ef: ef, segs: map[int][]byte{}}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD {
+			o.loads = append(o.loads, p.ProgHeader)
+		}
+	}
+	o.loadSymbols()
+	o.loadGo()
+	return o
 }
 
 // buildID returns the GNU build ID, else the Go build ID, else "".

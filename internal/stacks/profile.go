@@ -72,6 +72,11 @@ type Raw struct {
 	WindowSamples int64
 	// Exited is true when the target exited before the end.
 	Exited bool
+	// NewThreads counts threads that started during the run, and PickupMax
+	// is the longest any of them ran before its event was open (from its
+	// start time in /proc, so to within 10 ms).
+	NewThreads int
+	PickupMax  time.Duration
 	// LeafFixed counts samples whose missing caller of a frameless leaf
 	// was put back from the user stack.
 	LeafFixed int64

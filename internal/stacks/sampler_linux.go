@@ -36,6 +36,8 @@ type sampler struct {
 	userOnly bool
 	t0, t1   uint64   // CLOCK_MONOTONIC ns of the /proc readings bounding the window
 	times    []uint64 // sample times, to count those inside [t0, t1]
+	// bootStart is CLOCK_BOOTTIME when the first event was opened.
+	bootStart time.Duration
 }
 
 // Sample samples the process opts.PID until ctx is done, opts.Duration
@@ -84,6 +86,9 @@ func Sample(ctx context.Context, opts Options) (*Raw, error) {
 		return true
 	}
 
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
+	s.bootStart = time.Duration(ts.Nano())
 	fol := perf.NewFollower("", pid, false)
 	if err := s.follow(fol); err != nil {
 		if errors.Is(err, perf.ErrExited) {
@@ -292,7 +297,38 @@ func (s *sampler) open(tid int) error {
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", s.opts.PID, tid)); err == nil {
 		s.raw.Threads[tid] = strings.TrimSpace(string(b))
 	}
+	s.pickup(tid)
 	return nil
+}
+
+// pickup records how long after its start a thread that began during the
+// run got its event, from its start time in /proc (clock ticks since boot).
+func (s *sampler) pickup(tid int) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", s.opts.PID, tid))
+	if err != nil {
+		return
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return
+	}
+	ticks, err := strconv.ParseUint(f[19], 10, 64) // field 22, starttime
+	if err != nil {
+		return
+	}
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
+	started := time.Duration(ticks) * (time.Second / proc.ClockTicks)
+	now := time.Duration(ts.Nano())
+	if started <= s.bootStart || now < started {
+		return // it existed before sampling began
+	}
+	s.raw.NewThreads++
+	s.raw.PickupMax = max(s.raw.PickupMax, now-started)
 }
 
 func (s *sampler) drain() {

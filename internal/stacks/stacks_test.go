@@ -463,3 +463,19 @@ func TestUserOnlyKernelLeaf(t *testing.T) {
 		t.Errorf("coverage %v, want about 1 with the synthetic leaf", s.Coverage)
 	}
 }
+
+// TestNewThreadsPickedUp: threads created while sampling get their event
+// within 250 ms of their start.
+func TestNewThreadsPickedUp(t *testing.T) {
+	needPerf(t)
+	bin := buildPatient(t, "threads")
+	cmd := startPatient(t, bin)
+	p := sampleFor(t, cmd.Process.Pid, 2*time.Second, Options{})
+	if p.NewThreads < 3 {
+		t.Fatalf("%d new threads seen during the run, want several", p.NewThreads)
+	}
+	if p.PickupMax > 260*time.Millisecond {
+		t.Errorf("a new thread ran %s before it was sampled, want <= 250ms (+10ms /proc resolution)", p.PickupMax)
+	}
+	t.Logf("%d new threads, picked up within %s", p.NewThreads, p.PickupMax)
+}

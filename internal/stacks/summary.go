@@ -11,15 +11,19 @@ import (
 
 // Summary is the terminal and JSON view of a profile.
 type Summary struct {
-	PID      int     `json:"pid"`
-	Exe      string  `json:"exe"`
-	Seconds  float64 `json:"seconds"`
-	Hz       int     `json:"hz"`
-	Samples  int64   `json:"samples"`
-	Lost     int64   `json:"lost"`
-	Threads  int     `json:"threads"`
-	UserOnly bool    `json:"user_only"`
-	Exited   bool    `json:"exited"`
+	PID     int     `json:"pid"`
+	Exe     string  `json:"exe"`
+	Seconds float64 `json:"seconds"`
+	Hz      int     `json:"hz"`
+	Samples int64   `json:"samples"`
+	Lost    int64   `json:"lost"`
+	Threads int     `json:"threads"`
+	// NewThreads started during the run; PickupMaxMS is the longest one
+	// ran before it was sampled.
+	NewThreads  int     `json:"new_threads"`
+	PickupMaxMS float64 `json:"new_thread_pickup_max_ms"`
+	UserOnly    bool    `json:"user_only"`
+	Exited      bool    `json:"exited"`
 	// SampledCPU is the CPU time the samples in the /proc window stand for,
 	// ProcCPU the target's utime+stime over it, in seconds; Coverage their
 	// ratio (null when /proc could not be read at both ends).
@@ -60,7 +64,8 @@ type ClassShare struct {
 func (p *Profile) Summarize(n int) *Summary {
 	s := &Summary{
 		PID: p.PID, Exe: p.Exe, Seconds: p.End.Sub(p.Start).Seconds(), Hz: p.Hz,
-		Samples: p.Samples, Lost: p.Lost, Threads: p.ThreadsSeen, UserOnly: p.UserOnly, Exited: p.Exited,
+		Samples: p.Samples, Lost: p.Lost, Threads: p.ThreadsSeen,
+		NewThreads: p.NewThreads, PickupMaxMS: float64(p.PickupMax.Microseconds()) / 1000, UserOnly: p.UserOnly, Exited: p.Exited,
 		Classes: map[string]float64{}, LeafCallersFixed: p.LeafFixed,
 		GoFrames: p.GoFrames, GoFramesUnresolved: p.GoUnknown, Notes: p.Notes,
 	}
@@ -158,6 +163,9 @@ func (s *Summary) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pid %d  %s\n", s.PID, s.Exe)
 	fmt.Fprintf(&b, "%.1fs at %d Hz, %d threads, %d samples, %d lost\n", s.Seconds, s.Hz, s.Threads, s.Samples, s.Lost)
+	if s.NewThreads > 0 {
+		fmt.Fprintf(&b, "%d threads started during the run, each sampled within %.0f ms of its start\n", s.NewThreads, s.PickupMaxMS)
+	}
 	if s.Coverage != nil {
 		fmt.Fprintf(&b, "sampled CPU %.2fs of %.2fs utime+stime from /proc (user %.2fs, sys %.2fs): coverage %.1f%%\n",
 			s.SampledCPU, *s.ProcCPU, *s.ProcUser, *s.ProcSystem, 100**s.Coverage)

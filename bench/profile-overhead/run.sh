@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# bench/profile-overhead: what sampling costs the target. In one run, for
+# each workload (hash: crypto/sha256; syscall: getppid(2) loop; WORKERS busy
+# goroutines, 1 by default so the tools have a CPU of their own), ROUNDS
+# rounds of three runs of DURATION s each, in rotating order:
+#   alone     the target by itself
+#   gosleuth  under `gosleuth profile --hz 99 -- target`
+#   perf      under `perf record -F 99 -g -- target`
+# The target prints its operations and its own CPU time. Reported per
+# workload: the medians of throughput (ops/s, wall) and of CPU per operation,
+# the slowdowns of those medians against "alone" (1.00 = no cost), and the
+# median over rounds of each round's own ratio (the three runs of a round
+# are adjacent in time, so that ratio cancels slow drifts of a shared host).
+# Then the time to load symbols from a large Go binary (the compiler).
+#
+# Needs root (kernel stacks) and perf (apt-get install linux-perf).
+# Usage: bench/profile-overhead/run.sh   (env: ROUNDS=7 DURATION=5 HZ=99 WORKERS=1)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+ROUNDS=${ROUNDS:-7}
+DURATION=${DURATION:-5}
+HZ=${HZ:-99}
+WORKERS=${WORKERS:-1}
+out=${OUT:-$(mktemp -d)}
+command -v perf >/dev/null || { echo "run.sh: perf is missing (apt-get install linux-perf)"; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "run.sh: run as root (kernel stacks)"; exit 1; }
+
+(cd "$repo" && go build -o "$out/gosleuth" ./cmd/gosleuth && go build -o "$out/target" ./bench/profile-overhead/target)
+echo "profile-overhead: $ROUNDS rounds x ${DURATION}s, ${HZ} Hz, $WORKERS workers, $(nproc) CPUs, $(uname -r), out $out"
+
+run() { # TOOL WORK -> "ops cpu wall"
+  local t=(-work "$2" -d "${DURATION}s" -workers "$WORKERS") line
+  case $1 in
+    alone) line=$("$out/target" "${t[@]}") ;;
+    gosleuth) line=$("$out/gosleuth" profile --hz "$HZ" --duration 0 -o "$out/g.pb.gz" \
+                       --format json -- "$out/target" "${t[@]}" 2>&1 >"$out/g.json" | grep '^ops=') ;;
+    perf) line=$(perf record -q -F "$HZ" -g -o "$out/perf.data" -- "$out/target" "${t[@]}" 2>/dev/null | grep '^ops=') ;;
+  esac
+  echo "$line" | sed 's/ops=//; s/cpu=//; s/wall=//'
+}
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+
+tools=(alone gosleuth perf)
+for work in hash syscall; do
+  declare -A thr=() cpo=() t1=() c1=() rthr=() rcpo=()
+  for ((r = 0; r < ROUNDS; r++)); do
+    for ((i = 0; i < 3; i++)); do
+      tool=${tools[$(((r + i) % 3))]}
+      read -r ops cpu wall < <(run "$tool" "$work")
+      t1[$tool]=$(awk -v o="$ops" -v w="$wall" 'BEGIN {printf "%.0f", o / w}')
+      c1[$tool]=$(awk -v o="$ops" -v c="$cpu" 'BEGIN {printf "%.2f", 1e9 * c / o}')
+      thr[$tool]+="${t1[$tool]} "
+      cpo[$tool]+="${c1[$tool]} "
+      if [ "$tool" = gosleuth ]; then
+        cov=$(sed -n 's/.*"coverage": \([0-9.]*\).*/\1/p' "$out/g.json")
+        lost=$(sed -n 's/.*"lost": \([0-9]*\).*/\1/p' "$out/g.json")
+        echo "  $work round $r gosleuth: coverage ${cov:-?} lost ${lost:-?}"
+      fi
+    done
+    for tool in gosleuth perf; do
+      rthr[$tool]+="$(awk -v a="${t1[alone]}" -v b="${t1[$tool]}" 'BEGIN {printf "%.4f", a / b}') "
+      rcpo[$tool]+="$(awk -v a="${c1[$tool]}" -v b="${c1[alone]}" 'BEGIN {printf "%.4f", a / b}') "
+    done
+  done
+  base_t=$(tr ' ' '\n' <<<"${thr[alone]}" | grep . | median)
+  base_c=$(tr ' ' '\n' <<<"${cpo[alone]}" | grep . | median)
+  echo "== $work"
+  printf '  %-9s %14s %10s %14s %10s   rounds: ops/s\n' tool "median ops/s" slowdown "ns CPU/op" "x CPU/op"
+  for tool in "${tools[@]}"; do
+    t=$(tr ' ' '\n' <<<"${thr[$tool]}" | grep . | median)
+    c=$(tr ' ' '\n' <<<"${cpo[$tool]}" | grep . | median)
+    printf '  %-9s %14.0f %10.3f %14.1f %10.3f   %s\n' "$tool" "$t" "$(awk -v a="$base_t" -v b="$t" 'BEGIN {print a / b}')" \
+      "$c" "$(awk -v a="$c" -v b="$base_c" 'BEGIN {print a / b}')" "${thr[$tool]}"
+  done
+  for tool in gosleuth perf; do
+    printf '  %-9s median of per-round ratios: slowdown %.3f, x CPU/op %.3f\n' "$tool" \
+      "$(tr ' ' '\n' <<<"${rthr[$tool]}" | grep . | median)" "$(tr ' ' '\n' <<<"${rcpo[$tool]}" | grep . | median)"
+  done
+  unset thr cpo t1 c1 rthr rcpo
+done
+
+echo "== symbol loading (internal/stacks BenchmarkLoadObject: ELF + pclntab of the Go compiler, $(du -h "$(go env GOROOT)/pkg/tool/$(go env GOOS)_$(go env GOARCH)/compile" | cut -f1))"
+(cd "$repo" && go test -run '^$' -bench 'LoadObject' -benchtime 5x ./internal/stacks/ | grep -E '^Benchmark')
