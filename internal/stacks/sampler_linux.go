@@ -36,6 +36,10 @@ type sampler struct {
 	userOnly bool
 	t0, t1   uint64   // CLOCK_MONOTONIC ns of the /proc readings bounding the window
 	times    []uint64 // sample times, to count those inside [t0, t1]
+	// skipped counts threads left unsampled for lack of resources, the
+	// first error saying why.
+	skipped int
+	skipErr error
 	// bootStart is CLOCK_BOOTTIME when the first event was opened.
 	bootStart time.Duration
 }
@@ -174,6 +178,9 @@ loop:
 		s.raw.Notes = append(s.raw.Notes, "kernel mode was not sampled (needs root or CAP_PERFMON with perf_event_paranoid <= 1): "+
 			"each thread's system time from /proc is shown as a [kernel time, not sampled] leaf")
 	}
+	if s.skipped > 0 {
+		s.raw.Notes = append(s.raw.Notes, fmt.Sprintf("%d threads were not sampled (%v): raise perf_event_mlock_kb or RLIMIT_NOFILE, or run as root", s.skipped, s.skipErr))
+	}
 	if s.raw.Exited {
 		s.raw.Notes = append(s.raw.Notes, fmt.Sprintf("process %d exited after %s: the profile holds what was sampled until then",
 			pid, s.raw.End.Sub(s.raw.Start).Round(time.Millisecond)))
@@ -276,15 +283,25 @@ func (s *sampler) follow(fol *perf.Follower) error {
 
 func (s *sampler) open(tid int) error {
 	attr := s.attr()
-	r, err := perf.OpenRing(&attr, tid, ringPages)
+	r, err := perf.OpenRing(&attr, tid, s.pages())
 	if err != nil && errors.Is(err, perf.ErrPermission) && !s.userOnly {
 		s.userOnly = true
 		attr = s.attr()
-		r, err = perf.OpenRing(&attr, tid, ringPages)
+		r, err = perf.OpenRing(&attr, tid, s.pages())
 	}
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
 			return nil // the thread exited in between
+		}
+		if len(s.rings) > 0 && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EMFILE)) {
+			// Out of locked memory for rings (perf_event_mlock_kb,
+			// for non-root users) or descriptors: sample the threads
+			// already open and say so.
+			if s.skipped == 0 {
+				s.skipErr = err
+			}
+			s.skipped++
+			return nil
 		}
 		return fmt.Errorf("sample thread %d of process %d: %w", tid, s.opts.PID, err)
 	}
@@ -329,6 +346,16 @@ func (s *sampler) pickup(tid int) {
 	}
 	s.raw.NewThreads++
 	s.raw.PickupMax = max(s.raw.PickupMax, now-started)
+}
+
+// pages is the ring size per thread: smaller for user-only sampling, whose
+// records are smaller and whose rings count against the unprivileged
+// perf_event_mlock_kb budget (516 KiB by default).
+func (s *sampler) pages() int {
+	if s.userOnly {
+		return 2
+	}
+	return ringPages
 }
 
 func (s *sampler) drain() {
