@@ -36,6 +36,9 @@ type Stack struct {
 	Kernel, User []uint64
 	// Count is the number of samples.
 	Count int64
+	// LeafFixed is true when User[1] was recovered from the user stack
+	// (the caller of a frameless leaf, which the kernel's walk skipped).
+	LeafFixed bool
 	// Synthetic marks the "[kernel time, not sampled]" stacks of a
 	// user-only profile; Count is then derived from /proc system time.
 	Synthetic bool

@@ -417,6 +417,7 @@ func (s *sampler) sample(misc uint16, b []byte) {
 		}
 	}
 	b = b[nr*8:]
+	fixed := false
 	if userRegsMask != 0 && len(b) >= 8 {
 		abi := le.Uint64(b)
 		b = b[8:]
@@ -439,6 +440,7 @@ func (s *sampler) sample(misc uint16, b []byte) {
 				}
 				if regs != nil && s.fixLeaf(regs, stack) {
 					s.raw.LeafFixed++
+					fixed = true
 				}
 			}
 		}
@@ -449,7 +451,7 @@ func (s *sampler) sample(misc uint16, b []byte) {
 	}
 	s.raw.Samples++
 	s.times = append(s.times, when)
-	s.add(tid, mode)
+	s.add(tid, mode, fixed)
 }
 
 // fixLeaf puts back the caller of a Go leaf that has no frame pointer of
@@ -488,10 +490,13 @@ func (s *sampler) fixLeaf(regs, stack []byte) bool {
 	return true
 }
 
-func (s *sampler) add(tid int, mode Mode) {
+func (s *sampler) add(tid int, mode Mode, fixed bool) {
 	k := s.key[:0]
 	k = binary.NativeEndian.AppendUint32(k, uint32(tid))
-	k = append(k, byte(mode), byte(len(s.kern)))
+	k = append(k, byte(mode), byte(len(s.kern)), byte(len(s.kern)>>8))
+	if fixed {
+		k = append(k, 1)
+	}
 	for _, a := range s.kern {
 		k = binary.NativeEndian.AppendUint64(k, a)
 	}
@@ -503,7 +508,7 @@ func (s *sampler) add(tid int, mode Mode) {
 		st.Count++
 		return
 	}
-	s.agg[string(k)] = &Stack{TID: tid, Mode: mode, Count: 1,
+	s.agg[string(k)] = &Stack{TID: tid, Mode: mode, Count: 1, LeafFixed: fixed,
 		Kernel: append([]uint64(nil), s.kern...), User: append([]uint64(nil), s.user...)}
 }
 
