@@ -89,10 +89,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "unknown mode", *mode)
 		os.Exit(2)
 	}
-	fmt.Printf("ready %s\n", addr)
-
+	// Notify before saying ready: a SIGUSR1 that arrives earlier is dropped.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGUSR1, syscall.SIGTERM, syscall.SIGINT)
+	fmt.Printf("ready %s\n", addr)
 	for s := range sig {
 		if s != syscall.SIGUSR1 {
 			return

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestInspectUsage(t *testing.T) {
+	tests := []struct {
+		args  []string
+		words string
+	}{
+		{[]string{"inspect"}, "--pid is required"},
+		{[]string{"inspect", "--pid", "-3"}, "--pid is required"},
+		{[]string{"inspect", "--pid", "1", "--duration", "1ms"}, "at least 100ms"},
+		{[]string{"inspect", "--pid", "1", "--format", "xml"}, "text or json"},
+		{[]string{"inspect", "--pid", "1", "--groups", "-1"}, "must not be negative"},
+		{[]string{"inspect", "--pid", "1", "--pprof-url", "http://a", "--metrics-url", "http://b"}, "not both"},
+		{[]string{"inspect", "--pid", "1", "extra"}, "no arguments"},
+	}
+	for _, tt := range tests {
+		err := run(context.Background(), tt.args, &bytes.Buffer{}, &bytes.Buffer{})
+		var u usageError
+		if !errors.As(err, &u) || !strings.Contains(err.Error(), tt.words) {
+			t.Errorf("%q: %v, want usage error with %q", tt.args, err, tt.words)
+		}
+	}
+}
+
+// TestInspect runs inspect on the goruntime test patient, built once.
+func TestInspect(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("inspect needs Linux")
+	}
+	bin := filepath.Join(t.TempDir(), "patient")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../internal/goruntime/testdata/patient").CombinedOutput(); err != nil {
+		t.Fatalf("build patient: %v\n%s", err, out)
+	}
+	t.Run("agent JSON", func(t *testing.T) { testInspectAgentJSON(t, bin) })
+	t.Run("without source", func(t *testing.T) { testInspectWithoutSource(t, bin) })
+}
+
+// startInspectPatient runs the patient; its output lines arrive on the
+// returned channel.
+func startInspectPatient(t *testing.T, bin string, args ...string) (*exec.Cmd, chan string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	if l := nextLine(t, lines); !strings.HasPrefix(l, "ready ") {
+		t.Fatalf("patient did not start: %q", l)
+	}
+	return cmd, lines
+}
+
+// nextLine waits for the patient's next line.
+func nextLine(t *testing.T, lines chan string) string {
+	t.Helper()
+	select {
+	case l, ok := <-lines:
+		if !ok {
+			t.Fatal("patient exited")
+		}
+		return l
+	case <-time.After(30 * time.Second):
+		t.Fatal("patient silent for 30s")
+	}
+	return ""
+}
+
+// selfReport asks the patient for its own runtime/metrics.
+func selfReport(t *testing.T, cmd *exec.Cmd, lines chan string) map[string]float64 {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]any{}
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(nextLine(t, lines), "self ")), &m); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for k, v := range m {
+		if f, ok := v.(float64); ok {
+			out[k] = f
+		}
+	}
+	return out
+}
+
+// testInspectAgentJSON runs inspect on a GC-heavy patient with the agent
+// and checks its JSON against the patient's own runtime/metrics over the
+// same window.
+func testInspectAgentJSON(t *testing.T, bin string) {
+	cmd, sc := startInspectPatient(t, bin, "-mode", "gc", "-agent")
+	a := selfReport(t, cmd, sc)
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"inspect", "--pid", strconv.Itoa(cmd.Process.Pid),
+		"--duration", "2s", "--format", "json"}, &out, &errb)
+	b := selfReport(t, cmd, sc)
+	if err != nil {
+		t.Fatalf("inspect: %v\n%s", err, errb.String())
+	}
+	var rep struct {
+		Facts struct {
+			IsGo       bool   `json:"is_go"`
+			GoVersion  string `json:"go_version"`
+			GOMAXPROCS int    `json:"gomaxprocs"`
+		} `json:"facts"`
+		Proc   *struct{ Threads int } `json:"proc"`
+		Source string                 `json:"source"`
+		Window map[string]any         `json:"window"`
+		Dump   *struct {
+			Total  int `json:"total"`
+			Groups []struct {
+				Count int `json:"count"`
+			} `json:"groups"`
+		} `json:"goroutines"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out.String())
+	}
+	if !rep.Facts.IsGo || rep.Facts.GoVersion != runtime.Version() || rep.Source != "agent" || rep.Proc == nil || rep.Dump == nil {
+		t.Fatalf("report %s", out.String())
+	}
+	w := rep.Window
+	num := func(k string) float64 {
+		f, ok := w[k].(float64)
+		if !ok {
+			t.Errorf("window %s = %v, want a number", k, w[k])
+		}
+		return f
+	}
+	if int(num("gomaxprocs")) != rep.Facts.GOMAXPROCS || num("gomaxprocs") != b["/sched/gomaxprocs:threads"] {
+		t.Errorf("GOMAXPROCS: window %v, facts %d, patient %v", w["gomaxprocs"], rep.Facts.GOMAXPROCS, b["/sched/gomaxprocs:threads"])
+	}
+	cycles := b["/gc/cycles/total:gc-cycles"] - a["/gc/cycles/total:gc-cycles"]
+	if got := num("gc_cycles"); got < cycles-3 || got > cycles {
+		t.Errorf("GC cycles: inspect %v, patient %v (over a slightly longer window)", got, cycles)
+	}
+	busy := (b["/cpu/classes/total:cpu-seconds"] - b["/cpu/classes/idle:cpu-seconds"]) -
+		(a["/cpu/classes/total:cpu-seconds"] - a["/cpu/classes/idle:cpu-seconds"])
+	share := (b["/cpu/classes/gc/total:cpu-seconds"] - a["/cpu/classes/gc/total:cpu-seconds"]) / busy
+	if got := num("gc_cpu_share"); got < share-0.1 || got > share+0.1 {
+		t.Errorf("GC CPU share: inspect %v, patient %v", got, share)
+	}
+	if d := rep.Dump; d.Total < 2 || len(d.Groups) == 0 || int(num("goroutines")) < d.Total {
+		t.Errorf("dump %+v vs goroutines %v", d, w["goroutines"])
+	}
+	for _, k := range []string{"sched_latency_p99_seconds", "mutex_wait_per_sec", "heap_live_bytes", "scan_heap_bytes"} {
+		num(k)
+	}
+}
+
+// testInspectWithoutSource: a Go program without agent or URL, and a
+// process that is not Go, still give discovery and /proc facts and a hint.
+func testInspectWithoutSource(t *testing.T, bin string) {
+	cmd, _ := startInspectPatient(t, bin, "-mode", "idle")
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	tests := []struct {
+		pid   int
+		words []string
+	}{
+		{cmd.Process.Pid, []string{"GOMAXPROCS", "/proc", "import github.com/gosleuth/gosleuth/agent", "--pprof-url"}},
+		{sleeper.Process.Pid, []string{"not a Go program", "/proc", "threads"}},
+	}
+	for _, tt := range tests {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"inspect", "--pid", strconv.Itoa(tt.pid), "--duration", "200ms"},
+			&out, &bytes.Buffer{}); err != nil {
+			t.Fatalf("pid %d: %v", tt.pid, err)
+		}
+		for _, w := range tt.words {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("pid %d: output lacks %q:\n%s", tt.pid, w, out.String())
+			}
+		}
+	}
+	err := run(context.Background(), []string{"inspect", "--pid", "536870000", "--duration", "200ms"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("missing process: %v", err)
+	}
+}
