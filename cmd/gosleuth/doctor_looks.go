@@ -2,11 +2,12 @@ package main
 
 import "github.com/gosleuth/gosleuth/internal/doctor"
 
-// doctorLooks returns the close-look sources the doctor uses: stack
-// samples, runtime metrics (agent, or the URLs given) and, later, syscall
-// counts. Each says for itself when it cannot run here.
+// doctorLooks returns the close-look sources the doctor uses: syscall
+// counts, stack samples and runtime metrics (agent, or the URLs given). Each
+// says for itself when it cannot run here.
 func doctorLooks(pprofURL, metricsURL string) []doctor.Look {
 	return []doctor.Look{
+		doctor.SyscallsLook{},
 		doctor.StacksLook{},
 		doctor.RuntimeLook{PprofURL: pprofURL, MetricsURL: metricsURL},
 	}

@@ -48,6 +48,9 @@ func utilityPkg(pkg string) bool {
 // funcPkg returns the package path of a Go function name
 // ("encoding/json.(*decodeState).object" -> "encoding/json").
 func funcPkg(fn string) string {
+	if i := strings.IndexByte(fn, '['); i >= 0 {
+		fn = fn[:i] // type arguments of a generic function may hold dots and slashes
+	}
 	slash := strings.LastIndexByte(fn, '/')
 	dot := strings.IndexByte(fn[slash+1:], '.')
 	if dot < 0 {

@@ -279,6 +279,11 @@ func checkReopen(w *Window, h *Host) *Finding {
 	if opens < reopenInfo || closes < reopenCloseRatio*opens {
 		return nil
 	}
+	// Counters follow children, whose start-up opens libraries and
+	// configuration: that is exec cost, not churn.
+	if waits, _ := w.Syscalls.Rate("wait4", "waitid"); waits >= execPerSecInfo && opens < 20*waits {
+		return nil
+	}
 	ev := EvidenceList{
 		{"opens_per_s", round(opens, 0), "/s"},
 		{"closes_per_s", round(closes, 0), "/s"},

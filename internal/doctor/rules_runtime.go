@@ -67,8 +67,11 @@ func needStacksOrRuntime(w *Window) string {
 	return "needs stack samples (run as root) or Go runtime metrics (import the agent or pass --pprof-url)"
 }
 
+// minSamples is the fewest stack samples a share is worth reading from.
+const minSamples = 20
+
 func classShare(w *Window, class string) (float64, bool) {
-	if w.Stacks == nil || w.Stacks.Samples == 0 {
+	if w.Stacks == nil || w.Stacks.Samples < minSamples {
 		return 0, false
 	}
 	return w.Stacks.Classes[class], true
@@ -125,7 +128,7 @@ func gcShare(w *Window, fromRuntime func(*Runtime) float64, classes ...string) (
 	if r := w.Runtime; r != nil && !math.IsNaN(fromRuntime(r)) {
 		return fromRuntime(r), SourceRuntime
 	}
-	if w.Stacks == nil || w.Stacks.Samples == 0 {
+	if w.Stacks == nil || w.Stacks.Samples < minSamples {
 		return math.NaN(), ""
 	}
 	share := 0.0
@@ -259,7 +262,7 @@ var fasterPaths = map[string]string{
 }
 
 func checkHotspot(w *Window, h *Host) *Finding {
-	if w.Cores() < insideMinCores || w.Stacks == nil || len(w.Stacks.Packages) == 0 {
+	if w.Cores() < insideMinCores || w.Stacks == nil || w.Stacks.Samples < minSamples || len(w.Stacks.Packages) == 0 {
 		return nil
 	}
 	for _, p := range w.Stacks.Packages {

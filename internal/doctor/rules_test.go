@@ -54,6 +54,9 @@ func TestRules(t *testing.T) {
 		{"reopen churn", win(10, func(w *Window) {
 			w.Syscalls = &Syscalls{Seconds: 5, Counts: map[string]uint64{"openat": 50000, "close": 50000, "fstat": 50000}}
 		}), "file-reopen-churn", Warn},
+		{"opens of exec'd children are not churn", win(10, func(w *Window) {
+			w.Syscalls = &Syscalls{Seconds: 5, Counts: map[string]uint64{"openat": 1100, "close": 1500, "wait4": 250}}
+		}), "file-reopen-churn", -1},
 		{"opens that leak are not churn", win(10, func(w *Window) {
 			w.Syscalls = &Syscalls{Seconds: 5, Counts: map[string]uint64{"openat": 5000, "close": 4800}}
 			w.Series[len(w.Series)-1].FDs = 2000
@@ -199,6 +202,20 @@ func TestMissingSources(t *testing.T) {
 	for _, id := range []string{"idle-wakeups", "fd-limit", "memory-growth"} {
 		if got[id] {
 			t.Errorf("%s listed as unchecked though /proc decides it", id)
+		}
+	}
+}
+
+func TestFuncPkg(t *testing.T) {
+	for fn, want := range map[string]string{
+		"encoding/json.(*decodeState).object": "encoding/json",
+		"main.main.func1":                     "main",
+		"runtime.AddCleanup[go.shape.struct { Pid int; os.state sync/atomic.Uint32 }]": "runtime",
+		"github.com/a/b.F":  "github.com/a/b",
+		"[kernel.kallsyms]": "",
+	} {
+		if got := funcPkg(fn); got != want {
+			t.Errorf("funcPkg(%q) = %q, want %q", fn, got, want)
 		}
 	}
 }
