@@ -67,8 +67,9 @@ type Agent struct {
 	closeErr error
 	once     sync.Once
 
-	mu      sync.Mutex // guards samples and buf
+	mu      sync.Mutex // guards samples, enc and buf
 	samples []metrics.Sample
+	enc     wire.Encoder
 	buf     []byte
 }
 
@@ -230,7 +231,7 @@ func (a *Agent) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	metrics.Read(a.samples)
 	now := time.Now()
 	a.buf = wire.AppendHeader(a.buf[:0], os.Getpid(), now.UnixNano(), runtime.Version())
-	a.buf = wire.AppendMetrics(a.buf, a.samples)
+	a.buf = a.enc.AppendMetrics(a.buf, a.samples)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Content-Length", strconv.Itoa(len(a.buf)))
 	w.Write(a.buf)

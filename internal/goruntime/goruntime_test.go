@@ -176,7 +176,13 @@ func TestAgentMetricsRoundTrip(t *testing.T) {
 	}
 	metrics.Read(s)
 	buf := wire.AppendHeader(nil, 42, 1_700_000_000_000_000_000, "go1.26.8")
-	buf = wire.AppendMetrics(buf, s)
+	var enc wire.Encoder
+	buf = enc.AppendMetrics(buf, s)
+	// The second encoding uses the cached bucket text and must be equal.
+	again := wire.AppendHeader(nil, 42, 1_700_000_000_000_000_000, "go1.26.8")
+	if again = enc.AppendMetrics(again, s); string(again) != string(buf) {
+		t.Fatal("cached encoding differs")
+	}
 	pid, tm, gv, m, err := parseAgentMetrics(buf)
 	if err != nil {
 		t.Fatal(err)

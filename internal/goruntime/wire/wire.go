@@ -55,9 +55,21 @@ func SocketDir(uid int, xdgRuntimeDir string) string {
 // pid (as the process sees its own PID).
 func SocketName(pid int) string { return strconv.Itoa(pid) + ".sock" }
 
+// Encoder encodes metrics readings. Histogram bucket boundaries never
+// change within a process, so their text is kept after the first reading
+// and only the counts are formatted again: formatting the boundaries of
+// the time histograms (thousands of floats) would otherwise dominate a
+// read. An Encoder is not safe for concurrent use.
+type Encoder struct {
+	buckets map[string][]byte
+}
+
 // AppendMetrics appends the encoding of samples, read by metrics.Read, to
 // buf. Header lines (pid, time, go) are the caller's.
-func AppendMetrics(buf []byte, samples []metrics.Sample) []byte {
+func (e *Encoder) AppendMetrics(buf []byte, samples []metrics.Sample) []byte {
+	if e.buckets == nil {
+		e.buckets = make(map[string][]byte)
+	}
 	for i := range samples {
 		s := &samples[i]
 		switch s.Value.Kind() {
@@ -75,13 +87,22 @@ func AppendMetrics(buf []byte, samples []metrics.Sample) []byte {
 			h := s.Value.Float64Histogram()
 			buf = append(buf, "h "...)
 			buf = append(buf, s.Name...)
-			buf = append(buf, ' ')
-			buf = strconv.AppendInt(buf, int64(len(h.Buckets)), 10)
-			for _, b := range h.Buckets {
-				buf = append(buf, ' ')
-				buf = strconv.AppendFloat(buf, b, 'g', -1, 64)
+			bt, ok := e.buckets[s.Name]
+			if !ok || !sameCount(bt, len(h.Buckets)) {
+				bt = strconv.AppendInt(nil, int64(len(h.Buckets)), 10)
+				for _, b := range h.Buckets {
+					bt = append(bt, ' ')
+					bt = strconv.AppendFloat(bt, b, 'g', -1, 64)
+				}
+				e.buckets[s.Name] = bt
 			}
+			buf = append(buf, ' ')
+			buf = append(buf, bt...)
 			for _, c := range h.Counts {
+				if c == 0 {
+					buf = append(buf, " 0"...)
+					continue
+				}
 				buf = append(buf, ' ')
 				buf = strconv.AppendUint(buf, c, 10)
 			}
@@ -92,6 +113,13 @@ func AppendMetrics(buf []byte, samples []metrics.Sample) []byte {
 		buf = append(buf, '\n')
 	}
 	return buf
+}
+
+// sameCount reports whether cached bucket text starts with the count n.
+func sameCount(bt []byte, n int) bool {
+	var tmp [20]byte
+	c := strconv.AppendInt(tmp[:0], int64(n), 10)
+	return len(bt) > len(c) && string(bt[:len(c)]) == string(c) && bt[len(c)] == ' '
 }
 
 // AppendHeader appends the header lines of a metrics reply.
