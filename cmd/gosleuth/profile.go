@@ -18,7 +18,7 @@ import (
 func init() {
 	register(&command{
 		Name:  "profile",
-		Usage: "profile (--pid PID | -- CMD ARGS...) [--duration 30s] [--hz 99] [-o profile.pb.gz] [--folded FILE] [--flame FILE.html] [--format text|json]",
+		Usage: "profile (--pid PID | -- CMD ARGS...) [--duration 30s] [--hz 99] [-o profile.pb.gz] [--folded FILE] [--flame FILE.html] [--format text|json] [--off-cpu]",
 		Short: "sample user and kernel stacks of a process: pprof file, flame graph, runtime classes",
 		Long: `
 Samples the call stacks of every thread of a running process (or of CMD,
@@ -34,6 +34,13 @@ entry point, netpoll, sysmon, cgo, idle runtime threads). -o writes a pprof
 profile for 'go tool pprof'; --folded folded stacks for flamegraph.pl;
 --flame a self-contained flame graph page.
 
+--off-cpu adds where threads block (sched_switch at each switch-out, with
+the time until the thread runs again): a second section in the summary,
+samples labelled mode=offcpu in the pprof file, an [off-cpu] root in the
+folded stacks and flame graph. Runtime threads waiting for work are left
+out unless --off-cpu-all; goroutines that wait on channels or mutexes do it
+in user space and need Go's block and mutex profiles instead.
+
 Kernel stacks need root (or CAP_PERFMON); without, only user mode is sampled
 and each thread's system time from /proc becomes a [kernel time, not
 sampled] leaf.`,
@@ -47,6 +54,9 @@ sampled] leaf.`,
 			format := fs.String("format", "text", "summary `format`: text or json")
 			top := fs.Int("top", 15, "functions in the top lists")
 			userOnly := fs.Bool("user-only", false, "sample user mode only, as without privileges")
+			offCPU := fs.Bool("off-cpu", false, "also sample where threads block (switch-outs; needs root; about 2 us per recorded switch)")
+			offEvery := fs.Int("off-cpu-every", 1, "record one switch-out in `N` (each weighted N times)")
+			offAll := fs.Bool("off-cpu-all", false, "keep off-CPU stacks of idle runtime threads (parked Ms, sysmon, netpoller)")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				if *format != "text" && *format != "json" {
 					return usagef("--format must be text or json, got %q", *format)
@@ -68,7 +78,11 @@ sampled] leaf.`,
 						return err
 					}
 				}
-				opts := stacks.Options{PID: *pid, Hz: *hz, Duration: *duration, UserOnly: *userOnly}
+				if *offEvery < 1 {
+					return usagef("--off-cpu-every must be at least 1")
+				}
+				opts := stacks.Options{PID: *pid, Hz: *hz, Duration: *duration, UserOnly: *userOnly,
+					OffCPU: *offCPU, OffCPUEvery: *offEvery, OffCPUAll: *offAll}
 				if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 					opts.Progress = func(p stacks.Progress) {
 						fmt.Fprintf(stderr, "\rsampling %s: %d samples, %d threads, %d lost ", p.Elapsed.Round(time.Second), p.Samples, p.Threads, p.Lost)

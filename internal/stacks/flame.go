@@ -43,10 +43,18 @@ func (n *flameNode) sort() {
 // flameTree builds the tree: all, then the thread, then frames root first.
 func (p *Profile) flameTree() *flameNode {
 	root := &flameNode{Name: "all"}
-	for _, st := range p.Stacks {
-		root.Value += st.Count
-		n := root.child(threadRoot(st.TID, p.Threads[st.TID]), 2)
-		n.Value += st.Count
+	all := append(append([]SymStack(nil), p.Stacks...), p.OffCPU...)
+	for _, st := range all {
+		w := st.Count
+		n := root
+		if st.OffCPU {
+			w = p.offWeight(st)
+			n = root.child(OffCPURoot, 2)
+			n.Value += w
+		}
+		root.Value += w
+		n = n.child(threadRoot(st.TID, p.Threads[st.TID]), 2)
+		n.Value += w
 		for i := len(st.Frames) - 1; i >= 0; i-- {
 			f := st.Frames[i]
 			kind := 0
@@ -57,7 +65,7 @@ func (p *Profile) flameTree() *flameNode {
 				kind = 2
 			}
 			n = n.child(f.Func, kind)
-			n.Value += st.Count
+			n.Value += w
 		}
 	}
 	root.sort()

@@ -9,7 +9,9 @@ import (
 
 // PprofProfile converts p to pprof's model: sample types samples/count and
 // cpu/nanoseconds, the executable's mapping first, one Location per address
-// with inlined functions as extra Lines, and labels tid, thread and mode.
+// with inlined functions as extra Lines, and labels tid, thread, mode
+// (user, kernel, or offcpu for off-CPU samples, whose values are switches
+// and blocked nanoseconds) and class.
 func (p *Profile) PprofProfile() *profile.Profile {
 	period := p.Period.Nanoseconds()
 	out := &profile.Profile{
@@ -48,10 +50,10 @@ func (p *Profile) PprofProfile() *profile.Profile {
 		first  string // distinguishes synthetic and exact-vs-return lookups
 	}
 	locs := map[lkey]*profile.Location{}
-	for _, st := range p.Stacks {
+	addSample := func(st SymStack, count, ns int64, mode string) {
 		s := &profile.Sample{
-			Value:    []int64{st.Count, st.Count * period},
-			Label:    map[string][]string{"mode": {st.Mode.String()}, "class": {string(st.Class)}},
+			Value:    []int64{count, ns},
+			Label:    map[string][]string{"mode": {mode}, "class": {string(st.Class)}},
 			NumLabel: map[string][]int64{"tid": {int64(st.TID)}},
 		}
 		if name := p.Threads[st.TID]; name != "" {
@@ -83,6 +85,12 @@ func (p *Profile) PprofProfile() *profile.Profile {
 			i = j
 		}
 		out.Sample = append(out.Sample, s)
+	}
+	for _, st := range p.Stacks {
+		addSample(st, st.Count, st.Count*period, st.Mode.String())
+	}
+	for _, st := range p.OffCPU {
+		addSample(st, st.Count, st.OffNS, "offcpu")
 	}
 	return out
 }

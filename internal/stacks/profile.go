@@ -39,6 +39,11 @@ type Stack struct {
 	// LeafFixed is true when User[1] was recovered from the user stack
 	// (the caller of a frameless leaf, which the kernel's walk skipped).
 	LeafFixed bool
+	// OffCPU marks a stack where the thread blocked (switched out); OffNS
+	// is then the estimated time it stayed off CPU, and Count the switches
+	// it stands for.
+	OffCPU bool
+	OffNS  int64
 	// Synthetic marks the "[kernel time, not sampled]" stacks of a
 	// user-only profile; Count is then derived from /proc system time.
 	Synthetic bool
@@ -83,6 +88,13 @@ type Raw struct {
 	// LeafFixed counts samples whose missing caller of a frameless leaf
 	// was put back from the user stack.
 	LeafFixed int64
+	// OffCPU holds the off-CPU stacks when asked for: every OffCPUEvery-th
+	// switch-out of OffCPUSwitches recorded was sampled; OffCPULost
+	// records were dropped.
+	OffCPU                     []*Stack
+	OffCPUEvery                int
+	OffCPUSwitches, OffCPULost int64
+	OffCPUAll                  bool
 	// Notes are things the reader of the profile should know.
 	Notes []string
 
@@ -103,6 +115,14 @@ type Options struct {
 	UserOnly bool
 	// Progress, when set, is called about once a second.
 	Progress func(Progress)
+	// OffCPU also samples where threads block, at their switch-outs
+	// (sched:sched_switch; needs root). OffCPUEvery records one switch in
+	// that many (default 1, every switch: about 2 us each).
+	OffCPU      bool
+	OffCPUEvery int
+	// OffCPUAll keeps the off-CPU stacks of idle runtime threads (parked
+	// Ms, sysmon, the netpoller), left out by default.
+	OffCPUAll bool
 	// Started, when set, is called once the first threads' events are open.
 	Started func()
 }

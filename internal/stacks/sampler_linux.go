@@ -40,6 +40,8 @@ type sampler struct {
 	// first error saying why.
 	skipped int
 	skipErr error
+	// off samples where threads block (nil unless Options.OffCPU).
+	off *offCPU
 	// bootStart is CLOCK_BOOTTIME when the first event was opened.
 	bootStart time.Duration
 }
@@ -90,6 +92,11 @@ func Sample(ctx context.Context, opts Options) (*Raw, error) {
 		return true
 	}
 
+	if opts.OffCPU {
+		if err := s.initOffCPU(); err != nil {
+			return nil, err
+		}
+	}
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
 	s.bootStart = time.Duration(ts.Nano())
@@ -173,6 +180,9 @@ loop:
 	}
 	for _, st := range s.agg {
 		s.raw.Stacks = append(s.raw.Stacks, st)
+	}
+	if s.off != nil {
+		s.finishOff()
 	}
 	if s.userOnly {
 		s.raw.Notes = append(s.raw.Notes, "kernel mode was not sampled (needs root or CAP_PERFMON with perf_event_paranoid <= 1): "+
@@ -272,6 +282,7 @@ func (s *sampler) follow(fol *perf.Follower) error {
 			r.Close()
 			delete(s.rings, t.TID)
 		}
+		s.closeOff(t.TID)
 	}
 	for _, t := range added {
 		if err := s.open(t.TID); err != nil {
@@ -310,6 +321,11 @@ func (s *sampler) open(tid int) error {
 		return fmt.Errorf("sample thread %d: %w", tid, err)
 	}
 	s.rings[tid] = r
+	if s.off != nil {
+		if err := s.openOff(tid); err != nil {
+			return err
+		}
+	}
 	s.raw.ThreadsSeen++
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", s.opts.PID, tid)); err == nil {
 		s.raw.Threads[tid] = strings.TrimSpace(string(b))
@@ -362,12 +378,23 @@ func (s *sampler) drain() {
 	for _, r := range s.rings {
 		s.read(r)
 	}
+	if s.off != nil {
+		for _, r := range s.off.rings {
+			s.readOff(r)
+		}
+	}
 }
 
 func (s *sampler) closeAll() {
 	for tid, r := range s.rings {
 		r.Close()
 		delete(s.rings, tid)
+	}
+	if s.off != nil {
+		for tid, r := range s.off.rings {
+			r.Close()
+			delete(s.off.rings, tid)
+		}
 	}
 }
 
@@ -390,16 +417,36 @@ const (
 // sample parses one PERF_RECORD_SAMPLE laid out as the attr asks: ip,
 // pid/tid, time, callchain, then user regs and stack when asked for.
 func (s *sampler) sample(misc uint16, b []byte) {
-	le := binary.NativeEndian
-	if len(b) < 32 {
+	tid, when, fixed, ok := s.parseSample(b)
+	if !ok {
 		return
 	}
-	tid := int(le.Uint32(b[12:]))
-	when := le.Uint64(b[16:])
+	mode := ModeUser
+	if misc&unix.PERF_RECORD_MISC_CPUMODE_MASK == unix.PERF_RECORD_MISC_KERNEL || len(s.kern) > 0 {
+		mode = ModeKernel
+	}
+	s.raw.Samples++
+	if fixed {
+		s.raw.LeafFixed++
+	}
+	s.times = append(s.times, when)
+	st := s.add(s.agg, tid, mode, fixed)
+	st.Count++
+}
+
+// parseSample reads the thread, time and call chain of a sample into
+// s.kern and s.user, repairing the leaf's caller when it can.
+func (s *sampler) parseSample(b []byte) (tid int, when uint64, fixed, ok bool) {
+	le := binary.NativeEndian
+	if len(b) < 32 {
+		return 0, 0, false, false
+	}
+	tid = int(le.Uint32(b[12:]))
+	when = le.Uint64(b[16:])
 	nr := le.Uint64(b[24:])
 	b = b[32:]
 	if nr > uint64(len(b)/8) {
-		return
+		return 0, 0, false, false
 	}
 	s.kern, s.user = s.kern[:0], s.user[:0]
 	var ctx uint64
@@ -417,7 +464,6 @@ func (s *sampler) sample(misc uint16, b []byte) {
 		}
 	}
 	b = b[nr*8:]
-	fixed := false
 	if userRegsMask != 0 && len(b) >= 8 {
 		abi := le.Uint64(b)
 		b = b[8:]
@@ -425,7 +471,7 @@ func (s *sampler) sample(misc uint16, b []byte) {
 		if abi != unix.PERF_SAMPLE_REGS_ABI_NONE {
 			n := bits.OnesCount64(userRegsMask) * 8
 			if len(b) < n {
-				return
+				return 0, 0, false, false
 			}
 			regs, b = b[:n], b[n:]
 		}
@@ -438,20 +484,11 @@ func (s *sampler) sample(misc uint16, b []byte) {
 				if dyn < size {
 					stack = stack[:dyn]
 				}
-				if regs != nil && s.fixLeaf(regs, stack) {
-					s.raw.LeafFixed++
-					fixed = true
-				}
+				fixed = regs != nil && s.fixLeaf(regs, stack)
 			}
 		}
 	}
-	mode := ModeUser
-	if misc&unix.PERF_RECORD_MISC_CPUMODE_MASK == unix.PERF_RECORD_MISC_KERNEL || len(s.kern) > 0 {
-		mode = ModeKernel
-	}
-	s.raw.Samples++
-	s.times = append(s.times, when)
-	s.add(tid, mode, fixed)
+	return tid, when, fixed, true
 }
 
 // fixLeaf puts back the caller of a Go leaf that has no frame pointer of
@@ -490,7 +527,9 @@ func (s *sampler) fixLeaf(regs, stack []byte) bool {
 	return true
 }
 
-func (s *sampler) add(tid int, mode Mode, fixed bool) {
+// add returns the aggregated stack in agg for the chain in s.kern and
+// s.user, creating it with a zero count.
+func (s *sampler) add(agg map[string]*Stack, tid int, mode Mode, fixed bool) *Stack {
 	k := s.key[:0]
 	k = binary.NativeEndian.AppendUint32(k, uint32(tid))
 	k = append(k, byte(mode), byte(len(s.kern)), byte(len(s.kern)>>8))
@@ -504,12 +543,13 @@ func (s *sampler) add(tid int, mode Mode, fixed bool) {
 		k = binary.NativeEndian.AppendUint64(k, a)
 	}
 	s.key = k
-	if st, ok := s.agg[string(k)]; ok {
-		st.Count++
-		return
+	if st, ok := agg[string(k)]; ok {
+		return st
 	}
-	s.agg[string(k)] = &Stack{TID: tid, Mode: mode, Count: 1, LeafFixed: fixed,
+	st := &Stack{TID: tid, Mode: mode, LeafFixed: fixed,
 		Kernel: append([]uint64(nil), s.kern...), User: append([]uint64(nil), s.user...)}
+	agg[string(k)] = st
+	return st
 }
 
 // loadMaps reads the target's executable mappings and loads their files,

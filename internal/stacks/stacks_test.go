@@ -490,3 +490,32 @@ func TestNewThreadsPickedUp(t *testing.T) {
 	}
 	t.Logf("%d new threads, picked up within %s", p.NewThreads, p.PickupMax)
 }
+
+// TestOffCPU: a goroutine sleeping a millisecond at a time in nanosleep
+// spends most of its time off CPU there, and the stacks say so.
+func TestOffCPU(t *testing.T) {
+	needPerf(t)
+	needRoot(t)
+	bin := buildPatient(t, "sleeper")
+	cmd := startPatient(t, bin)
+	d := 2 * time.Second
+	p := sampleFor(t, cmd.Process.Pid, d, Options{OffCPU: true})
+	o := p.Summarize(10).OffCPU
+	if o == nil {
+		t.Fatal("no off-CPU summary")
+	}
+	t.Logf("off-CPU %.2fs kept, %.2fs filtered, %d switches, %d lost, classes %v", o.Seconds, o.FilteredSeconds, o.Switches, o.Lost, o.Classes)
+	if o.Classes["syscall nanosleep"] < 0.5 {
+		t.Errorf("syscall nanosleep has %.2f of the off-CPU time, want most", o.Classes["syscall nanosleep"])
+	}
+	if o.Seconds < 0.5*d.Seconds() || o.Seconds > 1.2*d.Seconds() {
+		t.Errorf("%.2fs off CPU in %s for a thread that mostly sleeps", o.Seconds, d)
+	}
+	var nap bool
+	for _, f := range o.Top {
+		nap = nap || (f.Function == "main.nap" && f.CumShare > 0.5)
+	}
+	if !nap {
+		t.Errorf("main.nap is not on most off-CPU stacks: %v", o.Top)
+	}
+}

@@ -45,6 +45,26 @@ type Summary struct {
 	GoFrames           int      `json:"go_frames"`
 	GoFramesUnresolved int      `json:"go_frames_unresolved"`
 	Notes              []string `json:"notes,omitempty"`
+	// OffCPU is there when off-CPU stacks were sampled.
+	OffCPU *OffCPUSummary `json:"off_cpu,omitempty"`
+}
+
+// OffCPUSummary is where threads blocked.
+type OffCPUSummary struct {
+	// Seconds is the blocked time kept, FilteredSeconds that of idle
+	// runtime threads left out.
+	Seconds         float64 `json:"seconds"`
+	FilteredSeconds float64 `json:"filtered_seconds"`
+	// Switches counts recorded switch-outs, one in Every; Lost those the
+	// kernel dropped.
+	Switches int64 `json:"switches"`
+	Every    int   `json:"every"`
+	Lost     int64 `json:"lost"`
+	// Classes maps classes to their share of the blocked time kept.
+	Classes map[string]float64 `json:"classes"`
+	// Top lists functions by blocked time: flat is the innermost user
+	// frame (the Go code that blocked), cum any frame.
+	Top []TopFunc `json:"top"`
 }
 
 // TopFunc is one function's share of samples.
@@ -98,6 +118,9 @@ func (p *Profile) Summarize(n int) *Summary {
 			s.Coverage = &cov
 		}
 	}
+	if p.OffCPU != nil || p.OffCPUSwitches > 0 {
+		s.OffCPU = p.summarizeOffCPU(n)
+	}
 	if total == 0 {
 		return s
 	}
@@ -137,9 +160,11 @@ func (p *Profile) Summarize(n int) *Summary {
 }
 
 // OrderedClasses returns the classes by decreasing share.
-func (s *Summary) OrderedClasses() []ClassShare {
+func (s *Summary) OrderedClasses() []ClassShare { return orderedShares(s.Classes) }
+
+func orderedShares(m map[string]float64) []ClassShare {
 	var out []ClassShare
-	for c, v := range s.Classes {
+	for c, v := range m {
 		out = append(out, ClassShare{Class(c), v})
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -190,6 +215,17 @@ func (s *Summary) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "\nGo frames %d (%d unresolved); callers of frameless leaves recovered in %d samples\n",
 			s.GoFrames, s.GoFramesUnresolved, s.LeafCallersFixed)
 	}
+	if o := s.OffCPU; o != nil {
+		fmt.Fprintf(&b, "\noff-CPU: %.2fs blocked in %d recorded switch-outs (1 in %d, %d lost); %.2fs of idle runtime threads left out\n",
+			o.Seconds, o.Switches, o.Every, o.Lost, o.FilteredSeconds)
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		for _, c := range orderedShares(o.Classes) {
+			fmt.Fprintf(tw, "%.1f%%\t  %s\t\n", 100*c.Share, c.Class)
+		}
+		tw.Flush()
+		b.WriteString("off-CPU top (flat: the Go code that blocked)\n")
+		writeTop(&b, o.Top)
+	}
 	for _, n := range s.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}
@@ -206,15 +242,32 @@ func writeTop(b *strings.Builder, top []TopFunc) {
 	tw.Flush()
 }
 
+// offWeight expresses an off-CPU stack's blocked time in samples (at
+// least 1), so folded stacks and flame graphs can show both kinds.
+func (p *Profile) offWeight(st SymStack) int64 {
+	return max(1, st.OffNS/max(1, p.Period.Nanoseconds()))
+}
+
+// OffCPURoot is the root frame of off-CPU stacks in folded output and the
+// flame graph.
+const OffCPURoot = "[off-cpu]"
+
 // WriteFolded writes one line per distinct stack, root first, frames
 // separated by ';' (kernel frames suffixed "_[k]", as perf's
 // stackcollapse does), then a space and the sample count. The thread name
-// is the root frame.
+// is the root frame. Off-CPU stacks hang under an "[off-cpu]" root, with
+// their blocked time counted in sampling periods.
 func (p *Profile) WriteFolded(w io.Writer) error {
 	agg := map[string]int64{}
 	var b strings.Builder
-	for _, st := range p.Stacks {
+	all := append(append([]SymStack(nil), p.Stacks...), p.OffCPU...)
+	for _, st := range all {
 		b.Reset()
+		n := st.Count
+		if st.OffCPU {
+			b.WriteString(OffCPURoot + ";")
+			n = p.offWeight(st)
+		}
 		b.WriteString(threadRoot(st.TID, p.Threads[st.TID]))
 		for i := len(st.Frames) - 1; i >= 0; i-- {
 			f := st.Frames[i]
@@ -224,7 +277,7 @@ func (p *Profile) WriteFolded(w io.Writer) error {
 				b.WriteString("_[k]")
 			}
 		}
-		agg[b.String()] += st.Count
+		agg[b.String()] += n
 	}
 	keys := make([]string, 0, len(agg))
 	for k := range agg {
@@ -237,4 +290,50 @@ func (p *Profile) WriteFolded(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func (p *Profile) summarizeOffCPU(n int) *OffCPUSummary {
+	o := &OffCPUSummary{FilteredSeconds: float64(p.OffCPUFiltered) / 1e9, Switches: p.OffCPUSwitches,
+		Every: p.OffCPUEvery, Lost: p.OffCPULost, Classes: map[string]float64{}}
+	var total int64
+	flat, cum := map[string]int64{}, map[string]int64{}
+	for _, st := range p.OffCPU {
+		total += st.OffNS
+		o.Classes[string(st.Class)] += float64(st.OffNS)
+		seen := map[string]bool{}
+		leaf := false
+		for _, f := range st.Frames {
+			if !f.Kernel && !leaf {
+				flat[f.Func] += st.OffNS
+				leaf = true
+			}
+			if !seen[f.Func] {
+				seen[f.Func] = true
+				cum[f.Func] += st.OffNS
+			}
+		}
+	}
+	o.Seconds = float64(total) / 1e9
+	if total == 0 {
+		return o
+	}
+	for k := range o.Classes {
+		o.Classes[k] /= float64(total)
+	}
+	for f, v := range cum {
+		o.Top = append(o.Top, TopFunc{f, float64(flat[f]) / float64(total), float64(v) / float64(total)})
+	}
+	sort.Slice(o.Top, func(i, j int) bool {
+		if o.Top[i].FlatShare != o.Top[j].FlatShare {
+			return o.Top[i].FlatShare > o.Top[j].FlatShare
+		}
+		if o.Top[i].CumShare != o.Top[j].CumShare {
+			return o.Top[i].CumShare > o.Top[j].CumShare
+		}
+		return o.Top[i].Function < o.Top[j].Function
+	})
+	if len(o.Top) > n {
+		o.Top = o.Top[:n]
+	}
+	return o
 }

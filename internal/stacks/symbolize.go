@@ -44,6 +44,10 @@ type Profile struct {
 	GoFrames, GoUnknown int
 	// Frames and UnknownFrames count all frames.
 	Frames, UnknownFrames int
+	// OffCPU are the off-CPU stacks kept (see Raw.OffCPU);
+	// OffCPUFiltered is the off-CPU time of idle runtime threads left out.
+	OffCPU         []SymStack
+	OffCPUFiltered int64
 	// Truncated counts samples whose user stack was cut at an address in
 	// no executable mapping (a frame-pointer walk through code without
 	// frame pointers).
@@ -87,12 +91,12 @@ func Symbolize(raw *Raw) *Profile {
 	}
 	userCache := map[key][]SymFrame{}
 	kernCache := map[uint64]SymFrame{}
-	for _, st := range raw.Stacks {
+	symbolizeStack := func(st *Stack) SymStack {
 		ss := SymStack{Stack: st}
 		if st.Synthetic {
 			ss.Frames = []SymFrame{{Frame: Frame{Func: KernelTimeNotSampled}, Kernel: true, Map: -1}}
 		}
-		for i, a := range st.Kernel {
+		for _, a := range st.Kernel {
 			f, ok := kernCache[a]
 			if !ok {
 				f = SymFrame{Kernel: true, Addr: a, Map: -1}
@@ -106,7 +110,6 @@ func Symbolize(raw *Raw) *Profile {
 			if kernelMap < 0 {
 				kernelMap = -2 // assigned after the user mappings
 			}
-			_ = i
 			ss.Frames = append(ss.Frames, f)
 		}
 		for i, a := range st.User {
@@ -138,15 +141,27 @@ func Symbolize(raw *Raw) *Profile {
 			}
 		}
 		ss.Class = classify(ss.Frames, st.Mode)
-		p.Stacks = append(p.Stacks, ss)
+		return ss
+	}
+	for _, st := range raw.Stacks {
+		p.Stacks = append(p.Stacks, symbolizeStack(st))
+	}
+	for _, st := range raw.OffCPU {
+		ss := symbolizeStack(st)
+		if !raw.OffCPUAll && idleOffCPU[ss.Class] {
+			p.OffCPUFiltered += st.OffNS
+			continue
+		}
+		p.OffCPU = append(p.OffCPU, ss)
 	}
 	// Translate raw map indexes to Mappings indexes.
 	if kernelMap == -2 {
 		kernelMap = len(p.Mappings)
 		p.Mappings = append(p.Mappings, Mapping{File: "[kernel.kallsyms]", Kernel: true, Limit: ^uint64(0)})
 	}
-	for i := range p.Stacks {
-		fr := p.Stacks[i].Frames
+	all := append(append([]SymStack(nil), p.Stacks...), p.OffCPU...)
+	for i := range all {
+		fr := all[i].Frames
 		for j := range fr {
 			switch {
 			case fr[j].Kernel && fr[j].Addr != 0:
@@ -202,3 +217,9 @@ func indexOf(ms []mapping, m *mapping) int {
 	}
 	return -1
 }
+
+// idleOffCPU are the classes of off-CPU stacks that are Go runtime threads
+// waiting for work: most of a Go program's thread-level off-CPU time, and
+// not where goroutines wait (that happens in user space). Left out unless
+// Options.OffCPUAll.
+var idleOffCPU = map[Class]bool{ClassIdle: true, ClassSysmon: true, ClassScheduler: true, ClassNetpoll: true}
