@@ -519,3 +519,53 @@ func TestOffCPU(t *testing.T) {
 		t.Errorf("main.nap is not on most off-CPU stacks: %v", o.Top)
 	}
 }
+
+// TestOlderGoLayout reads a binary built by Go 1.18 or 1.19 (their pclntab
+// and inline-tree layouts differ from Go 1.20's) when the system has one:
+// Debian's prometheus-node-exporter is built with Go 1.19.
+func TestOlderGoLayout(t *testing.T) {
+	const bin = "/usr/bin/prometheus-node-exporter"
+	out, err := exec.Command("go", "version", bin).Output()
+	if err != nil || !(bytes.Contains(out, []byte("go1.18")) || bytes.Contains(out, []byte("go1.19"))) {
+		t.Skipf("no Go 1.18/1.19 binary at %s (%s)", bin, bytes.TrimSpace(out))
+	}
+	o, err := loadObject(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.gt == nil || o.gt.go120 || o.gt.gofunc == 0 {
+		t.Fatalf("table %+v, err %v: want the Go 1.18 layout with inline trees", o.gt, o.goErr)
+	}
+	ef, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	data, err := ef.Section(".gopclntab").Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, o.gt.text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, bad, inlined int
+	for i, f := range tab.Funcs {
+		if i%7 != 0 {
+			continue
+		}
+		for pc := f.Entry; pc < f.End; pc += 29 {
+			n++
+			fr, ok := o.symbolize(pc, nil)
+			if !ok || fr[len(fr)-1].Func != f.Name {
+				bad++
+			}
+			if len(fr) > 1 && fr[0].Inlined && fr[0].Func != "" {
+				inlined++
+			}
+		}
+	}
+	if bad > 0 || inlined == 0 {
+		t.Errorf("%d of %d PCs disagree with debug/gosym; %d with inlined frames", bad, n, inlined)
+	}
+}
