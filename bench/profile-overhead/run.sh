@@ -6,6 +6,8 @@
 #   alone     the target by itself
 #   gosleuth  under `gosleuth profile --hz 99 -- target`
 #   perf      under `perf record -F 99 -g -- target`
+#   offcpu    (with OFFCPU=1) under `gosleuth profile --off-cpu`, on a third
+#             workload too: switch, two goroutines ping-ponging over pipes
 # The target prints its operations and its own CPU time. Reported per
 # workload: the medians of throughput (ops/s, wall) and of CPU per operation,
 # the slowdowns of those medians against "alone" (1.00 = no cost), and the
@@ -14,7 +16,7 @@
 # Then the time to load symbols from a large Go binary (the compiler).
 #
 # Needs root (kernel stacks) and perf (apt-get install linux-perf).
-# Usage: bench/profile-overhead/run.sh   (env: ROUNDS=7 DURATION=5 HZ=99 WORKERS=1)
+# Usage: bench/profile-overhead/run.sh   (env: ROUNDS=7 DURATION=5 HZ=99 WORKERS=1 OFFCPU=0)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -22,6 +24,7 @@ ROUNDS=${ROUNDS:-7}
 DURATION=${DURATION:-5}
 HZ=${HZ:-99}
 WORKERS=${WORKERS:-1}
+OFFCPU=${OFFCPU:-0}
 out=${OUT:-$(mktemp -d)}
 command -v perf >/dev/null || { echo "run.sh: perf is missing (apt-get install linux-perf)"; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "run.sh: run as root (kernel stacks)"; exit 1; }
@@ -35,6 +38,8 @@ run() { # TOOL WORK -> "ops cpu wall"
     alone) line=$("$out/target" "${t[@]}") ;;
     gosleuth) line=$("$out/gosleuth" profile --hz "$HZ" --duration 0 -o "$out/g.pb.gz" \
                        --format json -- "$out/target" "${t[@]}" 2>&1 >"$out/g.json" | grep '^ops=') ;;
+    offcpu) line=$("$out/gosleuth" profile --hz "$HZ" --duration 0 --off-cpu -o "$out/o.pb.gz" \
+                     --format json -- "$out/target" "${t[@]}" 2>&1 >"$out/o.json" | grep '^ops=') ;;
     perf) line=$(perf record -q -F "$HZ" -g -o "$out/perf.data" -- "$out/target" "${t[@]}" 2>/dev/null | grep '^ops=') ;;
   esac
   echo "$line" | sed 's/ops=//; s/cpu=//; s/wall=//'
@@ -43,11 +48,14 @@ run() { # TOOL WORK -> "ops cpu wall"
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 tools=(alone gosleuth perf)
-for work in hash syscall; do
+works=(hash syscall)
+if [ "$OFFCPU" = 1 ]; then tools+=(offcpu); works+=(switch); fi
+nt=${#tools[@]}
+for work in "${works[@]}"; do
   declare -A thr=() cpo=() t1=() c1=() rthr=() rcpo=()
   for ((r = 0; r < ROUNDS; r++)); do
-    for ((i = 0; i < 3; i++)); do
-      tool=${tools[$(((r + i) % 3))]}
+    for ((i = 0; i < nt; i++)); do
+      tool=${tools[$(((r + i) % nt))]}
       read -r ops cpu wall < <(run "$tool" "$work")
       t1[$tool]=$(awk -v o="$ops" -v w="$wall" 'BEGIN {printf "%.0f", o / w}')
       c1[$tool]=$(awk -v o="$ops" -v c="$cpu" 'BEGIN {printf "%.2f", 1e9 * c / o}')
@@ -59,7 +67,7 @@ for work in hash syscall; do
         echo "  $work round $r gosleuth: coverage ${cov:-?} lost ${lost:-?}"
       fi
     done
-    for tool in gosleuth perf; do
+    for tool in "${tools[@]:1}"; do
       rthr[$tool]+="$(awk -v a="${t1[alone]}" -v b="${t1[$tool]}" 'BEGIN {printf "%.4f", a / b}') "
       rcpo[$tool]+="$(awk -v a="${c1[$tool]}" -v b="${c1[alone]}" 'BEGIN {printf "%.4f", a / b}') "
     done
@@ -74,7 +82,7 @@ for work in hash syscall; do
     printf '  %-9s %14.0f %10.3f %14.1f %10.3f   %s\n' "$tool" "$t" "$(awk -v a="$base_t" -v b="$t" 'BEGIN {print a / b}')" \
       "$c" "$(awk -v a="$c" -v b="$base_c" 'BEGIN {print a / b}')" "${thr[$tool]}"
   done
-  for tool in gosleuth perf; do
+  for tool in "${tools[@]:1}"; do
     printf '  %-9s median of per-round ratios: slowdown %.3f, x CPU/op %.3f\n' "$tool" \
       "$(tr ' ' '\n' <<<"${rthr[$tool]}" | grep . | median)" "$(tr ' ' '\n' <<<"${rcpo[$tool]}" | grep . | median)"
   done
