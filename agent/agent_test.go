@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,5 +74,43 @@ func TestListenInProcess(t *testing.T) {
 	a.Close()
 	if _, err := os.Stat(a.Path()); !os.IsNotExist(err) {
 		t.Errorf("socket left after Close: %v", err)
+	}
+}
+
+// TestFlightRecorder: a snapshot on request when enabled, a clear refusal
+// when not.
+func TestFlightRecorder(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("discovery reads /proc")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, enabled := range []bool{false, true} {
+		a, err := agent.Listen(agent.Options{FlightRecorder: enabled})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, _, err := goruntime.Connect(ctx, os.Getpid(), goruntime.Options{})
+		if err != nil {
+			a.Close()
+			t.Fatal(err)
+		}
+		// Give the tracer something to record.
+		done := make(chan bool)
+		for range 4 {
+			go func() { time.Sleep(time.Millisecond); done <- true }()
+		}
+		for range 4 {
+			<-done
+		}
+		b, err := src.(goruntime.FlightRecorder).FlightRecording(ctx)
+		src.Close()
+		a.Close()
+		switch {
+		case enabled && (err != nil || !strings.HasPrefix(string(b), "go 1.") || len(b) < 1000):
+			t.Errorf("enabled: %d bytes %q..., err %v", len(b), b[:min(len(b), 16)], err)
+		case !enabled && (err == nil || !strings.Contains(err.Error(), "not enabled")):
+			t.Errorf("disabled: err %v", err)
+		}
 	}
 }

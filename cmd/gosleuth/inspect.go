@@ -39,6 +39,7 @@ text and null in JSON. Ctrl-C ends the window early.`,
 			metricsURL := fs.String("metrics-url", "", "Prometheus /metrics `URL` of the process")
 			groups := fs.Int("groups", 10, "goroutine groups to show (0: no dump)")
 			root := fs.String("proc", "/proc", "procfs mount `path`")
+			trace := fs.String("trace", "", "write the agent's FlightRecorder snapshot (execution trace of the last seconds) to `FILE` at the end of the window")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				switch {
 				case len(args) > 0:
@@ -62,7 +63,7 @@ text and null in JSON. Ctrl-C ends the window early.`,
 					g = -1
 				}
 				rep, err := goruntime.Inspect(ctx, goruntime.InspectOptions{PID: *pid, Duration: *duration,
-					ProcRoot: *root, PprofURL: *pprofURL, MetricsURL: *metricsURL, Groups: g})
+					ProcRoot: *root, PprofURL: *pprofURL, MetricsURL: *metricsURL, Groups: g, TracePath: *trace})
 				if err != nil {
 					return err
 				}

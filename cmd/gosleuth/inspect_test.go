@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -49,6 +50,28 @@ func TestInspect(t *testing.T) {
 	}
 	t.Run("agent JSON", func(t *testing.T) { testInspectAgentJSON(t, bin) })
 	t.Run("without source", func(t *testing.T) { testInspectWithoutSource(t, bin) })
+	t.Run("trace and text", func(t *testing.T) { testInspectTrace(t, bin) })
+}
+
+// testInspectTrace: text output of a herd patient with the FlightRecorder,
+// and its snapshot saved with --trace.
+func testInspectTrace(t *testing.T, bin string) {
+	cmd, _ := startInspectPatient(t, bin, "-mode", "herd", "-agent", "-flight")
+	path := filepath.Join(t.TempDir(), "x.trace")
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"inspect", "--pid", strconv.Itoa(cmd.Process.Pid), "--duration", "1s",
+		"--trace", path, "--groups", "2"}, &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"runtime", "sched latency", "mutex wait", "goroutines by stack", "sync.Cond.Wait", "written to " + path} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out.String())
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || !strings.HasPrefix(string(b), "go 1.") {
+		t.Errorf("trace file: %v, %d bytes", err, len(b))
+	}
 }
 
 // startInspectPatient runs the patient; its output lines arrive on the

@@ -93,7 +93,11 @@ func dropSelf(d *GoroutineDump) {
 // FlightRecording fetches the agent's FlightRecorder snapshot (an execution
 // trace for go tool trace).
 func (s *agentSource) FlightRecording(ctx context.Context) ([]byte, error) {
-	return httpGet(ctx, s.client, agentURL(wire.PathTrace), 1<<30)
+	b, err := httpGet(ctx, s.client, agentURL(wire.PathTrace), 1<<30)
+	if err != nil {
+		return nil, fmt.Errorf("flight recorder snapshot: %w", err)
+	}
+	return b, nil
 }
 
 // agentDirs lists where process f's agent may have put its socket, most

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/proc"
@@ -22,6 +24,9 @@ type InspectOptions struct {
 	// Groups caps the goroutine groups kept in the report (default 10;
 	// negative: no dump).
 	Groups int
+	// TracePath, when set, receives the agent's FlightRecorder snapshot
+	// taken at the end of the window.
+	TracePath string
 }
 
 // ProcView is what /proc says about the process over the window.
@@ -132,6 +137,9 @@ func Inspect(ctx context.Context, opts InspectOptions) (*Report, error) {
 			r.Proc = procView(&s0, &s1, opts.PID)
 		}
 	}
+	if opts.TracePath != "" {
+		r.Notes = append(r.Notes, saveTrace(endCtx, src, opts.TracePath))
+	}
 	if src != nil && opts.Groups > 0 {
 		d, err := src.Goroutines(endCtx)
 		switch {
@@ -147,6 +155,42 @@ func Inspect(ctx context.Context, opts InspectOptions) (*Report, error) {
 		}
 	}
 	return r, nil
+}
+
+// saveTrace writes the source's FlightRecorder snapshot to path and says
+// what happened.
+func saveTrace(ctx context.Context, src Source, path string) string {
+	fr, ok := src.(FlightRecorder)
+	if !ok {
+		return "no execution trace: it needs the gosleuth agent with Options.FlightRecorder"
+	}
+	b, err := fr.FlightRecording(ctx)
+	if err != nil {
+		return fmt.Sprintf("no execution trace: %v", err)
+	}
+	if err := writeFileAtomic(path, b); err != nil {
+		return fmt.Sprintf("no execution trace: %v", err)
+	}
+	return fmt.Sprintf("execution trace of the last seconds written to %s (%d bytes): go tool trace %s", path, len(b), path)
+}
+
+// writeFileAtomic writes b to path through a temporary file and a rename.
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	_, werr := tmp.Write(b)
+	cerr := tmp.Close()
+	if werr != nil || cerr != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, errors.Join(werr, cerr))
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("rename to %s: %w", path, err)
+	}
+	return nil
 }
 
 // procView extracts pid's figures from two snapshots.

@@ -173,6 +173,11 @@ func (r *Report) writeWindow(w io.Writer) {
 	}
 	if k.Has(KnownGoroutines) {
 		g := fmt.Sprintf("%d (%+d in window", win.Goroutines, win.GoroutinesDelta)
+		if k.Has(KnownGoroutineStates) {
+			// runtime/metrics counts the runtime's own goroutines too
+			// (GC workers, sweeper, scavenger, ...).
+			g = fmt.Sprintf("%d incl. the runtime's own (%+d in window", win.Goroutines, win.GoroutinesDelta)
+		}
 		if k.Has(KnownGoroutinesCreated) {
 			g += fmt.Sprintf(", %s created/s", num(win.CreatedPerSec))
 		}
@@ -273,7 +278,7 @@ func (r *Report) writeWindow(w io.Writer) {
 }
 
 func writeDump(out io.Writer, d *GoroutineDump) {
-	fmt.Fprintf(out, "\ngoroutines by stack: %d goroutines, largest groups first\n", d.Total)
+	fmt.Fprintf(out, "\ngoroutines by stack: %d goroutines (the program's; the runtime's own are not dumped), largest groups first\n", d.Total)
 	for _, g := range d.Groups {
 		st := g.State
 		if len(g.States) > 1 {

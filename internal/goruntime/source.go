@@ -32,6 +32,14 @@ type Source interface {
 	Close() error
 }
 
+// FlightRecorder is implemented by sources that can return an execution
+// trace of the last seconds (the agent, when the program enabled
+// agent.Options.FlightRecorder; otherwise FlightRecording fails with the
+// agent's explanation). The bytes are for go tool trace.
+type FlightRecorder interface {
+	FlightRecording(ctx context.Context) ([]byte, error)
+}
+
 // Errors of sources.
 var (
 	// ErrNoSource: no runtime source was found for the process.

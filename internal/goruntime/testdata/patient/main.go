@@ -6,6 +6,7 @@
 //
 //	-mode idle|gc|herd|mutex|leak   the behaviour
 //	-agent                          start the gosleuth agent
+//	-flight                         with -agent: enable its FlightRecorder
 //	-pprof                          serve net/http/pprof and expvar on 127.0.0.1:0
 //	-prom                           serve client_golang /metrics (with runtime/metrics) on 127.0.0.1:0
 package main
@@ -46,11 +47,12 @@ func main() {
 	useAgent := flag.Bool("agent", false, "start the gosleuth agent")
 	usePprof := flag.Bool("pprof", false, "serve net/http/pprof and expvar")
 	useProm := flag.Bool("prom", false, "serve Prometheus /metrics")
+	flight := flag.Bool("flight", false, "enable the agent's FlightRecorder")
 	flag.Parse()
 
 	addr := "-"
 	if *useAgent {
-		a, err := agent.Listen(agent.Options{})
+		a, err := agent.Listen(agent.Options{FlightRecorder: *flight})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
