@@ -20,6 +20,16 @@
 // the function's inline tree (FUNCDATA_InlTree indexed by
 // PCDATA_InlTreeIndex), as the Go runtime's own traceback does.
 //
+// # Off-CPU
+//
+// With Options.OffCPU each thread also gets a sched:sched_switch
+// tracepoint event that samples its stack when it switches out, and whose
+// context-switch records say when it ran again; each stack is weighted by
+// that blocked time. In a Go program most thread-level blocking is runtime
+// threads waiting for work (parked Ms, sysmon, the netpoller): those stacks
+// are left out unless Options.OffCPUAll. Goroutines waiting on channels or
+// mutexes do so in user space and never reach the scheduler of the kernel.
+//
 // # Privileges
 //
 // As root (or with CAP_PERFMON) samples carry kernel stacks. Otherwise only

@@ -20,6 +20,7 @@ const (
 	ModeKernel
 )
 
+// String returns "user" or "kernel".
 func (m Mode) String() string {
 	if m == ModeKernel {
 		return "kernel"
