@@ -63,8 +63,10 @@ func funcPkg(fn string) string {
 // mutex's lock/unlock slow paths and the semaphores under them (Go 1.24+
 // keeps them in internal/sync), or the runtime's own locks.
 func isLockFrame(fn string) bool {
+	// runtime.lock2 is left out: channels, timers and the scheduler take
+	// runtime locks all the time, contended or not.
 	switch fn {
-	case "runtime.lock2", "runtime.unlock2", "runtime.semacquire1", "runtime.semrelease1":
+	case "runtime.semacquire1", "runtime.semrelease1":
 		return true
 	}
 	return strings.HasSuffix(fn, ".lockSlow") || strings.HasSuffix(fn, ".unlockSlow") || strings.HasSuffix(fn, ".rUnlockSlow") ||
@@ -133,7 +135,9 @@ func summarizeStacks(p *stacks.Profile) *Stacks {
 					path = class
 				}
 			}
-			kpaths[path] += n
+			if path != "syscall unknown" {
+				kpaths[path] += n
+			}
 			addCaller("kernel", firstCaller(st.Frames), n)
 			continue
 		}

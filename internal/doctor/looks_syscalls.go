@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/syscalls"
@@ -19,6 +20,10 @@ var doctorSyscalls = []string{
 	"read", "write", "pread64", "pwrite64", "readv", "writev", "recvfrom", "sendto", "recvmsg", "sendmsg",
 	"clone", "clone3", "execve", "wait4", "waitid", "rt_sigaction", "rt_sigprocmask", "getpid", "tgkill", "mmap", "munmap", "madvise",
 }
+
+// attachMu makes counters attach one process at a time: attaches running
+// side by side were seen to leave counters that never counted.
+var attachMu sync.Mutex
 
 // SyscallsLook counts a chosen set of syscalls exactly with per-task
 // tracepoint counters (root only; other processes are not slowed).
@@ -39,7 +44,9 @@ func (SyscallsLook) Look(ctx context.Context, pid int, d time.Duration, w *Windo
 			events = append(events, e)
 		}
 	}
+	attachMu.Lock()
 	c, err := syscalls.NewCounter(pid, syscalls.CounterOptions{Events: events})
+	attachMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("count syscalls: %w", err)
 	}

@@ -179,11 +179,18 @@ func TestControls(t *testing.T) {
 				go steadyLoad(ctx, "http://"+p.addr+"/", 2000)
 				time.Sleep(time.Second) // steady state, not the start of the load
 			}
-			rep := diagnose(t, p.pid, 3*time.Second)
+			var looks []Look
+			if os.Geteuid() == 0 {
+				looks = []Look{SyscallsLook{}, StacksLook{}, RuntimeLook{}}
+			}
+			rep := diagnose(t, p.pid, 4*time.Second, looks...)
 			for _, f := range findingsOf(rep, p.pid) {
 				if f.Severity > Info {
 					t.Errorf("control %s got %s %s: %s [%s]", mode, f.Severity, f.ID, f.Title, evidenceText(f.Evidence))
 				}
+			}
+			for _, p := range rep.Processes {
+				t.Logf("%s: cpu %.1f%% wake %.0f/s syscalls [%s] classes %v", mode, p.CPUPct, p.WakeupsPerSec, p.TopSyscalls, p.StackClasses)
 			}
 		})
 	}

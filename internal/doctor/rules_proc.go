@@ -34,6 +34,10 @@ const (
 	// core and the kernel's share of its CPU is at least kernelShareInfo.
 	kernelMinCores  = 0.05
 	kernelShareInfo = 0.5
+	// Warn when syscalls that move no data make up this share of calls and
+	// the kernel time is at least kernelChurnCores.
+	kernelChurnWarn  = 0.6
+	kernelChurnCores = 0.05
 
 	// Reopen churn: opens per second, and closes at least this fraction of
 	// opens with a flat descriptor count.
@@ -194,8 +198,10 @@ func checkIdleWakeups(w *Window, h *Host) *Finding {
 	return f
 }
 
-// ioSyscalls are what an I/O-bound process legitimately spends kernel time on.
-var ioSyscalls = []string{"read", "write", "pread64", "pwrite64", "readv", "writev", "recvfrom", "sendto", "recvmsg", "sendmsg", "sendfile", "splice", "io_uring_enter", "fsync", "fdatasync"}
+// churnSyscalls move no data: parking and waking threads, sleeping, file
+// and descriptor churn, memory map churn, signal set-up for exec.
+var churnSyscalls = []string{"futex", "sched_yield", "nanosleep", "clock_nanosleep", "open", "openat", "openat2", "close",
+	"fcntl", "fstat", "newfstatat", "statx", "epoll_ctl", "mmap", "munmap", "madvise", "rt_sigaction", "rt_sigprocmask", "getpid", "tgkill"}
 
 func checkKernelTime(w *Window, h *Host) *Finding {
 	cores := w.Cores()
@@ -217,17 +223,17 @@ func checkKernelTime(w *Window, h *Host) *Finding {
 	cause := fmt.Sprintf("%.0f%% of this process's CPU is spent in the kernel, where Go's pprof sees only the syscall entry, not why it is slow.", 100*share)
 	if w.Syscalls != nil && w.Syscalls.Total() > 0 {
 		total := float64(w.Syscalls.Total())
-		io, _ := w.Syscalls.Rate(ioSyscalls...)
-		ioShare := io * w.Syscalls.Seconds / total
+		churn, _ := w.Syscalls.Rate(churnSyscalls...)
+		churnShare := churn * w.Syscalls.Seconds / total
 		top := topSyscalls(w.Syscalls, 3)
-		ev = append(ev, Evidence{"top_syscalls", top, ""}, Evidence{"io_syscall_share_pct", pct(ioShare), "%"})
+		ev = append(ev, Evidence{"top_syscalls", top, ""}, Evidence{"churn_syscall_share_pct", pct(churnShare), "%"})
 		sources = append(sources, SourceSyscalls)
 		confidence = "high"
-		if ioShare < 0.5 {
+		if churnShare >= kernelChurnWarn && w.SysSec/w.Seconds() >= kernelChurnCores {
 			sev = Warn
-			cause += " Most syscalls are not I/O (" + top + "): the kernel time goes to parking and waking threads, timers or file churn rather than to moving data."
+			cause += " Most syscalls move no data (" + top + "): the kernel time goes to parking and waking threads, timers, or opening and closing files."
 		} else {
-			cause += " Most syscalls are I/O (" + top + "): expected for a network or disk bound program."
+			cause += " The syscalls are mostly I/O (" + top + "): expected for a network or disk bound program."
 		}
 	}
 	if w.Stacks != nil && len(w.Stacks.KernelPaths) > 0 {

@@ -21,7 +21,7 @@ const (
 	insideMinCores = 0.02
 	// Share of samples in the scheduler, and the CPU that share must stand
 	// for (an idle process is all scheduler, at no cost worth a finding).
-	schedShareWarn = 0.20
+	schedShareWarn = 0.30
 	schedMinCores  = 0.05
 	// Scheduling latency p99 (seconds) that means goroutines wait for a P.
 	schedLatWarn = 0.005
