@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,15 +79,17 @@ func testInspectTrace(t *testing.T, bin string) {
 // returned channel.
 func startInspectPatient(t *testing.T, bin string, args ...string) (*exec.Cmd, chan string) {
 	t.Helper()
+	out, w := io.Pipe()
 	cmd := exec.Command(bin, args...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmd.Stdout = w
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		t.Fatalf("start patient: %v", err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		w.Close()
+	})
 	lines := make(chan string, 16)
 	go func() {
 		sc := bufio.NewScanner(out)
