@@ -125,6 +125,9 @@ func summarizeStacks(p *stacks.Profile) *Stacks {
 				break
 			}
 		}
+		// The code that runs at all in a process woken by timers is the
+		// loop that sleeps or waits on the ticker.
+		addCaller("timer", firstCaller(st.Frames), n)
 		inKernel := len(st.Frames) > 0 && st.Frames[0].Kernel
 		if inKernel {
 			kernel += n
@@ -160,9 +163,6 @@ func summarizeStacks(p *stacks.Profile) *Stacks {
 		}
 		if pkg != "" {
 			pkgs[pkg] += n
-		}
-		if st.Class == stacks.ClassUser {
-			addCaller("timer", firstCaller(st.Frames), n)
 		}
 	}
 	s.Samples = int(total)
