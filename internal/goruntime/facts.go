@@ -331,7 +331,7 @@ func (f *Facts) computeGOMAXPROCS() {
 			from = fmt.Sprintf("computed: cgroup CPU limit %.2g rounded up to %d (affinity allows %d)",
 				f.Cgroup.Limit, lim, f.AllowedCPUs)
 		} else {
-			from += fmt.Sprintf("; cgroup limit %.2g CPUs does not lower it", f.Cgroup.Limit)
+			from += fmt.Sprintf("; the cgroup limit of %.2g CPUs gives %d (rounded up, at least 2), no lower", f.Cgroup.Limit, lim)
 		}
 	}
 	f.GOMAXPROCS = procs

@@ -60,7 +60,7 @@ func TestComputeGOMAXPROCS(t *testing.T) {
 		{"1.25 rounds quota up", Facts{GoVersion: "go1.25.0", AllowedCPUs: 8, Cgroup: CgroupCPU{Limit: 2.5}}, 3, "rounded up"},
 		{"never below 2", Facts{GoVersion: "go1.26.0", AllowedCPUs: 8, Cgroup: CgroupCPU{Limit: 0.5}}, 2, "rounded up"},
 		{"fewer CPUs than 2", Facts{GoVersion: "go1.26.0", AllowedCPUs: 1, Cgroup: CgroupCPU{Limit: 0.5}}, 1, "affinity"},
-		{"quota above CPUs", Facts{GoVersion: "go1.26.0", AllowedCPUs: 2, Cgroup: CgroupCPU{Limit: 4}}, 2, "does not lower"},
+		{"quota above CPUs", Facts{GoVersion: "go1.26.0", AllowedCPUs: 2, Cgroup: CgroupCPU{Limit: 4}}, 2, "no lower"},
 		{"go.mod below 1.25", Facts{GoVersion: "go1.26.0", AllowedCPUs: 8, DefaultGODEBUG: "containermaxprocs=0,updatemaxprocs=0",
 			Cgroup: CgroupCPU{Limit: 1}}, 8, "containermaxprocs=0"},
 		{"GODEBUG env", Facts{GoVersion: "go1.26.0", AllowedCPUs: 8, EnvGODEBUG: "containermaxprocs=0", Cgroup: CgroupCPU{Limit: 1}}, 8, "containermaxprocs=0"},
