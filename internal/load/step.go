@@ -86,7 +86,8 @@ type StepResult struct {
 	Valid   bool     `json:"valid"`
 	Invalid []string `json:"invalid_reasons,omitempty"`
 	// GeneratorLate is true when the step is invalid because of the
-	// generator's own lag (worth repeating: usually a busy machine).
+	// generator itself (its lag, or a rate shortfall while connections were
+	// free): worth repeating, usually a busy machine.
 	GeneratorLate bool `json:"generator_late,omitempty"`
 	// Latency is corrected (from the intended send time), Uncorrected from
 	// the actual send.
@@ -319,6 +320,8 @@ func (e *Engine) Step(ctx context.Context, phase string, rate float64, dur time.
 		why := "the generator fell behind"
 		if res.MaxInFlight >= int64(c.Connections) || res.MaxBacklog > 0 {
 			why = "all connections were busy (server saturated, or too few connections)"
+		} else {
+			res.GeneratorLate = true
 		}
 		res.invalid(fmt.Sprintf("achieved %.1f%% of the target rate: %s", 100*res.AchievedRate/rate, why))
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/goruntime"
@@ -23,10 +24,20 @@ type watcher struct {
 	r    *proc.Reader
 	snap proc.Snapshot
 	gc   goruntime.Source
-	// gcTimeout bounds one read of the runtime source.
-	gcTimeout time.Duration
-	// gcErr is the last GC read error, reported in the step's note.
-	gcErr error
+
+	// The runtime source is read by its own goroutine, once per tick, so a
+	// slow endpoint never delays a tick; read takes the latest reading.
+	gcMu   sync.Mutex
+	gcLast gcReading
+	gcErr  error // the last read error, reported in the step's note
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+type gcReading struct {
+	ok     bool
+	cycles uint64
+	pauses *goruntime.Histogram // cumulative, seconds; nil when unknown
 }
 
 func newWatcher(pid int, gc goruntime.Source, tick time.Duration) (*watcher, error) {
@@ -34,15 +45,62 @@ func newWatcher(pid int, gc goruntime.Source, tick time.Duration) (*watcher, err
 	if err != nil {
 		return nil, fmt.Errorf("watch pid %d: %w", pid, err)
 	}
-	w := &watcher{pid: pid, r: r, gc: gc, gcTimeout: min(tick/2, 500*time.Millisecond)}
+	w := &watcher{pid: pid, r: r, gc: gc, stop: make(chan struct{}), done: make(chan struct{})}
 	if !w.read().ok {
 		r.Close()
 		return nil, fmt.Errorf("watch pid %d: process not found", pid)
 	}
+	if gc == nil {
+		close(w.done)
+		return w, nil
+	}
+	w.readGC(tick) // a first reading before the first step
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-t.C:
+				w.readGC(tick)
+			}
+		}
+	}()
 	return w, nil
 }
 
-func (w *watcher) close() { w.r.Close() }
+func (w *watcher) readGC(timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, 2*time.Second))
+	s, err := w.gc.Read(ctx)
+	cancel()
+	var g gcReading
+	switch {
+	case err != nil:
+		err = fmt.Errorf("read runtime metrics from %s: %w", w.gc.Addr(), err)
+	case !s.Known.Has(goruntime.KnownGCCycles):
+		err = fmt.Errorf("the %s source gives no GC cycle count", w.gc.Kind())
+	default:
+		g = gcReading{ok: true, cycles: s.GCCycles}
+		if s.Known.Has(goruntime.KnownGCPauses) {
+			g.pauses = s.GCPauses
+		}
+	}
+	w.gcMu.Lock()
+	if g.ok {
+		w.gcLast = g
+	} else {
+		w.gcErr = err
+	}
+	w.gcMu.Unlock()
+}
+
+func (w *watcher) close() {
+	close(w.stop)
+	<-w.done
+	w.r.Close()
+}
 
 // targetReading is one reading of the target's cumulative counters.
 type targetReading struct {
@@ -69,20 +127,10 @@ func (w *watcher) read() targetReading {
 	r = targetReading{ok: true, t: w.snap.Time, utime: p.UTime, stime: p.STime, rss: p.RSSBytes,
 		threads: p.Threads, vol: p.VolCtxsw, invol: p.InvolCtxsw}
 	if w.gc != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), w.gcTimeout)
-		s, err := w.gc.Read(ctx)
-		cancel()
-		switch {
-		case err != nil:
-			w.gcErr = fmt.Errorf("read runtime metrics from %s: %w", w.gc.Addr(), err)
-		case !s.Known.Has(goruntime.KnownGCCycles):
-			w.gcErr = fmt.Errorf("the %s source gives no GC cycle count", w.gc.Kind())
-		default:
-			r.gcOK, r.gcCycles = true, s.GCCycles
-			if s.Known.Has(goruntime.KnownGCPauses) {
-				r.gcPauses = s.GCPauses
-			}
-		}
+		w.gcMu.Lock()
+		g := w.gcLast
+		w.gcMu.Unlock()
+		r.gcOK, r.gcCycles, r.gcPauses = g.ok, g.cycles, g.pauses
 	}
 	return r
 }
@@ -199,8 +247,14 @@ func (t *targetAcc) stats(first targetReading, w *watcher) *TargetStats {
 				s.GCPauseP99MS, s.GCPauseMaxMS = &p99, &mx
 			}
 		}
-	case w.gcErr != nil:
-		s.GCNote = w.gcErr.Error()
+	default:
+		w.gcMu.Lock()
+		if w.gcErr != nil {
+			s.GCNote = w.gcErr.Error()
+		} else {
+			s.GCNote = "no runtime reading yet"
+		}
+		w.gcMu.Unlock()
 	}
 	return s
 }
