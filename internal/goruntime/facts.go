@@ -32,7 +32,10 @@ type Facts struct {
 	NSPID int `json:"nspid"`
 
 	// IsGo tells whether the executable carries Go build information.
-	IsGo bool `json:"is_go"`
+	// ExeUnreadable says the executable could not be read (another user's
+	// process, without root): IsGo is then unknown rather than false.
+	IsGo          bool `json:"is_go"`
+	ExeUnreadable bool `json:"exe_unreadable,omitempty"`
 	// GoVersion is the toolchain that built it ("go1.26.8").
 	GoVersion string `json:"go_version,omitempty"`
 	// Path is the main package's import path, Module and ModuleVersion the
@@ -146,6 +149,7 @@ func (f *Facts) readBuild(exe string) {
 	bi, err := buildinfo.ReadFile(exe)
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
+			f.ExeUnreadable = true
 			f.note("executable unreadable (%v): cannot tell whether it is Go", err)
 		}
 		return

@@ -103,6 +103,8 @@ func Inspect(ctx context.Context, opts InspectOptions) (*Report, error) {
 		}
 	} else {
 		switch {
+		case facts.ExeUnreadable:
+			r.Hint = "the executable is unreadable: run gosleuth as the process's user or as root to see whether it is Go; only /proc facts are shown"
 		case !facts.IsGo:
 			r.Hint = "not a Go program (no Go build information in its executable): only /proc facts are shown"
 		default:

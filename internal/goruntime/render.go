@@ -117,6 +117,8 @@ func (r *Report) WriteText(out io.Writer) error {
 			}
 		}
 		fmt.Fprintf(w, "GOMAXPROCS\t%s\n", gm)
+	} else if f.ExeUnreadable {
+		fmt.Fprintf(w, "Go\tunknown: executable unreadable\n")
 	} else {
 		fmt.Fprintf(w, "Go\tnot a Go program\n")
 	}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/pprof"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,6 +161,32 @@ func TestPprofOnly(t *testing.T) {
 	d, err := src.Goroutines(ctx)
 	if err != nil || d.Total < 3 {
 		t.Errorf("dump: %v, %+v", err, d)
+	}
+}
+
+// TestPprofHeapFallback reads this test process through net/http/pprof
+// handlers alone (no expvar): MemStats come from heap?debug=1.
+func TestPprofHeapFallback(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	src, _, err := Connect(ctx, os.Getpid(), Options{PprofURL: srv.URL + "/debug/pprof/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	runtime.GC()
+	s, err := src.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if src.Kind() != "pprof" || s.GCCycles != uint64(ms.NumGC) || s.HeapObjects == 0 || len(s.pauses) != int(min(ms.NumGC, 256)) {
+		t.Errorf("kind %s, %d cycles (runtime %d), %d objects, %d pauses", src.Kind(), s.GCCycles, ms.NumGC, s.HeapObjects, len(s.pauses))
 	}
 }
 
