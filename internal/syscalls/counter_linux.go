@@ -20,16 +20,6 @@ import (
 // more file descriptors than RLIMIT_NOFILE allows.
 var ErrTooManyFDs = errors.New("not enough file descriptors for one counter per syscall and thread")
 
-// Event is one counted tracepoint: a syscall's syscalls:sys_enter_NAME
-// (Nr -1 when the table does not know the name) or, with Raw, every
-// syscall (raw_syscalls:sys_enter, Name "all").
-type Event struct {
-	Name string
-	Nr   int
-	ID   uint64
-	Raw  bool
-}
-
 // SyscallEvents lists the kernel's syscalls:sys_enter_* tracepoints with
 // their perf ids, named with the table for a (tracepoint names the table
 // does not know keep the tracepoint's spelling and Nr -1).
@@ -339,6 +329,32 @@ func (c *Counter) enableGroup(g *group) error {
 	for _, fd := range fds {
 		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
 			return fmt.Errorf("enable counters of thread %d: %w", g.tid, err)
+		}
+	}
+	return nil
+}
+
+// Disable stops every counter (and its inherited copies) at once, so the
+// target stops paying for them before the slow release in Close; counts
+// stay readable.
+func (c *Counter) Disable() error {
+	for _, g := range c.groups {
+		if g.final {
+			continue
+		}
+		fds := g.fds
+		if c.grouped {
+			fds = fds[:1]
+		}
+		for _, fd := range fds {
+			if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0); err != nil {
+				return fmt.Errorf("disable counters of thread %d: %w", g.tid, err)
+			}
+		}
+	}
+	for _, fd := range c.totals {
+		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0); err != nil {
+			return fmt.Errorf("disable total counter: %w", err)
 		}
 	}
 	return nil

@@ -19,13 +19,16 @@ import (
 // runtimeNoise lists the calls the Go runtime (and the patient's own
 // stdin/stdout handshake) may make on its own while the patient works:
 // sysmon's sleeps, parking and waking Ms, preemption signals (getpid +
-// tgkill, rt_sigreturn), heap growth and scavenging, thread creation and
-// the handshake's read/write.
+// tgkill, rt_sigreturn), heap growth and scavenging, thread creation, the
+// periodic GOMAXPROCS update (sched_getaffinity, cgroup files read with
+// openat/pread64/close) and the handshake's read/write.
 var runtimeNoise = map[string]bool{
 	"futex": true, "nanosleep": true, "getpid": true, "tgkill": true, "rt_sigreturn": true,
 	"mmap": true, "munmap": true, "madvise": true, "sched_yield": true, "epoll_pwait": true,
 	"read": true, "write": true, "clone": true, "clone3": true, "rt_sigprocmask": true,
 	"sigaltstack": true, "gettid": true, "mprotect": true, "prctl": true, "exit": true,
+	"sched_getaffinity": true, "pread64": true, "openat": true, "close": true, "lseek": true,
+	"fcntl": true, "eventfd2": true,
 }
 
 var (

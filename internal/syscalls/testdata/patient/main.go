@@ -6,8 +6,9 @@
 // so the Go runtime adds nothing around them), prints "done" and waits for
 // stdin to close. With -late the worker threads are started only after the
 // go line; with -child it also runs itself as a child process making
-// -calls getppid calls and waits for it; with -loop it calls getppid until
-// killed.
+// -calls getppid calls in one thread and waits for it; with -solo there is
+// no handshake (start, work, exit); with -loop it calls getppid until
+// killed (with -progress, writing its count and CPU time to a file).
 package main
 
 import (
@@ -19,6 +20,7 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -28,16 +30,16 @@ func main() {
 	child := flag.Bool("child", false, "also run a child process making -calls calls")
 	loop := flag.Bool("loop", false, "call getppid until killed")
 	solo := flag.Bool("solo", false, "no handshake: make the calls and exit")
+	progress := flag.String("progress", "", "with -loop, write \"calls cpu-ns\" to this `file` every 50 ms")
 	flag.Parse()
 	if *loop {
 		runtime.LockOSThread()
-		for {
+		for n := uint64(1); ; n++ {
 			syscall.RawSyscall(syscall.SYS_GETPPID, 0, 0, 0)
+			if *progress != "" && n%4096 == 0 {
+				writeProgress(*progress, n)
+			}
 		}
-	}
-	if *solo {
-		work(*calls)
-		return
 	}
 	in := bufio.NewReader(os.Stdin)
 	start := make(chan struct{})
@@ -59,9 +61,11 @@ func main() {
 	if !*late {
 		spawn()
 	}
-	fmt.Println("ready")
-	if _, err := in.ReadString('\n'); err != nil {
-		os.Exit(1)
+	if !*solo {
+		fmt.Println("ready")
+		if _, err := in.ReadString('\n'); err != nil {
+			os.Exit(1)
+		}
 	}
 	if *late {
 		spawn()
@@ -69,18 +73,37 @@ func main() {
 	close(start)
 	done.Wait()
 	if *child {
-		cmd := exec.Command(os.Args[0], "-solo", "-calls", fmt.Sprint(*calls))
+		cmd := exec.Command(os.Args[0], "-solo", "-threads", "1", "-calls", fmt.Sprint(*calls))
 		if err := cmd.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)
 			os.Exit(1)
 		}
 	}
-	fmt.Println("done")
-	in.ReadString('\n')
+	if !*solo {
+		fmt.Println("done")
+		in.ReadString('\n')
+	}
 }
 
 func work(n int) {
 	for range n {
 		syscall.RawSyscall(syscall.SYS_GETPPID, 0, 0, 0)
 	}
+}
+
+var lastWrite time.Time
+
+// writeProgress replaces file with the calls made so far and the thread's
+// CPU time, at most every 50 ms.
+func writeProgress(file string, calls uint64) {
+	if time.Since(lastWrite) < 50*time.Millisecond {
+		return
+	}
+	lastWrite = time.Now()
+	var ru syscall.Rusage
+	syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru)
+	cpu := ru.Utime.Nano() + ru.Stime.Nano()
+	tmp := file + ".tmp"
+	os.WriteFile(tmp, fmt.Appendf(nil, "%d %d\n", calls, cpu), 0o644)
+	os.Rename(tmp, file)
 }

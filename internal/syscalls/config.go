@@ -1,0 +1,50 @@
+package syscalls
+
+import (
+	"errors"
+	"io"
+	"time"
+)
+
+// ErrNotFound reports that the target process does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Config is what "gosleuth syscalls" was asked to do.
+type Config struct {
+	// PID is the process to count; Command, when set instead, is run to
+	// completion and counted with its children.
+	PID     int
+	Command []string
+	// Duration is the window (0 with Command: until it exits).
+	Duration time.Duration
+	// Interval is the refresh period of the live view and of thread
+	// following.
+	Interval time.Duration
+	// Threads reports each thread's own counts.
+	Threads bool
+	// Only restricts counting to these syscall names (plus an exact total
+	// of all syscalls); empty counts every syscall the kernel has.
+	Only []string
+	// Mode is "auto", "exact" (fail rather than fall back) or "proc".
+	Mode string
+	// JSON selects JSON output; Live redraws the report every Interval
+	// (stdout is a terminal).
+	JSON, Live bool
+	// ProcRoot is the proc mount ("" is /proc).
+	ProcRoot string
+	// Stdin is given to Command.
+	Stdin io.Reader
+}
+
+// ErrUnknownSyscall reports a syscall name that has no tracepoint here.
+var ErrUnknownSyscall = errors.New("no such syscall tracepoint on this kernel")
+
+// Event is one counted tracepoint: a syscall's syscalls:sys_enter_NAME
+// (Nr -1 when the table does not know the name) or, with Raw, every
+// syscall (raw_syscalls:sys_enter, Name "all").
+type Event struct {
+	Name string
+	Nr   int
+	ID   uint64
+	Raw  bool
+}

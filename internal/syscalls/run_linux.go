@@ -1,0 +1,461 @@
+//go:build linux
+
+package syscalls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/perf"
+	"github.com/gosleuth/gosleuth/internal/proc"
+	"golang.org/x/sys/unix"
+)
+
+// source is one way of counting: exact counters or /proc sampling.
+type source interface {
+	// tick is called every 10 ms: follow threads, take samples.
+	tick(now time.Time)
+	// stop ends counting; report still works.
+	stop() error
+	// report fills r with what was counted since the start.
+	report(r *Report, seconds float64) error
+	close()
+}
+
+// Run counts cfg's target for the window and writes the report to stdout.
+// Progress and notes go to stderr.
+func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	r := &Report{PID: cfg.PID, Command: cfg.Command}
+	var (
+		src    source
+		exited <-chan struct{}
+		cmd    *exec.Cmd
+		err    error
+	)
+	if len(cfg.Command) > 0 {
+		var done chan struct{}
+		cmd, src, done, err = startCommand(cfg, r, stdout, stderr)
+		if err != nil {
+			return err
+		}
+		exited = done
+	} else {
+		r.Comm = comm(cfg.ProcRoot, cfg.PID)
+		if r.Comm == "" {
+			return fmt.Errorf("process %d %w", cfg.PID, ErrNotFound)
+		}
+		src, err = open(cfg, cfg.PID, r)
+		if err != nil {
+			return err
+		}
+		exited = watchExit(cfg.PID)
+	}
+	defer src.close()
+	fmt.Fprintf(stderr, "gosleuth: counting syscalls of pid %d (%d threads), %s\n", r.PID, r.Threads, r.Mode)
+	start := time.Now()
+	var deadline <-chan time.Time
+	if cfg.Duration > 0 {
+		tm := time.NewTimer(cfg.Duration)
+		defer tm.Stop()
+		deadline = tm.C
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	nextDraw := start.Add(cfg.Interval)
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			r.Notes = append(r.Notes, "interrupted")
+			break loop
+		case <-deadline:
+			break loop
+		case <-exited:
+			r.Exited = true
+			break loop
+		case now := <-tick.C:
+			src.tick(now)
+			if cfg.Live && !now.Before(nextDraw) {
+				nextDraw = now.Add(cfg.Interval)
+				if err := src.report(r, now.Sub(start).Seconds()); err != nil {
+					return err
+				}
+				io.WriteString(stdout, "\x1b[H\x1b[2J")
+				if err := write(r, cfg.JSON, stdout); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	seconds := time.Since(start).Seconds()
+	if err := src.stop(); err != nil {
+		return err
+	}
+	if cmd != nil && r.Exited {
+		code := cmd.ProcessState.ExitCode()
+		r.ExitCode = &code
+	}
+	if err := src.report(r, seconds); err != nil {
+		return err
+	}
+	if cfg.Live {
+		io.WriteString(stdout, "\x1b[H\x1b[2J")
+	}
+	if err := write(r, cfg.JSON, stdout); err != nil {
+		return err
+	}
+	if c, ok := src.(*exactSource); ok && c.counter.FDs() > 0 {
+		fmt.Fprintf(stderr, "gosleuth: counting stopped; releasing %d perf events on %d tracepoints (the kernel waits for an RCU grace period per tracepoint, ~30 ms each)\n",
+			c.counter.FDs(), len(c.counter.Events()))
+	}
+	return nil
+}
+
+func write(r *Report, asJSON bool, w io.Writer) error {
+	if asJSON {
+		return r.WriteJSON(w)
+	}
+	return r.WriteText(w)
+}
+
+// comm returns the process's name, or "" when it does not exist.
+func comm(root string, pid int) string {
+	b, err := os.ReadFile(root + "/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// watchExit returns a channel closed when pid exits (becomes a zombie or
+// disappears), watched through a pidfd.
+func watchExit(pid int) <-chan struct{} {
+	done := make(chan struct{})
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		close(done)
+		return done
+	}
+	go func() {
+		defer unix.Close(fd)
+		defer close(done)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			n, err := unix.Poll(fds, -1)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil || n > 0 {
+				return
+			}
+		}
+	}()
+	return done
+}
+
+// open chooses the mechanism for pid, falling back as cfg.Mode allows, and
+// fills the header fields of r.
+func open(cfg Config, pid int, r *Report) (source, error) {
+	if cfg.Mode == "proc" {
+		return openProc(cfg, pid, r, "asked for with --mode proc")
+	}
+	s, err := openExact(cfg, pid, r)
+	if err == nil {
+		return s, nil
+	}
+	if errors.Is(err, unix.ESRCH) {
+		return nil, fmt.Errorf("process %d %w", pid, ErrNotFound)
+	}
+	if cfg.Mode == "exact" || !errors.Is(err, perf.ErrPermission) {
+		return nil, err
+	}
+	return openProc(cfg, pid, r, fmt.Sprintf("exact counting is not allowed (%v); run as root, or give gosleuth CAP_PERFMON and read access to tracefs, for exact per-syscall counts", err))
+}
+
+// exactSource counts with a Counter.
+type exactSource struct {
+	counter  *Counter
+	follower *perf.Follower
+	perTask  bool
+	procRoot string
+	sum      []uint64
+	lastPoll time.Time
+	later    int
+	first    map[int]bool
+}
+
+func openExact(cfg Config, pid int, r *Report) (*exactSource, error) {
+	evs, err := SyscallEvents(HostArch)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Only) > 0 {
+		var keep []Event
+		for _, name := range cfg.Only {
+			i := slices.IndexFunc(evs, func(e Event) bool { return e.Name == name })
+			if i < 0 {
+				return nil, fmt.Errorf("count %s: %w", name, ErrUnknownSyscall)
+			}
+			keep = append(keep, evs[i])
+		}
+		evs = keep
+	}
+	tot, totErr := TotalEvent()
+	opts := CounterOptions{Events: evs, PerThread: cfg.Threads, ProcRoot: cfg.ProcRoot}
+	if len(cfg.Only) > 0 && totErr == nil {
+		opts.Events = append(opts.Events, tot)
+	}
+	if cfg.Threads && totErr == nil {
+		opts.Total = &tot
+	}
+	r.Mode = ModeExact
+	c, err := NewCounter(pid, opts)
+	if errors.Is(err, ErrTooManyFDs) && totErr == nil {
+		r.Notes = append(r.Notes, err.Error()+"; counting only the total of all syscalls (raise the hard RLIMIT_NOFILE for a per-syscall table)")
+		r.Mode = ModeTotals
+		opts = CounterOptions{Events: []Event{tot}, ProcRoot: cfg.ProcRoot}
+		c, err = NewCounter(pid, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &exactSource{counter: c, perTask: cfg.Threads, procRoot: cfg.ProcRoot, sum: make([]uint64, len(opts.Events))}
+	switch {
+	case r.Mode == ModeTotals:
+		r.Mechanism = "perf counters on raw_syscalls:sys_enter, one per thread, inherited by threads and children started later"
+	case cfg.Threads:
+		r.Mechanism = fmt.Sprintf("perf counters on %d syscalls:sys_enter_* tracepoints per thread, own counts per thread (new threads found every 10 ms), plus an inherited raw_syscalls:sys_enter total", len(evs))
+	default:
+		r.Mechanism = fmt.Sprintf("perf counters on %d syscalls:sys_enter_* tracepoints per thread, inherited by threads and children started later", len(evs))
+	}
+	if len(cfg.Only) > 0 {
+		names := strings.Join(cfg.Only, ",")
+		if len(cfg.Only) > 8 {
+			names = strings.Join(cfg.Only[:8], ",") + fmt.Sprintf(",... (%d)", len(cfg.Only))
+		}
+		r.Mechanism += "; only " + names + " named, the rest shown as other"
+	}
+	r.Threads = c.Attached
+	if c.Ambiguous > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d threads started while attaching (%d retries): their calls may be counted twice", c.Ambiguous, c.Retries))
+	}
+	s.first = map[int]bool{}
+	tids, _ := c.listTasks()
+	for _, t := range tids {
+		s.first[t] = true
+	}
+	s.follower = perf.NewFollower(cfg.ProcRoot, pid, len(cfg.Command) > 0)
+	s.follower.Poll()
+	return s, nil
+}
+
+func (s *exactSource) tick(now time.Time) {
+	if now.Sub(s.lastPoll) < 10*time.Millisecond {
+		return
+	}
+	s.lastPoll = now
+	added, gone, _ := s.follower.Poll()
+	var tids []int
+	for _, t := range added {
+		if !s.first[t.TID] {
+			s.later++
+			tids = append(tids, t.TID)
+		}
+	}
+	if s.perTask {
+		s.counter.AddThreads(tids)
+		var g []int
+		for _, t := range gone {
+			g = append(g, t.TID)
+		}
+		s.counter.RetireThreads(g)
+	}
+}
+
+func (s *exactSource) report(r *Report, seconds float64) error {
+	clear(s.sum)
+	total, threads, err := s.counter.Read(s.sum, s.perTask)
+	if err != nil {
+		return err
+	}
+	evs := s.counter.Events()
+	r.DurationS = seconds
+	r.ThreadsLater = s.later
+	var named uint64
+	r.Syscalls, named = Rows(evs, s.sum, seconds)
+	r.Total = named
+	if i := slices.IndexFunc(evs, func(e Event) bool { return e.Raw }); i >= 0 {
+		// The total of every syscall was counted: anything the named
+		// counters did not see is "other".
+		r.Total = s.sum[i]
+		if r.Total > named {
+			r.Syscalls = append(r.Syscalls, Row{Name: "other", Nr: -1, Count: r.Total - named})
+		}
+		finishRows(r.Syscalls, r.Total, seconds)
+	}
+	if s.perTask {
+		r.Total = total
+		r.PerThread = r.PerThread[:0]
+		var attributed uint64
+		for _, th := range threads {
+			rows, sum := Rows(evs, th.Counts, seconds)
+			attributed += sum
+			if sum == 0 {
+				continue
+			}
+			r.PerThread = append(r.PerThread, ThreadRow{TID: th.TID, Comm: comm(s.procRoot+"/"+strconv.Itoa(r.PID)+"/task", th.TID),
+				Total: sum, Exited: th.Exited, Syscalls: rows})
+		}
+		r.Unattributed = 0
+		if total > attributed {
+			r.Unattributed = total - attributed
+		}
+		r.Syscalls, _ = Rows(evs, s.sum, seconds)
+		finishRows(r.Syscalls, total, seconds)
+	}
+	return nil
+}
+
+func (s *exactSource) stop() error { return s.counter.Disable() }
+
+func (s *exactSource) close() { s.counter.Close() }
+
+// procSource is the approximate /proc mode.
+type procSource struct {
+	reader    *proc.Reader
+	sampler   *ProcSampler
+	first     proc.Snapshot
+	snap      proc.Snapshot
+	pid       int
+	lastScan  time.Time
+	lastTick  time.Time
+	start     time.Time
+	firstRead bool
+}
+
+func openProc(cfg Config, pid int, r *Report, why string) (*procSource, error) {
+	rd, err := proc.NewReader(proc.Options{Root: cfg.ProcRoot, PIDs: []int{pid}, MaxFDs: 16})
+	if err != nil {
+		return nil, err
+	}
+	s := &procSource{reader: rd, sampler: NewProcSampler(cfg.ProcRoot, pid, HostArch), pid: pid, start: time.Now()}
+	if err := rd.Snapshot(&s.first); err != nil {
+		rd.Close()
+		return nil, err
+	}
+	s.firstRead = true
+	s.sampler.Rescan()
+	r.Mode = ModeProc
+	r.Mechanism = "approximate, from /proc: syscr/syscw of /proc/PID/io and 100 Hz samples of /proc/PID/task/*/syscall"
+	r.Reason = why
+	r.Threads = s.sampler.Threads()
+	if p := s.first.Find(int32(pid)); p == nil || p.Known&proc.KnownIO == 0 {
+		r.Notes = append(r.Notes, "cannot read /proc/PID/io of this process: read/write counts unknown")
+	}
+	if s.sampler.Threads() == 0 {
+		r.Notes = append(r.Notes, "cannot read /proc/PID/task/*/syscall of this process (needs the same user, or ptrace access): no wait profile")
+	}
+	return s, nil
+}
+
+func (s *procSource) tick(now time.Time) {
+	if now.Sub(s.lastScan) >= 250*time.Millisecond {
+		s.lastScan = now
+		s.sampler.Rescan()
+	}
+	s.sampler.Sample()
+	s.lastTick = now
+}
+
+func (s *procSource) report(r *Report, seconds float64) error {
+	if err := s.reader.Snapshot(&s.snap); err != nil {
+		return err
+	}
+	a := &Approx{SampleHz: 100}
+	if seconds > 0 && s.sampler.Threads() > 0 {
+		a.SampleHz = float64(s.sampler.Samples) / float64(max(s.sampler.Threads(), 1)) / seconds
+	}
+	p0, p1 := s.first.Find(int32(s.pid)), s.snap.Find(int32(s.pid))
+	if p0 != nil && p1 != nil && p1.Known&proc.KnownIO != 0 {
+		a.ReadCalls = p1.SyscR - p0.SyscR
+		a.WriteCalls = p1.SyscW - p0.SyscW
+		if seconds > 0 {
+			a.ReadRate = float64(a.ReadCalls) / seconds
+			a.WriteRate = float64(a.WriteCalls) / seconds
+		}
+	}
+	s.sampler.Fill(a)
+	r.Approx = a
+	r.Total = a.ReadCalls + a.WriteCalls
+	r.DurationS = seconds
+	return nil
+}
+
+func (s *procSource) stop() error { return nil }
+
+func (s *procSource) close() {
+	s.sampler.Close()
+	s.reader.Close()
+}
+
+// startCommand starts cfg.Command stopped right after its execve (ptrace),
+// attaches the source, and lets it run. done is closed once it has been
+// waited for.
+func startCommand(cfg Config, r *Report, stdout, stderr io.Writer) (*exec.Cmd, source, chan struct{}, error) {
+	// ptrace requests must come from the thread that started the child.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
+	cmd.Stdin = cfg.Stdin
+	cmd.Stdout = stdout
+	if cfg.JSON {
+		cmd.Stdout = stderr
+	}
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, nil, fmt.Errorf("start %s: %w", cfg.Command[0], err)
+	}
+	pid := cmd.Process.Pid
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil || !ws.Stopped() {
+		cmd.Process.Kill()
+		return nil, nil, nil, fmt.Errorf("wait for %s to start: %v (status %v)", cfg.Command[0], err, ws)
+	}
+	r.PID = pid
+	r.Comm = comm(cfg.ProcRoot, pid)
+	src, err := open(cfg, pid, r)
+	if err != nil {
+		syscall.PtraceDetach(pid)
+		cmd.Wait()
+		return nil, nil, nil, err
+	}
+	if err := syscall.PtraceDetach(pid); err != nil {
+		src.close()
+		cmd.Process.Kill()
+		return nil, nil, nil, fmt.Errorf("let %s run: %w", cfg.Command[0], err)
+	}
+	r.Notes = append(r.Notes, "counting started right after execve: the execve call itself is not counted")
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
+	return cmd, src, done, nil
+}
