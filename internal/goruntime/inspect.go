@@ -133,6 +133,9 @@ func Inspect(ctx context.Context, opts InspectOptions) (*Report, error) {
 			return nil, fmt.Errorf("read %s source at %s: %w", src.Kind(), src.Addr(), err)
 		}
 		r.Window = NewWindow(a, b)
+		if src.Kind() == "prometheus" && r.Window.Known.Has(KnownSchedLatency) {
+			r.Window.Notes = append(r.Window.Notes, "client_golang exports scheduling latency in coarse buckets (about 11x apart): p50 and p99 are bucket upper bounds")
+		}
 	}
 	if perr == nil {
 		if err := pr.Snapshot(&s1); err == nil {

@@ -186,7 +186,11 @@ func TestPprofHeapFallback(t *testing.T) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	if src.Kind() != "pprof" || s.GCCycles != uint64(ms.NumGC) || s.HeapObjects == 0 || len(s.pauses) != int(min(ms.NumGC, 256)) {
-		t.Errorf("kind %s, %d cycles (runtime %d), %d objects, %d pauses", src.Kind(), s.GCCycles, ms.NumGC, s.HeapObjects, len(s.pauses))
+		t.Fatalf("kind %s, %d cycles (runtime %d), %d objects, %d pauses", src.Kind(), s.GCCycles, ms.NumGC, s.HeapObjects, len(s.pauses))
+	}
+	// The newest pause is that of the last GC.
+	if last := s.pauses[0]; last.gc != uint64(ms.NumGC) || last.sec != float64(ms.PauseNs[(ms.NumGC+255)%256])/1e9 {
+		t.Errorf("newest pause %+v, runtime GC %d paused %d ns", last, ms.NumGC, ms.PauseNs[(ms.NumGC+255)%256])
 	}
 }
 
