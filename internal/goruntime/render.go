@@ -82,6 +82,9 @@ func (r *Report) WriteText(out io.Writer) error {
 	fmt.Fprintf(w, "process\t%d (%s)  %s\n", f.PID, f.Comm, f.Exe)
 	if f.IsGo {
 		mod := f.Module
+		if mod == "" {
+			mod = "unknown (not recorded)"
+		}
 		if f.ModuleVersion != "" {
 			mod += " " + f.ModuleVersion
 		}
@@ -200,8 +203,11 @@ func (r *Report) writeWindow(w io.Writer) {
 			}
 		}
 		gm := "?"
-		if k.Has(KnownGOMAXPROCS) {
+		switch {
+		case k.Has(KnownGOMAXPROCS):
 			gm = fmt.Sprint(win.GOMAXPROCS)
+		case r.Facts.GOMAXPROCS > 0:
+			gm = fmt.Sprintf("%d (discovered)", r.Facts.GOMAXPROCS)
 		}
 		fmt.Fprintf(w, "threads\t%s threads vs GOMAXPROCS %s vs %d allowed CPUs\n", th, gm, r.Facts.AllowedCPUs)
 	}
@@ -225,7 +231,7 @@ func (r *Report) writeWindow(w io.Writer) {
 		fmt.Fprintf(w, "GC CPU\t%.1f%% of busy CPU (%.3f cores), mark assist %.1f%%\n",
 			100*win.GCCPUShare, win.GCCPUCores, 100*win.AssistShare)
 	case k.Has(KnownCPUClasses):
-		fmt.Fprintf(w, "GC CPU\tnot reported: fewer than 2 GC cycles ended in the window\n")
+		fmt.Fprintf(w, "GC CPU\tnot reported: fewer than 2 GC cycles ended in the window (see note)\n")
 	case k.Has(KnownGCCPUFraction):
 		fmt.Fprintf(w, "GC CPU\t%.2f%% of available CPU since start (MemStats.GCCPUFraction; no window figure from this source)\n", 100*win.GCCPUFraction)
 	default:
