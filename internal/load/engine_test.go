@@ -36,29 +36,33 @@ func serve(t *testing.T, h http.HandlerFunc) (*httptest.Server, *url.URL) {
 
 func hello(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("hello\n")) }
 
-// attempts runs fn up to n times until it finds no problem, and fails the
-// test with the last attempt's problems. The machine may be loaded: a stall
-// of the test process can break a timing bound once, while the bugs these
-// tests aim at break it every time.
-func attempts(t *testing.T, n int, fn func() []string) {
+// timed runs a timing check up to n times, and no new attempt after
+// budget. The machine may be loaded: a stall of the test process can break
+// a timing bound once, while the bugs these checks aim at break it every
+// time. fn returns its problems and whether the generator reported itself
+// late (lag or a rate shortfall with free connections). A check that failed
+// only in attempts where the generator was late is skipped with the
+// problems: on such a machine the bounds say nothing about the code.
+func timed(t *testing.T, n int, budget time.Duration, fn func() (probs []string, late bool)) {
 	t.Helper()
-	if probs := tryAttempts(t, n, fn); probs != nil {
-		t.Error(strings.Join(probs, "\n"))
-	}
-}
-
-// tryAttempts is attempts without the verdict: it returns the last
-// attempt's problems, nil when one attempt had none.
-func tryAttempts(t *testing.T, n int, fn func() []string) []string {
-	t.Helper()
+	start := time.Now()
 	var probs []string
+	allLate := true
 	for i := 1; i <= n; i++ {
-		if probs = fn(); len(probs) == 0 {
-			return nil
+		p, late := fn()
+		if len(p) == 0 {
+			return
 		}
-		t.Logf("attempt %d: %s", i, strings.Join(probs, "; "))
+		probs, allLate = p, allLate && late
+		t.Logf("attempt %d (generator late: %v): %s", i, late, strings.Join(p, "; "))
+		if time.Since(start) > budget {
+			break
+		}
 	}
-	return probs
+	if allLate {
+		t.Skipf("the generator reported itself late in every failed attempt (a loaded machine): %s", strings.Join(probs, "; "))
+	}
+	t.Error(strings.Join(probs, "\n"))
 }
 
 func problem(probs *[]string, format string, args ...any) {
@@ -89,7 +93,7 @@ func TestKnownDelay(t *testing.T) {
 		time.Sleep(delay)
 		w.Write([]byte("ok"))
 	})
-	attempts(t, 3, func() (probs []string) {
+	timed(t, 3, 10*time.Second, func() (probs []string, late bool) {
 		s := runStep(t, Config{URL: u, Connections: 10}, 100, 2*time.Second)
 		if s.Requests < 120 {
 			problem(&probs, "%d requests in %.2fs at 100/s", s.Requests, s.Seconds)
@@ -111,7 +115,7 @@ func TestKnownDelay(t *testing.T) {
 		if s.Errors != 0 || s.Status["200"] != s.Requests {
 			problem(&probs, "errors %d, status %v, requests %d", s.Errors, s.Status, s.Requests)
 		}
-		return probs
+		return probs, s.GeneratorLate
 	})
 }
 
@@ -121,25 +125,25 @@ func TestKnownDelay(t *testing.T) {
 // stall, so the uncorrected p99.9 does not (its max does).
 func TestCoordinatedOmission(t *testing.T) {
 	const stall = 200 * time.Millisecond
-	attempts(t, 3, func() (probs []string) {
+	timed(t, 3, 12*time.Second, func() (probs []string, late bool) {
 		var n atomic.Int64
 		_, u := serve(t, func(w http.ResponseWriter, r *http.Request) {
-			if n.Add(1) == 1000 { // 2.5 s into the step, inside the measured window
+			if n.Add(1) == 1000 { // 2 s into the step, inside the measured window
 				time.Sleep(stall)
 			}
 			w.Write([]byte("ok"))
 		})
-		s := runStep(t, Config{URL: u, Connections: 1, Warmup: testTick}, 400, 4*time.Second)
+		s := runStep(t, Config{URL: u, Connections: 1, Warmup: testTick}, 500, 3*time.Second)
 		if n.Load() < 1000 {
 			problem(&probs, "server saw %d requests; the stall never happened", n.Load())
-			return probs
+			return probs, s.GeneratorLate
 		}
 		t.Logf("corrected %+v uncorrected %+v requests %d", s.Latency, s.Uncorrected, s.Requests)
 		if s.Latency.P999 < 150 {
 			problem(&probs, "corrected p99.9 %.1f ms: the 200 ms stall is missing", s.Latency.P999)
 		}
 		if s.Latency.P99 < 20 {
-			problem(&probs, "corrected p99 %.1f ms: ~80 requests were due during the stall, it should show", s.Latency.P99)
+			problem(&probs, "corrected p99 %.1f ms: ~100 requests were due during the stall, it should show", s.Latency.P99)
 		}
 		if s.Uncorrected.P999 > 100 {
 			problem(&probs, "uncorrected p99.9 %.1f ms: only one request saw the stall", s.Uncorrected.P999)
@@ -147,7 +151,7 @@ func TestCoordinatedOmission(t *testing.T) {
 		if s.Uncorrected.Max < 190 {
 			problem(&probs, "uncorrected max %.1f ms: the stalled request itself is missing", s.Uncorrected.Max)
 		}
-		return probs
+		return probs, s.GeneratorLate
 	})
 }
 
@@ -156,8 +160,7 @@ func TestCoordinatedOmission(t *testing.T) {
 // generator itself says it was late (then the attempt is repeated).
 func TestRateAccuracy(t *testing.T) {
 	const rate = 1000
-	late := 0
-	probs := tryAttempts(t, 3, func() (probs []string) {
+	timed(t, 3, 12*time.Second, func() (probs []string, late bool) {
 		var n atomic.Int64
 		_, u := serve(t, func(w http.ResponseWriter, r *http.Request) {
 			n.Add(1)
@@ -193,19 +196,8 @@ func TestRateAccuracy(t *testing.T) {
 		if s.MaxBacklog > 5 {
 			problem(&probs, "backlog %d at 1000/s on a fast server", s.MaxBacklog)
 		}
-		if len(probs) > 0 && s.GeneratorLate {
-			late++
-			problem(&probs, "the generator said it was late (a loaded machine)")
-		}
-		return probs
+		return probs, s.GeneratorLate
 	})
-	if probs != nil {
-		if late == 3 {
-			t.Skipf("the generator reported itself late in every attempt, the machine is too loaded for the lower bounds: %s",
-				strings.Join(probs, "; "))
-		}
-		t.Error(strings.Join(probs, "\n"))
-	}
 }
 
 // TestConnectionCap: a slow server and a rate that would need 4x the
@@ -230,7 +222,7 @@ func TestConnectionCap(t *testing.T) {
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL)
 	const conns = 5
-	attempts(t, 2, func() (probs []string) {
+	timed(t, 2, 6*time.Second, func() (probs []string, late bool) {
 		s := runStep(t, Config{URL: u, Connections: conns}, 200, 2*time.Second)
 		t.Logf("achieved %.1f backlog %d in flight %d invalid %v", s.AchievedRate, s.MaxBacklog, s.MaxInFlight, s.Invalid)
 		if p := peak.Load(); p > conns {
@@ -249,10 +241,10 @@ func TestConnectionCap(t *testing.T) {
 			problem(&probs, "backlog %d: requests due but not sent must pile up", s.MaxBacklog)
 		}
 		// Corrected latency includes the wait for a connection.
-		if s.Latency.P99 < 500 || s.Uncorrected.P99 > 400 {
+		if s.Latency.P99 < 500 || s.Uncorrected.P99 > s.Latency.P99/2 {
 			problem(&probs, "corrected p99 %.0f ms, uncorrected p99 %.0f ms", s.Latency.P99, s.Uncorrected.P99)
 		}
-		return probs
+		return probs, s.Lag.P99 > 1
 	})
 }
 
@@ -276,7 +268,7 @@ func TestErrorKinds(t *testing.T) {
 	})
 	_, slow := serve(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case <-time.After(2 * time.Second):
+		case <-time.After(5 * time.Second):
 		case <-r.Context().Done():
 		}
 	})
@@ -284,19 +276,20 @@ func TestErrorKinds(t *testing.T) {
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 	})
 	tests := []struct {
-		name string
-		url  string
-		kind string
+		name    string
+		url     string
+		kind    string
+		timeout time.Duration
 	}{
-		{"refused", refused, "refused"},
-		{"reset", reset.String(), "reset"},
-		{"timeout", slow.String(), "timeout"},
-		{"http", unavailable.String(), "http"},
+		{"refused", refused, "refused", 2 * time.Second},
+		{"reset", reset.String(), "reset", 2 * time.Second},
+		{"timeout", slow.String(), "timeout", 200 * time.Millisecond},
+		{"http", unavailable.String(), "http", 2 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			u, _ := url.Parse(tt.url)
-			s := runStep(t, Config{URL: u, Connections: 4, Timeout: 200 * time.Millisecond, Warmup: testTick}, 40, time.Second)
+			s := runStep(t, Config{URL: u, Connections: 4, Timeout: tt.timeout, Warmup: testTick}, 40, time.Second)
 			if s.Errors == 0 || s.ErrorKinds[tt.kind] != s.Errors {
 				t.Errorf("errors %d by kind %v, want all %q", s.Errors, s.ErrorKinds, tt.kind)
 			}
@@ -390,9 +383,8 @@ func TestSLASearch(t *testing.T) {
 	sla, _ := ParseSLA("p99<=50ms")
 	step, _ := ParseStep("+100/1s")
 	cfg := Config{URL: u, Connections: 60, Tick: testTick, MaxLag: 20 * time.Millisecond}
-	late := 0
-	probs := tryAttempts(t, 2, func() (probs []string) {
-		rep, err := Search(context.Background(), cfg, Plan{Rate: 100, Duration: 40 * time.Second, Step: step,
+	timed(t, 2, 20*time.Second, func() (probs []string, late bool) {
+		rep, err := Search(context.Background(), cfg, Plan{Rate: 100, Duration: 25 * time.Second, Step: step,
 			MaxRate: 1000, SLA: &sla})
 		if err != nil {
 			t.Fatal(err)
@@ -403,14 +395,12 @@ func TestSLASearch(t *testing.T) {
 				s.AchievedRate, s.Latency.P99, *s.SLA, s.Valid)
 		}
 		t.Logf("search %+v", *sr)
-		if strings.Contains(sr.FailReason, "generator") && sr.FirstFail <= 200 {
-			late++
-			problem(&probs, "the generator was late below the knee (a loaded machine): %s", sr.FailReason)
-			return probs
+		for _, s := range rep.Steps {
+			late = late || s.GeneratorLate
 		}
 		if !sr.Found {
 			problem(&probs, "no rate found: %s", sr.Note)
-			return probs
+			return probs, late
 		}
 		if sr.LastPass < 200 || sr.LastPass > 300 || sr.FirstFail != sr.LastPass+100 {
 			problem(&probs, "ramp bracket [%g, %g], want [200 or 300, +100]", sr.LastPass, sr.FirstFail)
@@ -421,15 +411,8 @@ func TestSLASearch(t *testing.T) {
 		if len(sr.Repeats) != SearchRepeats || sr.Min > sr.MaxRate || sr.Max < sr.MaxRate {
 			problem(&probs, "repeats %v, spread %.0f-%.0f around %.0f", sr.Repeats, sr.Min, sr.Max, sr.MaxRate)
 		}
-		return probs
+		return probs, late
 	})
-	if probs != nil {
-		if late == 2 {
-			t.Skipf("the generator reported itself late below the knee in every attempt, the machine is too loaded: %s",
-				strings.Join(probs, "; "))
-		}
-		t.Error(strings.Join(probs, "\n"))
-	}
 }
 
 // TestInterrupt: cancelling the context ends the run early with the report
