@@ -52,6 +52,41 @@ func TestInspect(t *testing.T) {
 	t.Run("agent JSON", func(t *testing.T) { testInspectAgentJSON(t, bin) })
 	t.Run("without source", func(t *testing.T) { testInspectWithoutSource(t, bin) })
 	t.Run("trace and text", func(t *testing.T) { testInspectTrace(t, bin) })
+	t.Run("unprivileged", func(t *testing.T) { testInspectUnprivileged(t, bin) })
+}
+
+// testInspectUnprivileged runs inspect as user nobody on root's patient:
+// the executable and environment are unreadable, the agent socket is out
+// of reach; it says so and still shows /proc facts.
+func testInspectUnprivileged(t *testing.T, bin string) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to switch to user nobody")
+	}
+	cmd, _ := startInspectPatient(t, bin, "-mode", "idle", "-agent")
+	dir, err := os.MkdirTemp("", "gosleuth-inspect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	test := filepath.Join(dir, "gosleuth.test")
+	if err := os.WriteFile(test, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runChild(t, test, &syscall.Credential{Uid: 65534, Gid: 65534},
+		"inspect", "--pid", strconv.Itoa(cmd.Process.Pid), "--duration", "200ms")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, w := range []string{"unknown: executable unreadable", "environment unreadable", "/proc", "run gosleuth as the process's user or as root"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("output lacks %q:\n%s", w, stdout)
+		}
+	}
 }
 
 // testInspectTrace: text output of a herd patient with the FlightRecorder,

@@ -31,11 +31,12 @@ type InspectOptions struct {
 
 // ProcView is what /proc says about the process over the window.
 type ProcView struct {
-	Seconds       float64 `json:"seconds"`
-	UserPct       float64 `json:"cpu_user_pct"`
-	SysPct        float64 `json:"cpu_sys_pct"`
-	RSSBytes      uint64  `json:"rss_bytes"`
-	Threads       int     `json:"threads"`
+	Seconds  float64 `json:"seconds"`
+	UserPct  float64 `json:"cpu_user_pct"`
+	SysPct   float64 `json:"cpu_sys_pct"`
+	RSSBytes uint64  `json:"rss_bytes"`
+	Threads  int     `json:"threads"`
+	// FDs is the number of open descriptors, -1 when unreadable.
 	FDs           int     `json:"fds"`
 	FDLimit       int64   `json:"fd_limit"`
 	WakeupsPerSec float64 `json:"wakeups_per_sec"`
@@ -208,8 +209,12 @@ func procView(s0, s1 *proc.Snapshot, pid int) *ProcView {
 			continue
 		}
 		rt := rates.Procs[i]
+		fds := int(p.FDs)
+		if p.Known&proc.KnownFDs == 0 {
+			fds = -1
+		}
 		return &ProcView{Seconds: rates.Interval.Seconds(), UserPct: rt.UserPct, SysPct: rt.SysPct,
-			RSSBytes: p.RSSBytes, Threads: int(p.Threads), FDs: int(p.FDs), FDLimit: p.FDLimit,
+			RSSBytes: p.RSSBytes, Threads: int(p.Threads), FDs: fds, FDLimit: p.FDLimit,
 			WakeupsPerSec: rt.VolPerSec}
 	}
 	return nil

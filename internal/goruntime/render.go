@@ -137,6 +137,9 @@ func (r *Report) WriteText(out io.Writer) error {
 	fmt.Fprintf(w, "CPUs\t%d allowed (%s); %s\n", f.AllowedCPUs, f.AllowedCPUList, cg)
 	if p := r.Proc; p != nil {
 		fd := fmt.Sprintf("%d", p.FDs)
+		if p.FDs < 0 {
+			fd = "?"
+		}
 		if p.FDLimit > 0 {
 			fd += fmt.Sprintf("/%d", p.FDLimit)
 		}

@@ -127,6 +127,26 @@ func TestAgentMutex(t *testing.T) {
 	}
 }
 
+// TestAgentLeak: goroutines created per second and the growth of the count
+// agree with the patient's, and the dump's largest group is the leak.
+func TestAgentLeak(t *testing.T) {
+	p := startPatient(t, nil, nil, "-mode", "leak", "-agent")
+	src := connectAgent(t, p.pid())
+	w, self := readWindow(t, p, src, 2*time.Second)
+	growth := float64(w.GoroutinesDelta) / w.Duration.Seconds()
+	t.Logf("gosleuth: created %.0f/s, growth %.0f/s; patient: created %.0f/s", w.CreatedPerSec, growth, self.createdPerSec)
+	if w.CreatedPerSec < 50 || !within(w.CreatedPerSec, self.createdPerSec, 0.2, 5) || !within(growth, w.CreatedPerSec, 0.2, 5) {
+		t.Errorf("created %.1f/s (patient %.1f/s), growth %.1f/s", w.CreatedPerSec, self.createdPerSec, growth)
+	}
+	d, err := src.Goroutines(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := d.Groups[0]; g.State != "select (no cases)" || g.Count < 100 {
+		t.Errorf("largest group %d %q", g.Count, g.State)
+	}
+}
+
 // TestPprofOnly reads a patient that serves only net/http/pprof and expvar.
 func TestPprofOnly(t *testing.T) {
 	p := startPatient(t, nil, nil, "-mode", "gc", "-pprof")
