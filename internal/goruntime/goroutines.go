@@ -44,6 +44,7 @@ type Frame struct {
 	Line int    `json:"line"`
 }
 
+// String formats the frame as "func (file:line)".
 func (f Frame) String() string { return fmt.Sprintf("%s (%s:%d)", f.Func, f.File, f.Line) }
 
 // ParseGoroutines parses a goroutine dump in the format of

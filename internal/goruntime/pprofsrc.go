@@ -19,10 +19,9 @@ import (
 // pauses, heap objects and goal, allocation totals, GCCPUFraction). Each
 // MemStats read stops the program's world briefly (runtime.ReadMemStats).
 type pprofSource struct {
-	client  *http.Client
-	base    string // .../debug/pprof/
-	vars    string // .../debug/vars, "" when expvar is not served
-	timeout time.Duration
+	client *http.Client
+	base   string // .../debug/pprof/
+	vars   string // .../debug/vars, "" when expvar is not served
 }
 
 func (s *pprofSource) Kind() string {

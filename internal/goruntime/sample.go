@@ -56,9 +56,12 @@ type Sample struct {
 	GoroutinesCreated uint64 `json:"goroutines_created"`
 	// Running, Runnable, Waiting and NotInGo split Goroutines by state
 	// (Go 1.26 /sched/goroutines/*).
-	Running, Runnable, Waiting, NotInGo uint64
-	Threads                             uint64 `json:"threads"`
-	GOMAXPROCS                          uint64 `json:"gomaxprocs"`
+	Running    uint64 `json:"running"`
+	Runnable   uint64 `json:"runnable"`
+	Waiting    uint64 `json:"waiting"`
+	NotInGo    uint64 `json:"not_in_go"`
+	Threads    uint64 `json:"threads"`
+	GOMAXPROCS uint64 `json:"gomaxprocs"`
 
 	// GCCycles counts completed GC cycles; GCPauses is the distribution of
 	// GC stop-the-world pause times in seconds (for sources that only give
@@ -76,9 +79,12 @@ type Sample struct {
 	HeapAlloc uint64 `json:"heap_alloc_bytes"`
 	// ScanStack, ScanHeap and ScanGlobals are the scannable bytes the GC
 	// must work through.
-	ScanStack, ScanHeap, ScanGlobals uint64
+	ScanStack   uint64 `json:"scan_stack_bytes"`
+	ScanHeap    uint64 `json:"scan_heap_bytes"`
+	ScanGlobals uint64 `json:"scan_globals_bytes"`
 	// AllocBytes and AllocObjects are cumulative heap allocations.
-	AllocBytes, AllocObjects uint64
+	AllocBytes   uint64 `json:"alloc_bytes"`
+	AllocObjects uint64 `json:"alloc_objects"`
 
 	// CPU holds the /cpu/classes counters, in CPU-seconds. They only move
 	// at the end of a GC cycle.
