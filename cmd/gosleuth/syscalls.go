@@ -17,7 +17,7 @@ import (
 func init() {
 	register(&command{
 		Name:  "syscalls",
-		Usage: "syscalls --pid PID [--duration 10s] [--interval 1s] [--threads] [--only a,b] [--mode auto|exact|proc] [--format text|json]\n       gosleuth syscalls [flags] -- CMD ARGS...",
+		Usage: "syscalls --pid PID [--duration 10s] [--interval 1s] [--threads] [--errors] [--latency] [--only a,b] [--mode auto|exact|proc] [--format text|json]\n       gosleuth syscalls [flags] -- CMD ARGS...",
 		Short: "count a process's syscalls exactly (like perf stat / strace -c, without taxing other processes)",
 		Long: `
 Counts every syscall of a process (all its threads, and the threads and
@@ -33,6 +33,13 @@ attach; when RLIMIT_NOFILE's hard limit is too low it counts only the total.
 Releasing ~360 tracepoints takes the kernel about 10 s after the report
 (--only a,b counts just those, plus the total, and releases at once).
 
+--errors adds failed calls per syscall and by errno, and --latency the time
+in each syscall (total, average, p99, max), from per-thread sampling events
+on raw_syscalls:sys_enter/sys_exit. They cost the target more than counting
+(--latency writes two records per call; records dropped when a ring fills
+are counted and shown as lost) and follow threads started later from when
+gosleuth finds them (every 10 ms).
+
 Without root it falls back to an approximate mode from /proc: read- and
 write-class syscall counts (/proc/PID/io) and, sampled at 100 Hz, the
 syscalls the threads wait in (/proc/PID/task/*/syscall). The output says so.
@@ -43,12 +50,14 @@ On a terminal the table is redrawn every --interval.`,
 			duration := fs.String("duration", "", "counting `window` (default 10s with --pid; with -- CMD: until it exits)")
 			interval := fs.Duration("interval", time.Second, "live refresh `interval` on a terminal")
 			threads := fs.Bool("threads", false, "also show each thread's own counts")
+			errs := fs.Bool("errors", false, "also count failed calls, by errno")
+			latency := fs.Bool("latency", false, "also time every call (total, avg, p99, max; costly)")
 			only := fs.String("only", "", "count only these syscalls (comma `list`), plus the total of all")
 			mode := fs.String("mode", "auto", "`mechanism`: auto (exact, else /proc), exact (fail rather than fall back), proc")
 			format := fs.String("format", "text", "output `format`: text or json")
 			root := fs.String("proc", "/proc", "procfs mount `path`")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-				cfg := syscalls.Config{PID: *pid, Command: args, Interval: *interval, Threads: *threads,
+				cfg := syscalls.Config{PID: *pid, Command: args, Interval: *interval, Threads: *threads, Errors: *errs, Latency: *latency,
 					Mode: *mode, JSON: *format == "json", ProcRoot: *root, Stdin: os.Stdin}
 				if err := checkSyscallsFlags(&cfg, *duration, *format, *only); err != nil {
 					return err
@@ -81,6 +90,8 @@ func checkSyscallsFlags(cfg *syscalls.Config, duration, format, only string) err
 		return usagef("--interval must be at least 100ms, got %s", cfg.Interval)
 	case cfg.Mode != "auto" && cfg.Mode != "exact" && cfg.Mode != "proc":
 		return usagef("--mode must be auto, exact or proc, got %q", cfg.Mode)
+	case cfg.Mode == "proc" && (cfg.Errors || cfg.Latency || cfg.Threads):
+		return usagef("--errors, --latency and --threads need the exact mode, not --mode proc")
 	}
 	if duration != "" {
 		d, err := time.ParseDuration(duration)

@@ -22,6 +22,10 @@ type Config struct {
 	Interval time.Duration
 	// Threads reports each thread's own counts.
 	Threads bool
+	// Errors counts failed calls by errno, and Latency times every call,
+	// with per-thread sampling events (exact mode only; opt-in: they cost
+	// the target more than counting).
+	Errors, Latency bool
 	// Only restricts counting to these syscall names (plus an exact total
 	// of all syscalls); empty counts every syscall the kernel has.
 	Only []string

@@ -52,6 +52,34 @@ type Report struct {
 	Unattributed uint64 `json:"unattributed,omitempty"`
 	// Approx holds the /proc-only figures in ModeProc.
 	Approx *Approx `json:"approx,omitempty"`
+	// ErrorsByErrno lists failed calls with --errors or --latency, most
+	// frequent first.
+	ErrorsByErrno []ErrnoRow `json:"errors_by_errno,omitempty"`
+	// Sampled says how many threads the sampling events covered (--errors,
+	// --latency); they follow new threads from when gosleuth finds them.
+	Sampled int `json:"sampled_threads,omitempty"`
+	// Unseen is, with --latency, how many counted calls the sampler did
+	// not see (records dropped when a ring filled, also at a thread's
+	// exit where the kernel cannot report them, or made before gosleuth
+	// found the thread): latencies and errors cover the rest.
+	Unseen uint64 `json:"unseen_by_sampler,omitempty"`
+}
+
+// ErrnoRow is one (syscall, errno) pair of failed calls.
+type ErrnoRow struct {
+	Name  string `json:"name"`
+	Nr    int    `json:"nr"`
+	Errno string `json:"errno"`
+	Count uint64 `json:"count"`
+}
+
+// Latency is the time spent in one syscall, entry to exit.
+type Latency struct {
+	Calls   uint64  `json:"calls"`
+	TotalNS int64   `json:"total_ns"`
+	AvgNS   float64 `json:"avg_ns"`
+	P99NS   int64   `json:"p99_ns"`
+	MaxNS   int64   `json:"max_ns"`
 }
 
 // Row is one syscall's line.
@@ -61,6 +89,10 @@ type Row struct {
 	Count    uint64  `json:"count"`
 	RatePerS float64 `json:"rate_per_s"`
 	Percent  float64 `json:"percent"`
+	// Errors is set with --errors or --latency: failed calls seen.
+	Errors *uint64 `json:"errors,omitempty"`
+	// Latency is set with --latency.
+	Latency *Latency `json:"latency,omitempty"`
 }
 
 // ThreadRow is one thread's counts with --threads.
@@ -188,6 +220,15 @@ func (r *Report) WriteText(w io.Writer) error {
 		b.WriteString("\n")
 		writeRows(&b, t.Syscalls, t.Total, r.DurationS)
 	}
+	if r.Unseen > 0 {
+		fmt.Fprintf(&b, "\n%d counted calls were not seen by the latency sampler (ring full or thread found late): latency and errors cover the rest\n", r.Unseen)
+	}
+	if len(r.ErrorsByErrno) > 0 {
+		fmt.Fprintf(&b, "\nfailed calls by errno (%d threads sampled):\n%12s  %-16s %s\n", r.Sampled, "count", "errno", "syscall")
+		for _, e := range r.ErrorsByErrno {
+			fmt.Fprintf(&b, "%12d  %-16s %s\n", e.Count, e.Errno, e.Name)
+		}
+	}
 	if r.Unattributed > 0 {
 		fmt.Fprintf(&b, "\n%d calls made by threads before gosleuth found them (in the total, in no thread)\n", r.Unattributed)
 	}
@@ -196,9 +237,36 @@ func (r *Report) WriteText(w io.Writer) error {
 }
 
 func writeRows(b *strings.Builder, rows []Row, total uint64, seconds float64) {
-	fmt.Fprintf(b, "%12s %12s %8s  %s\n", "count", "rate/s", "% calls", "syscall")
+	var errs, lat bool
 	for _, r := range rows {
-		fmt.Fprintf(b, "%12d %12.1f %8.2f  %s\n", r.Count, r.RatePerS, r.Percent, r.Name)
+		errs = errs || r.Errors != nil
+		lat = lat || r.Latency != nil
+	}
+	fmt.Fprintf(b, "%12s %12s %8s", "count", "rate/s", "% calls")
+	if errs {
+		fmt.Fprintf(b, " %9s", "errors")
+	}
+	if lat {
+		fmt.Fprintf(b, " %11s %10s %10s %10s", "total ms", "avg us", "p99 us", "max us")
+	}
+	b.WriteString("  syscall\n")
+	for _, r := range rows {
+		fmt.Fprintf(b, "%12d %12.1f %8.2f", r.Count, r.RatePerS, r.Percent)
+		if errs {
+			if r.Errors != nil {
+				fmt.Fprintf(b, " %9d", *r.Errors)
+			} else {
+				fmt.Fprintf(b, " %9s", "")
+			}
+		}
+		if lat {
+			if l := r.Latency; l != nil {
+				fmt.Fprintf(b, " %11.1f %10.2f %10.2f %10.2f", float64(l.TotalNS)/1e6, l.AvgNS/1e3, float64(l.P99NS)/1e3, float64(l.MaxNS)/1e3)
+			} else {
+				fmt.Fprintf(b, " %11s %10s %10s %10s", "", "", "", "")
+			}
+		}
+		fmt.Fprintf(b, "  %s\n", r.Name)
 	}
 	rate := 0.0
 	if seconds > 0 {

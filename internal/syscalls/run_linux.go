@@ -3,6 +3,7 @@
 package syscalls
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -198,6 +199,7 @@ type exactSource struct {
 	lastPoll time.Time
 	later    int
 	first    map[int]bool
+	sampler  *Sampler // --errors, --latency
 }
 
 func openExact(cfg Config, pid int, r *Report) (*exactSource, error) {
@@ -261,8 +263,30 @@ func openExact(cfg Config, pid int, r *Report) (*exactSource, error) {
 		s.first[t] = true
 	}
 	s.follower = perf.NewFollower(cfg.ProcRoot, pid, len(cfg.Command) > 0)
-	s.follower.Poll()
+	added, _, _ := s.follower.Poll()
+	if cfg.Errors || cfg.Latency {
+		if s.sampler, err = NewSampler(cfg.Latency); err == nil {
+			err = s.sampler.AddThreads(tidsOf(added))
+		}
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		what := "failed calls sampled from raw_syscalls:sys_exit"
+		if cfg.Latency {
+			what = "every call timed from raw_syscalls:sys_enter/sys_exit samples"
+		}
+		r.Mechanism += fmt.Sprintf("; %s, per thread (threads started later: from when found, polled every 10 ms)", what)
+	}
 	return s, nil
+}
+
+func tidsOf(ts []perf.Task) []int {
+	out := make([]int, len(ts))
+	for i, t := range ts {
+		out[i] = t.TID
+	}
+	return out
 }
 
 func (s *exactSource) tick(now time.Time) {
@@ -280,11 +304,12 @@ func (s *exactSource) tick(now time.Time) {
 	}
 	if s.perTask {
 		s.counter.AddThreads(tids)
-		var g []int
-		for _, t := range gone {
-			g = append(g, t.TID)
-		}
-		s.counter.RetireThreads(g)
+		s.counter.RetireThreads(tidsOf(gone))
+	}
+	if s.sampler != nil {
+		s.sampler.AddThreads(tidsOf(added))
+		s.sampler.Poll()
+		s.sampler.RetireThreads(tidsOf(gone))
 	}
 }
 
@@ -329,12 +354,63 @@ func (s *exactSource) report(r *Report, seconds float64) error {
 		r.Syscalls, _ = Rows(evs, s.sum, seconds)
 		finishRows(r.Syscalls, total, seconds)
 	}
+	if s.sampler != nil {
+		s.sampler.Poll()
+		s.addSampled(r)
+	}
 	return nil
+}
+
+// addSampled adds the sampler's errors and latencies to the rows.
+func (s *exactSource) addSampled(r *Report) {
+	stats := s.sampler.Stats()
+	r.Lost = s.sampler.Lost()
+	r.Sampled = s.sampler.Threads()
+	r.ErrorsByErrno = r.ErrorsByErrno[:0]
+	var unseen uint64
+	for i := range r.Syscalls {
+		row := &r.Syscalls[i]
+		var failed uint64
+		if st := stats[row.Nr]; st != nil && row.Nr >= 0 {
+			for _, n := range st.Failed {
+				failed += n
+			}
+			if st.Latency != nil && st.Calls < row.Count {
+				// Records dropped when a ring filled, including those
+				// the kernel could not report any more (thread exit).
+				unseen += row.Count - st.Calls
+			}
+			if h := st.Latency; h != nil && h.TotalCount() > 0 {
+				row.Latency = &Latency{Calls: uint64(h.TotalCount()), AvgNS: h.Mean(), P99NS: h.ValueAtQuantile(99),
+					MaxNS: h.Max(), TotalNS: int64(h.Mean() * float64(h.TotalCount()))}
+			}
+		}
+		if row.Nr >= 0 {
+			row.Errors = &failed
+		}
+	}
+	r.Unseen = unseen
+	for nr, st := range stats {
+		for errno, n := range st.Failed {
+			r.ErrorsByErrno = append(r.ErrorsByErrno, ErrnoRow{Name: Name(HostArch, nr), Nr: nr, Errno: ErrnoName(errno), Count: n})
+		}
+	}
+	slices.SortFunc(r.ErrorsByErrno, func(a, b ErrnoRow) int {
+		if a.Count != b.Count {
+			return cmp.Compare(b.Count, a.Count)
+		}
+		return cmp.Compare(a.Name+a.Errno, b.Name+b.Errno)
+	})
 }
 
 func (s *exactSource) stop() error { return s.counter.Disable() }
 
-func (s *exactSource) close() { s.counter.Close() }
+func (s *exactSource) close() {
+	if s.sampler != nil {
+		s.sampler.Close()
+	}
+	s.counter.Close()
+}
 
 // procSource is the approximate /proc mode.
 type procSource struct {

@@ -30,6 +30,7 @@ func main() {
 	child := flag.Bool("child", false, "also run a child process making -calls calls")
 	loop := flag.Bool("loop", false, "call getppid until killed")
 	solo := flag.Bool("solo", false, "no handshake: make the calls and exit")
+	fail := flag.Int("fail", 0, "failing close(-1) calls (EBADF) per worker thread, after the getppid calls")
 	progress := flag.String("progress", "", "with -loop, write \"calls cpu-ns\" to this `file` every 50 ms")
 	flag.Parse()
 	if *loop {
@@ -54,6 +55,7 @@ func main() {
 				ready.Done()
 				<-start
 				work(*calls)
+				failClose(*fail)
 			}()
 		}
 		ready.Wait()
@@ -106,4 +108,11 @@ func writeProgress(file string, calls uint64) {
 	tmp := file + ".tmp"
 	os.WriteFile(tmp, fmt.Appendf(nil, "%d %d\n", calls, cpu), 0o644)
 	os.Rename(tmp, file)
+}
+
+// failClose makes n close(-1) calls, each failing with EBADF.
+func failClose(n int) {
+	for range n {
+		syscall.RawSyscall(syscall.SYS_CLOSE, ^uintptr(0), 0, 0)
+	}
 }
