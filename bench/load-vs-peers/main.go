@@ -39,6 +39,7 @@ import (
 
 func main() {
 	serve := flag.String("serve", "", "run the hello server on `ADDR` (used by the harness itself)")
+	statsAddr := flag.String("stats", "", "with -serve: serve the counters on `ADDR`")
 	duration := flag.Duration("duration", 30*time.Second, "length of each run")
 	rounds := flag.Int("rounds", 3, "rounds (medians are reported)")
 	conns := flag.Int("conns", 50, "connections for every tool")
@@ -48,7 +49,7 @@ func main() {
 	srvCPU := flag.Int("srv-cpu", 1, "CPU for the server")
 	flag.Parse()
 	if *serve != "" {
-		runServer(*serve)
+		runServer(*serve, *statsAddr)
 		return
 	}
 	if err := run(*duration, *rounds, *conns, *rates, *tools, *genCPU, *srvCPU); err != nil {
@@ -65,22 +66,29 @@ type serverStats struct {
 	PeakOpen    int64 `json:"peak_open"`
 }
 
-func runServer(addr string) {
+// runServer serves "hello" on addr and its counters on statsAddr, a
+// listener of its own so that reading them opens no connection on addr.
+func runServer(addr, statsAddr string) {
 	var reqs, opened, open, peak atomic.Int64
-	mux := http.NewServeMux()
-	mux.HandleFunc("/__stats", func(w http.ResponseWriter, r *http.Request) {
+	stats := http.NewServeMux()
+	stats.HandleFunc("/__stats", func(w http.ResponseWriter, r *http.Request) {
 		s := serverStats{Requests: reqs.Load(), ConnsOpened: opened.Load(), PeakOpen: peak.Load()}
 		if r.URL.Query().Get("reset") == "1" {
 			peak.Store(open.Load())
 		}
-		w.Header().Set("Connection", "close")
 		json.NewEncoder(w).Encode(s)
 	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	go func() {
+		if err := http.ListenAndServe(statsAddr, stats); err != nil {
+			fmt.Fprintln(os.Stderr, "stats server:", err)
+			os.Exit(1)
+		}
+	}()
+	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reqs.Add(1)
 		w.Write([]byte("hello\n"))
 	})
-	srv := &http.Server{Addr: addr, Handler: mux, ConnState: func(_ net.Conn, st http.ConnState) {
+	srv := &http.Server{Addr: addr, Handler: hello, ConnState: func(_ net.Conn, st http.ConnState) {
 		switch st {
 		case http.StateNew:
 			opened.Add(1)
@@ -186,13 +194,13 @@ func toolArgs(bin map[string]string, tool, url string, rate float64, d time.Dura
 	return nil
 }
 
-func runTool(bin map[string]string, tool, scenario, base string, rate float64, d time.Duration, conns, cpu, srvPID int) (result, error) {
+func runTool(bin map[string]string, tool, scenario, base, statsBase string, rate float64, d time.Duration, conns, cpu, srvPID int) (result, error) {
 	r := result{tool: tool, scenario: scenario, target: rate}
 	args := toolArgs(bin, tool, base+"/", rate, d, conns)
 	cmd := exec.Command("taskset", append([]string{"-c", strconv.Itoa(cpu)}, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	before, err := getStats(base, true)
+	before, err := getStats(statsBase, true)
 	if err != nil {
 		return r, fmt.Errorf("server stats: %w", err)
 	}
@@ -202,7 +210,7 @@ func runTool(bin map[string]string, tool, scenario, base string, rate float64, d
 		return r, fmt.Errorf("%s: %w\n%s", tool, err, lastLines(out.String(), 10))
 	}
 	elapsed := time.Since(start).Seconds()
-	after, err := getStats(base, false)
+	after, err := getStats(statsBase, false)
 	if err != nil {
 		return r, fmt.Errorf("server stats: %w", err)
 	}
@@ -211,8 +219,8 @@ func runTool(bin map[string]string, tool, scenario, base string, rate float64, d
 	r.rssMB = float64(ru.Maxrss) / 1024
 	r.served = after.Requests - before.Requests
 	r.reqPerSec = float64(r.served) / d.Seconds()
-	r.opened = after.ConnsOpened - before.ConnsOpened - 1 // less the stats request's own
-	r.peak = after.PeakOpen - 1                           // the stats request's connection is open while it is counted
+	r.opened = after.ConnsOpened - before.ConnsOpened
+	r.peak = after.PeakOpen
 	r.srvCPU = procCPU(srvPID) - srv0
 	r.bg = busyCPU() - busy0 - r.cpu - r.srvCPU
 	if elapsed > d.Seconds()*1.5+5 {
@@ -344,18 +352,22 @@ func run(d time.Duration, rounds, conns int, ratesS, toolsS string, genCPU, srvC
 	if err != nil {
 		return err
 	}
-	srv := exec.Command("taskset", "-c", strconv.Itoa(srvCPU), bin["self"], "-serve", addr)
+	saddr, err := freePort()
+	if err != nil {
+		return err
+	}
+	srv := exec.Command("taskset", "-c", strconv.Itoa(srvCPU), bin["self"], "-serve", addr, "-stats", saddr)
 	srv.Stderr = os.Stderr
 	if err := srv.Start(); err != nil {
 		return fmt.Errorf("start server: %w", err)
 	}
 	defer srv.Process.Kill()
-	base := "http://" + addr
+	base, statsBase := "http://"+addr, "http://"+saddr
 	if err := writeTargets(bin, tmp, base); err != nil {
 		return err
 	}
 	for i := 0; ; i++ {
-		if _, err := getStats(base, false); err == nil {
+		if _, err := getStats(statsBase, false); err == nil {
 			break
 		}
 		if i > 100 {
@@ -384,7 +396,7 @@ func run(d time.Duration, rounds, conns int, ratesS, toolsS string, genCPU, srvC
 					continue // wrk has no fixed rate
 				}
 				time.Sleep(2 * time.Second) // let TIME_WAIT and the CPUs settle
-				r, err := runTool(bin, t, sc, base, rate, d, conns, genCPU, srv.Process.Pid)
+				r, err := runTool(bin, t, sc, base, statsBase, rate, d, conns, genCPU, srv.Process.Pid)
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "round %d %s %s: %v\n", round, sc, t, err)
 					continue

@@ -322,27 +322,39 @@ func TestKeepAliveAndClose(t *testing.T) {
 	}
 }
 
-// TestHTTP2 runs over h2c through net/http.
+// TestHTTP2 runs over h2c and over TLS (ALPN) through net/http.
 func TestHTTP2(t *testing.T) {
-	var h2 atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ProtoMajor == 2 {
-			h2.Add(1)
-		}
-		w.Write([]byte("ok"))
-	}))
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetHTTP1(true)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Start()
-	t.Cleanup(srv.Close)
-	u, _ := url.Parse(srv.URL)
-	s := runStep(t, Config{URL: u, Connections: 4, Proto: ProtoHTTP2, Warmup: testTick}, 100, time.Second)
-	if s.Errors != 0 || s.Requests < 50 || h2.Load() < s.Requests {
-		t.Errorf("errors %v, requests %d, over HTTP/2 %d", s.ErrorKinds, s.Requests, h2.Load())
-	}
-	if s.MaxConnections > 4 {
-		t.Errorf("%d connections, cap 4", s.MaxConnections)
+	for _, tls := range []bool{false, true} {
+		t.Run(map[bool]string{false: "h2c", true: "tls"}[tls], func(t *testing.T) {
+			var h2 atomic.Int64
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.ProtoMajor == 2 {
+					h2.Add(1)
+				}
+				w.Write([]byte("ok"))
+			}))
+			cfg := Config{Connections: 4, Warmup: testTick}
+			if tls {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+				cfg.Insecure = true // the test server's certificate
+			} else {
+				srv.Config.Protocols = new(http.Protocols)
+				srv.Config.Protocols.SetHTTP1(true)
+				srv.Config.Protocols.SetUnencryptedHTTP2(true)
+				srv.Start()
+				cfg.Proto = ProtoHTTP2
+			}
+			t.Cleanup(srv.Close)
+			cfg.URL, _ = url.Parse(srv.URL)
+			s := runStep(t, cfg, 100, time.Second)
+			if s.Errors != 0 || s.Requests < 50 || h2.Load() < s.Requests {
+				t.Errorf("errors %v, requests %d, over HTTP/2 %d", s.ErrorKinds, s.Requests, h2.Load())
+			}
+			if s.MaxConnections > 4 || s.MaxConnections < 1 {
+				t.Errorf("%d connections, cap 4", s.MaxConnections)
+			}
+		})
 	}
 }
 

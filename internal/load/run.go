@@ -74,11 +74,16 @@ type Report struct {
 func newReport(e *Engine) *Report {
 	c := &e.cfg
 	proto := "http/1.1"
-	if e.client != nil {
-		proto = string(c.Proto)
-		if c.URL.Scheme == "http" {
-			proto = "h2c"
-		}
+	switch {
+	case e.client == nil:
+	case c.URL.Scheme == "http":
+		proto = "h2c"
+	case c.Proto == ProtoHTTP2:
+		proto = "h2 over TLS"
+	case c.Proto == ProtoHTTP1:
+		proto = "http/1.1 over TLS"
+	default:
+		proto = "TLS (h2 or http/1.1 by ALPN)"
 	}
 	return &Report{URL: c.URL.String(), Method: c.Method, Connections: c.Connections, Proto: proto,
 		Start: e.base, tick: c.Tick}
