@@ -391,3 +391,62 @@ func perfFDs(pid int) int {
 	}
 	return n
 }
+
+// TestSyscallsErrors counts the failed calls of a patient whose 2 threads
+// each make 3000 close(-1) calls: 6000 EBADF, exactly (the threads exist
+// before attach, and only failures are written to the rings).
+func TestSyscallsErrors(t *testing.T) {
+	needRoot(t)
+	p := exec.Command(syscallsPatient(t), "-threads", "2", "-calls", "1000", "-fail", "3000")
+	in, _ := p.StdinPipe()
+	outp, _ := p.StdoutPipe()
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.Process.Kill(); p.Wait() }()
+	pout := bufio.NewReader(outp)
+	if l, _ := pout.ReadString('\n'); l != "ready\n" {
+		t.Fatalf("patient said %q", l)
+	}
+	cmd, stdout, errs := cliChild(t, nil, os.Args[0], "syscalls", "--pid", strconv.Itoa(p.Process.Pid),
+		"--duration", "2m", "--format", "json", "--errors", "--only", "getppid,close")
+	waitCounting(t, errs)
+	io.WriteString(in, "go\n")
+	if l, _ := pout.ReadString('\n'); l != "done\n" {
+		t.Fatalf("patient said %q", l)
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("CLI: %v", err)
+	}
+	var rep struct {
+		Lost     uint64 `json:"lost"`
+		Syscalls []struct {
+			Name   string  `json:"name"`
+			Count  uint64  `json:"count"`
+			Errors *uint64 `json:"errors"`
+		} `json:"syscalls"`
+		ByErrno []struct {
+			Name  string `json:"name"`
+			Errno string `json:"errno"`
+			Count uint64 `json:"count"`
+		} `json:"errors_by_errno"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	var ebadf uint64
+	for _, e := range rep.ByErrno {
+		if e.Name == "close" && e.Errno == "EBADF" {
+			ebadf = e.Count
+		}
+	}
+	if ebadf != 6000 || rep.Lost != 0 {
+		t.Errorf("close EBADF %d (lost %d), want 6000: %+v", ebadf, rep.Lost, rep.ByErrno)
+	}
+	for _, s := range rep.Syscalls {
+		if s.Name == "close" && (s.Errors == nil || *s.Errors != ebadf || s.Count < 6000) {
+			t.Errorf("close row %+v", s)
+		}
+	}
+}
