@@ -23,6 +23,7 @@ type agentSource struct {
 	pid    int // the process's PID as gosleuth sees it
 	client *http.Client
 	info   map[string]string
+	dec    metricsDecoder
 }
 
 // Info returns the agent's self-description (pid, go, gomaxprocs, numcpu,
@@ -44,7 +45,7 @@ func (s *agentSource) Read(ctx context.Context) (*Sample, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read agent metrics: %w", err)
 	}
-	_, t, goVersion, m, err := parseAgentMetrics(body)
+	_, t, goVersion, m, err := s.dec.decode(body)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package goruntime
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -142,20 +141,101 @@ func httpGet(ctx context.Context, client *http.Client, url string, limit int64) 
 
 // parseAgentMetrics decodes the agent's metrics text (see package wire).
 func parseAgentMetrics(b []byte) (pid int, t time.Time, goVersion string, m map[string]Metric, err error) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var d metricsDecoder
+	return d.decode(b)
+}
+
+// metricsDecoder decodes agent replies, keeping each histogram's bucket
+// boundaries: they never change within a process, and parsing them again
+// (thousands of floats) was most of a decode.
+type metricsDecoder struct {
+	buckets map[string]decodedBuckets
+}
+
+type decodedBuckets struct {
+	text string
+	vals []float64
+}
+
+// histogram parses the rest of an "h NAME " line: "N b0 .. bN-1 c0 .. cN-2".
+func (d *metricsDecoder) histogram(name, rest string) (*Histogram, string) {
+	ns, rest, _ := strings.Cut(rest, " ")
+	nb, err := strconv.Atoi(ns)
+	if err != nil || nb < 1 || nb > 1<<16 {
+		return nil, "bad histogram size"
+	}
+	// The bucket text is the next nb fields.
+	end := 0
+	for i := 0; i < nb; i++ {
+		j := strings.IndexByte(rest[end:], ' ')
+		if j < 0 {
+			if i == nb-1 && nb == 1 {
+				end = len(rest)
+				break
+			}
+			return nil, "histogram sizes do not match"
+		}
+		end += j + 1
+	}
+	btext := rest[:max(end-1, 0)]
+	counts := rest[min(end, len(rest)):]
+	h := &Histogram{Counts: make([]uint64, 0, nb-1)}
+	if c, ok := d.buckets[name]; ok && c.text == btext {
+		h.Buckets = c.vals
+	} else {
+		h.Buckets = make([]float64, 0, nb)
+		for f := range strings.SplitSeq(btext, " ") {
+			v, err := strconv.ParseFloat(f, 64)
+			if err != nil || (len(h.Buckets) > 0 && !(v > h.Buckets[len(h.Buckets)-1])) {
+				return nil, "bad histogram bucket"
+			}
+			h.Buckets = append(h.Buckets, v)
+		}
+		if d.buckets == nil {
+			d.buckets = make(map[string]decodedBuckets)
+		}
+		d.buckets[name] = decodedBuckets{btext, h.Buckets}
+	}
+	if nb > 1 {
+		for f := range strings.SplitSeq(counts, " ") {
+			v, err := strconv.ParseUint(f, 10, 64)
+			if err != nil {
+				return nil, "bad histogram count"
+			}
+			h.Counts = append(h.Counts, v)
+		}
+	} else if counts != "" {
+		return nil, "histogram sizes do not match"
+	}
+	if len(h.Counts) != nb-1 || len(h.Buckets) != nb {
+		return nil, "histogram sizes do not match"
+	}
+	return h, ""
+}
+
+// decode decodes one reply.
+func (d *metricsDecoder) decode(b []byte) (pid int, t time.Time, goVersion string, m map[string]Metric, err error) {
 	m = make(map[string]Metric, 128)
 	bad := func(line int, why string) error {
 		return fmt.Errorf("agent metrics line %d: %w: %s", line, ErrMalformed, why)
 	}
 	n := 0
-	for sc.Scan() {
+	for raw := range bytes.Lines(b) {
 		n++
-		line := sc.Text()
+		line := string(bytes.TrimSuffix(raw, []byte("\n")))
 		if n == 1 {
 			if line != "gosleuth-metrics 1" {
 				return 0, t, "", nil, bad(n, "not a gosleuth agent metrics reply")
 			}
+			continue
+		}
+		if rest, ok := strings.CutPrefix(line, "h "); ok {
+			name, rest, _ := strings.Cut(rest, " ")
+			h, why := d.histogram(name, rest)
+			if h == nil {
+				return 0, t, "", nil, bad(n, why)
+			}
+			m[name] = Metric{Kind: 'h', Hist: h}
 			continue
 		}
 		f := strings.Fields(line)
@@ -196,34 +276,11 @@ func parseAgentMetrics(b []byte) (pid int, t time.Time, goVersion string, m map[
 				return 0, t, "", nil, bad(n, "bad float64")
 			}
 			m[f[1]] = Metric{Kind: 'f', Float: v}
-		case "h":
-			if len(f) < 3 {
-				return 0, t, "", nil, bad(n, "short histogram")
-			}
-			nb, err := strconv.Atoi(f[2])
-			if err != nil || nb < 1 || len(f) != 3+nb+nb-1 {
-				return 0, t, "", nil, bad(n, "histogram sizes do not match")
-			}
-			h := &Histogram{Buckets: make([]float64, nb), Counts: make([]uint64, nb-1)}
-			for i := range nb {
-				if h.Buckets[i], err = strconv.ParseFloat(f[3+i], 64); err != nil || (i > 0 && !(h.Buckets[i] > h.Buckets[i-1])) {
-					return 0, t, "", nil, bad(n, "bad histogram bucket")
-				}
-			}
-			for i := range nb - 1 {
-				if h.Counts[i], err = strconv.ParseUint(f[3+nb+i], 10, 64); err != nil {
-					return 0, t, "", nil, bad(n, "bad histogram count")
-				}
-			}
-			m[f[1]] = Metric{Kind: 'h', Hist: h}
 		case "x":
 			m[f[1]] = Metric{Kind: 'x'}
 		default:
 			return 0, t, "", nil, bad(n, "unknown item "+strconv.Quote(f[0]))
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, t, "", nil, fmt.Errorf("agent metrics: %w: %w", ErrMalformed, err)
 	}
 	if n == 0 {
 		return 0, t, "", nil, fmt.Errorf("agent metrics: %w: empty reply", ErrMalformed)
