@@ -147,6 +147,22 @@ func TestAgentLeak(t *testing.T) {
 	}
 }
 
+// TestGODEBUGEvents: a non-default GODEBUG setting the program exercises
+// is counted in the window, and the environment value is discovered.
+func TestGODEBUGEvents(t *testing.T) {
+	p := startPatient(t, []string{"GODEBUG=randseednop=0"}, nil, "-mode", "godebug", "-agent")
+	f, err := Discover("/proc", p.pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := connectAgent(t, p.pid())
+	w, _ := readWindow(t, p, src, time.Second)
+	t.Logf("GODEBUG env %q; events in window %v, total %v", f.EnvGODEBUG, w.GODEBUG, w.GODEBUGTotal)
+	if f.EnvGODEBUG != "randseednop=0" || w.GODEBUG["randseednop"] == 0 || w.GODEBUGTotal["randseednop"] < w.GODEBUG["randseednop"] {
+		t.Errorf("GODEBUG env %q, events %v / %v", f.EnvGODEBUG, w.GODEBUG, w.GODEBUGTotal)
+	}
+}
+
 // TestPprofOnly reads a patient that serves only net/http/pprof and expvar.
 func TestPprofOnly(t *testing.T) {
 	p := startPatient(t, nil, nil, "-mode", "gc", "-pprof")

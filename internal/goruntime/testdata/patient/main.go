@@ -4,7 +4,7 @@
 // runtime/metrics, so tests compare what gosleuth reads with what the
 // runtime says inside.
 //
-//	-mode idle|gc|herd|mutex|leak   the behaviour
+//	-mode idle|gc|herd|mutex|leak|godebug   the behaviour
 //	-agent                          start the gosleuth agent
 //	-flight                         with -agent: enable its FlightRecorder
 //	-pprof                          serve net/http/pprof and expvar on 127.0.0.1:0
@@ -16,6 +16,7 @@ import (
 	_ "expvar"
 	"flag"
 	"fmt"
+	oldrand "math/rand"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -43,7 +44,7 @@ type node struct {
 }
 
 func main() {
-	mode := flag.String("mode", "idle", "behaviour: idle, gc, herd, mutex, leak")
+	mode := flag.String("mode", "idle", "behaviour: idle, gc, herd, mutex, leak, godebug")
 	useAgent := flag.Bool("agent", false, "start the gosleuth agent")
 	usePprof := flag.Bool("pprof", false, "serve net/http/pprof and expvar")
 	useProm := flag.Bool("prom", false, "serve Prometheus /metrics")
@@ -87,6 +88,15 @@ func main() {
 		contend(8)
 	case "leak":
 		go leak(200)
+	case "godebug":
+		go func() {
+			// With GODEBUG=randseednop=0, each call is a non-default
+			// behaviour the runtime counts.
+			for {
+				oldrand.Seed(1)
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown mode", *mode)
 		os.Exit(2)
