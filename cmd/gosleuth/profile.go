@@ -41,9 +41,12 @@ folded stacks and flame graph. Runtime threads waiting for work are left
 out unless --off-cpu-all; goroutines that wait on channels or mutexes do it
 in user space and need Go's block and mutex profiles instead.
 
-Kernel stacks need root (or CAP_PERFMON); without, only user mode is sampled
-and each thread's system time from /proc becomes a [kernel time, not
-sampled] leaf.`,
+As root it opens one event per CPU and keeps the target's samples: new
+threads are seen at once and context switches cost the target nothing.
+Otherwise (or with --per-thread) each thread gets its own event, found
+within 100 ms of its start. Kernel stacks need root (or CAP_PERFMON);
+without, only user mode is sampled and each thread's system time from /proc
+becomes a [kernel time, not sampled] leaf.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
 			pid := fs.Int("pid", 0, "process `PID` to profile")
 			duration := fs.Duration("duration", 30*time.Second, "how long to sample (0: until interrupted or the process exits)")
@@ -54,6 +57,7 @@ sampled] leaf.`,
 			format := fs.String("format", "text", "summary `format`: text or json")
 			top := fs.Int("top", 15, "functions in the top lists")
 			userOnly := fs.Bool("user-only", false, "sample user mode only, as without privileges")
+			perThread := fs.Bool("per-thread", false, "one event per thread even as root (default as root: one per CPU, filtered to the process)")
 			offCPU := fs.Bool("off-cpu", false, "also sample where threads block (switch-outs; needs root; about 2 us per recorded switch)")
 			offEvery := fs.Int("off-cpu-every", 1, "record one switch-out in `N` (each weighted N times)")
 			offAll := fs.Bool("off-cpu-all", false, "keep off-CPU stacks of idle runtime threads (parked Ms, sysmon, netpoller)")
@@ -81,7 +85,7 @@ sampled] leaf.`,
 				if *offEvery < 1 {
 					return usagef("--off-cpu-every must be at least 1")
 				}
-				opts := stacks.Options{PID: *pid, Hz: *hz, Duration: *duration, UserOnly: *userOnly,
+				opts := stacks.Options{PID: *pid, Hz: *hz, Duration: *duration, UserOnly: *userOnly, PerThread: *perThread,
 					OffCPU: *offCPU, OffCPUEvery: *offEvery, OffCPUAll: *offAll}
 				if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 					opts.Progress = func(p stacks.Progress) {
@@ -119,10 +123,21 @@ sampled] leaf.`,
 					return err
 				}
 				if cmdDone != nil {
-					select {
-					case err := <-cmdDone:
-						raw.Notes = append(raw.Notes, fmt.Sprintf("command %s ended (%v): the profile covers its whole run", args[0], exitText(err)))
-					default:
+					var done bool
+					var werr error
+					if raw.Exited {
+						werr, done = <-cmdDone, true // it exited: wait for the reaper
+					} else {
+						select {
+						case werr = <-cmdDone:
+							done = true
+						default:
+						}
+					}
+					if done {
+						raw.Notes = append(raw.Notes, fmt.Sprintf("command %s ended (%v): the profile covers its whole run", args[0], exitText(werr)))
+					} else {
+						raw.Notes = append(raw.Notes, fmt.Sprintf("command %s (pid %d) was still running when sampling ended", args[0], opts.PID))
 					}
 				}
 				p := stacks.Symbolize(raw)

@@ -73,6 +73,9 @@ type Raw struct {
 	Samples, Lost int64
 	// ThreadsSeen counts the threads sampled over the run.
 	ThreadsSeen int
+	// PerCPU is true when one event per CPU sampled every task there (root),
+	// false when each thread had its own event.
+	PerCPU bool
 	// UserOnly is true when kernel mode could not be sampled.
 	UserOnly bool
 	// CPU is /proc's user and system time over the window the samples in
@@ -112,6 +115,11 @@ type Options struct {
 	// Duration bounds the run; 0 runs until the context is done or the
 	// process exits.
 	Duration time.Duration
+	// PerThread opens one event per thread even when one per CPU is
+	// allowed. Per-thread events are the only kind without root; they cost
+	// the target a timer reprogramming at each context switch, and see a
+	// new thread only once the follower finds it (every 100 ms).
+	PerThread bool
 	// UserOnly forces user-mode sampling, as without privileges.
 	UserOnly bool
 	// Progress, when set, is called about once a second.

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/gosleuth/gosleuth/internal/perf"
 	"github.com/gosleuth/gosleuth/internal/proc"
@@ -40,6 +41,12 @@ type sampler struct {
 	// first error saying why.
 	skipped int
 	skipErr error
+	// cpuRings, when set, are one event per CPU sampling every task there
+	// (samples of other processes are dropped): used instead of per-thread
+	// rings when allowed, because they cost the target nothing at context
+	// switches and see new threads at once.
+	cpuRings []*perf.Ring
+	foreign  int64
 	// off samples where threads block (nil unless Options.OffCPU).
 	off *offCPU
 	// bootStart is CLOCK_BOOTTIME when the first event was opened.
@@ -79,7 +86,6 @@ func Sample(ctx context.Context, opts Options) (*Raw, error) {
 	}
 	defer pr.Close()
 	var first, last, scratch proc.Snapshot
-	firstOK := s.snapshot(pr, &first, &s.t0)
 	// takeLast reads /proc into scratch and keeps it as the last reading
 	// only when the process was still there.
 	takeLast := func() bool {
@@ -97,6 +103,12 @@ func Sample(ctx context.Context, opts Options) (*Raw, error) {
 			return nil, err
 		}
 	}
+	if !opts.PerThread && !s.userOnly {
+		if err := s.openCPUs(); err != nil {
+			s.raw.Notes = append(s.raw.Notes, fmt.Sprintf("per-CPU sampling unavailable (%v): one event per thread instead", err))
+		}
+	}
+	s.raw.PerCPU = s.cpuRings != nil
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
 	s.bootStart = time.Duration(ts.Nano())
@@ -107,6 +119,9 @@ func Sample(ctx context.Context, opts Options) (*Raw, error) {
 		}
 		return nil, err
 	}
+	// The window starts once the events are open, so the CPU time /proc
+	// counts in it can all be sampled.
+	firstOK := s.snapshot(pr, &first, &s.t0)
 	if opts.Started != nil {
 		opts.Started()
 	}
@@ -153,7 +168,7 @@ loop:
 			}
 			if opts.Progress != nil && now.After(nextProgress) {
 				opts.Progress(Progress{Elapsed: time.Since(s.raw.Start), Samples: s.raw.Samples,
-					Lost: s.lost(), Threads: len(s.rings), UserOnly: s.userOnly})
+					Lost: s.lost(), Threads: s.raw.ThreadsSeen, UserOnly: s.userOnly})
 				nextProgress = now.Add(time.Second)
 			}
 		}
@@ -200,18 +215,23 @@ loop:
 
 func (s *sampler) lost() int64 {
 	n := s.raw.Lost
+	for _, r := range s.cpuRings {
+		n += int64(r.Lost())
+	}
 	for _, r := range s.rings {
 		n += int64(r.Lost())
 	}
 	return n
 }
 
-// snapshot reads /proc and the monotonic clock right after.
+// snapshot reads /proc, and sets mono to the monotonic clock halfway
+// through the reading.
 func (s *sampler) snapshot(pr *proc.Reader, dst *proc.Snapshot, mono *uint64) bool {
+	before := monotonicNS()
 	if err := pr.Snapshot(dst); err != nil || dst.Find(int32(s.opts.PID)) == nil {
 		return false
 	}
-	*mono = monotonicNS()
+	*mono = before + (monotonicNS()-before)/2
 	return true
 }
 
@@ -293,6 +313,26 @@ func (s *sampler) follow(fol *perf.Follower) error {
 }
 
 func (s *sampler) open(tid int) error {
+	if s.cpuRings == nil {
+		if err := s.openThread(tid); err != nil || s.rings[tid] == nil {
+			return err
+		}
+	}
+	if s.off != nil {
+		if err := s.openOff(tid); err != nil {
+			return err
+		}
+	}
+	s.raw.ThreadsSeen++
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", s.opts.PID, tid)); err == nil {
+		s.raw.Threads[tid] = strings.TrimSpace(string(b))
+	}
+	s.pickup(tid)
+	return nil
+}
+
+// openThread opens the on-CPU event of one thread.
+func (s *sampler) openThread(tid int) error {
 	attr := s.attr()
 	r, err := perf.OpenRing(&attr, tid, s.pages())
 	if err != nil && errors.Is(err, perf.ErrPermission) && !s.userOnly {
@@ -321,17 +361,70 @@ func (s *sampler) open(tid int) error {
 		return fmt.Errorf("sample thread %d: %w", tid, err)
 	}
 	s.rings[tid] = r
-	if s.off != nil {
-		if err := s.openOff(tid); err != nil {
-			return err
+	return nil
+}
+
+// cpuRingPages sizes each CPU's ring: it holds every task's samples there.
+const cpuRingPages = 16
+
+// openCPUs opens one cpu-clock event per online CPU for all tasks.
+func (s *sampler) openCPUs() error {
+	cpus, err := onlineCPUs()
+	if err != nil {
+		return err
+	}
+	for _, cpu := range cpus {
+		attr := s.attr()
+		attr.Size = uint32(unsafe.Sizeof(attr))
+		fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		if err == nil {
+			var r *perf.Ring
+			if r, err = perf.MapRing(fd, cpuRingPages); err != nil {
+				unix.Close(fd)
+			} else if err = r.Enable(); err != nil {
+				r.Close()
+			} else {
+				s.cpuRings = append(s.cpuRings, r)
+				continue
+			}
+		}
+		for _, r := range s.cpuRings {
+			r.Close()
+		}
+		s.cpuRings = nil
+		return fmt.Errorf("open cpu-clock event on CPU %d: %w", cpu, err)
+	}
+	return nil
+}
+
+// onlineCPUs lists the online CPUs from sysfs ("0-3,6").
+func onlineCPUs() ([]int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return nil, fmt.Errorf("list online CPUs: %w", err)
+	}
+	return parseCPUList(strings.TrimSpace(string(b)))
+}
+
+func parseCPUList(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, found := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("parse CPU list %q: %w", s, err)
+		}
+		b := a
+		if found {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("parse CPU list %q: bad range %q", s, part)
+			}
+		}
+		for c := a; c <= b; c++ {
+			out = append(out, c)
 		}
 	}
-	s.raw.ThreadsSeen++
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", s.opts.PID, tid)); err == nil {
-		s.raw.Threads[tid] = strings.TrimSpace(string(b))
-	}
-	s.pickup(tid)
-	return nil
+	return out, nil
 }
 
 // pickup records how long after its start a thread that began during the
@@ -361,7 +454,11 @@ func (s *sampler) pickup(tid int) {
 		return // it existed before sampling began
 	}
 	s.raw.NewThreads++
-	s.raw.PickupMax = max(s.raw.PickupMax, now-started)
+	if s.cpuRings == nil || s.off != nil {
+		// Per-CPU events sample a new thread from its start; only
+		// per-thread events wait for the follower.
+		s.raw.PickupMax = max(s.raw.PickupMax, now-started)
+	}
 }
 
 // pages is the ring size per thread: smaller for user-only sampling, whose
@@ -375,6 +472,9 @@ func (s *sampler) pages() int {
 }
 
 func (s *sampler) drain() {
+	for _, r := range s.cpuRings {
+		s.read(r)
+	}
 	for _, r := range s.rings {
 		s.read(r)
 	}
@@ -386,6 +486,10 @@ func (s *sampler) drain() {
 }
 
 func (s *sampler) closeAll() {
+	for _, r := range s.cpuRings {
+		r.Close()
+	}
+	s.cpuRings = nil
 	for tid, r := range s.rings {
 		r.Close()
 		delete(s.rings, tid)
@@ -417,6 +521,10 @@ const (
 // sample parses one PERF_RECORD_SAMPLE laid out as the attr asks: ip,
 // pid/tid, time, callchain, then user regs and stack when asked for.
 func (s *sampler) sample(misc uint16, b []byte) {
+	if s.cpuRings != nil && (len(b) < 16 || int(binary.NativeEndian.Uint32(b[8:])) != s.opts.PID) {
+		s.foreign++
+		return
+	}
 	tid, when, fixed, ok := s.parseSample(b)
 	if !ok {
 		return

@@ -131,8 +131,10 @@ func TestSha256TopFrames(t *testing.T) {
 	if s.GoFramesUnresolved != 0 {
 		t.Errorf("%d of %d Go frames unresolved", s.GoFramesUnresolved, s.GoFrames)
 	}
-	if s.Coverage != nil && (*s.Coverage < 0.8 || *s.Coverage > 1.2) {
-		t.Errorf("coverage %.2f of /proc utime+stime, want about 1", *s.Coverage)
+	// /proc counts in 10 ms ticks: with few samples (a loaded machine)
+	// the ratio is coarse.
+	if lo, hi := coverageBounds(s.Samples); s.Coverage != nil && (*s.Coverage < lo || *s.Coverage > hi) {
+		t.Errorf("coverage %.2f of /proc utime+stime over %d samples, want %.2f-%.2f", *s.Coverage, s.Samples, lo, hi)
 	}
 }
 
@@ -338,7 +340,7 @@ func TestMatchesGoProfile(t *testing.T) {
 	needPerf(t)
 	bin := buildPatient(t, "mixed")
 	goProf := filepath.Join(t.TempDir(), "go.pprof")
-	cmd := startPatient(t, bin, "3s", goProf)
+	cmd := startPatient(t, bin, "4s", goProf)
 	raw, err := Sample(context.Background(), Options{PID: cmd.Process.Pid, Duration: 20 * time.Second,
 		Started: func() { os.WriteFile(goProf+".go", nil, 0o644) }})
 	if err != nil {
@@ -384,21 +386,68 @@ func TestMatchesGoProfile(t *testing.T) {
 		}
 		addLeaf(goLeaf, goPair, user, float64(s.Value[0]))
 	}
-	leaf, pair := overlap(oursLeaf[variant{}], goLeaf), overlap(oursPair[variant{}], goPair)
-	t.Logf("leaf agreement %.1f%%, leaf+caller %.1f%%, leaf callers fixed in %d of %d samples", 100*leaf, 100*pair, raw.LeafFixed, raw.Samples)
+	// The leaf mix depends on how the two goroutines shared the CPUs, the
+	// same for both profilers but seen through sampling noise; the callers
+	// given a leaf do not, so they are compared per leaf.
+	leaf := overlap(oursLeaf[variant{}], goLeaf)
+	pair := callerAgreement(oursLeaf[variant{}], oursPair[variant{}], goPair)
+	var n int64
+	for _, st := range ours.Stacks {
+		n += st.Count
+	}
+	t.Logf("%d samples: leaf agreement %.1f%%, caller agreement given the leaf %.1f%%, leaf callers fixed in %d", n, 100*leaf, 100*pair, raw.LeafFixed)
 	for _, v := range []variant{{noFix: true}, {noInline: true}, {true, true}} {
-		t.Logf("without fix-up %v, without inlined frames %v: leaf %.1f%%, leaf+caller %.1f%%", v.noFix, v.noInline,
-			100*overlap(oursLeaf[v], goLeaf), 100*overlap(oursPair[v], goPair))
+		t.Logf("without fix-up %v, without inlined frames %v: leaf %.1f%%, caller given the leaf %.1f%%", v.noFix, v.noInline,
+			100*overlap(oursLeaf[v], goLeaf), 100*callerAgreement(oursLeaf[v], oursPair[v], goPair))
 	}
-	if leaf < 0.9 || pair < 0.9 {
-		t.Errorf("agreement with Go's profile: leaf %.2f, leaf+caller %.2f, want >= 0.9\nours %v\ngo's %v", leaf, pair, top(oursPair[variant{}]), top(goPair))
+	minLeaf := 0.9
+	if n < 300 {
+		minLeaf = 0.75 // a loaded machine: few samples, a noisy mix
 	}
+	if leaf < minLeaf || pair < 0.9 {
+		t.Errorf("agreement with Go's profile: leaf %.2f (want >= %.2f), caller given the leaf %.2f (want >= 0.9)\nours %v\ngo's %v",
+			leaf, minLeaf, pair, top(oursPair[variant{}]), top(goPair))
+	}
+}
+
+// callerAgreement weighs, by our share of each leaf, the overlap of the
+// callers of that leaf in both profiles (pair keys are "leaf <- caller").
+func callerAgreement(leaf, ours, theirs map[string]float64) float64 {
+	byLeaf := func(m map[string]float64) map[string]map[string]float64 {
+		out := map[string]map[string]float64{}
+		for k, v := range m {
+			l, _, _ := strings.Cut(k, " <- ")
+			if out[l] == nil {
+				out[l] = map[string]float64{}
+			}
+			out[l][k] += v
+		}
+		return out
+	}
+	o, g := byLeaf(ours), byLeaf(theirs)
+	var total, agree float64
+	for l, v := range leaf {
+		if g[l] == nil {
+			continue // a leaf Go's profile did not see: the leaf test counts it
+		}
+		total += v
+		agree += v * overlap(o[l], g[l])
+	}
+	if total == 0 {
+		return 0
+	}
+	return agree / total
 }
 
 // addLeaf counts a stack's leaf and leaf+caller. Go's profiler puts some
 // samples in runtime pseudo-frames (_ExternalCode, _GC, ...): those are
 // skipped as they have no counterpart.
 func addLeaf(leaf, pair map[string]float64, user []string, n float64) {
+	if len(user) > 0 && user[0] == "runtime.asyncPreempt" {
+		// Go's SIGPROF landed in a preemption it injected: the
+		// interrupted function is the real leaf.
+		user = user[1:]
+	}
 	if len(user) == 0 || strings.HasPrefix(user[0], "runtime._") {
 		return
 	}
@@ -470,8 +519,8 @@ func TestUserOnlyKernelLeaf(t *testing.T) {
 			t.Fatalf("kernel frames in a user-only profile: %v", st.Frames)
 		}
 	}
-	if s.Coverage == nil || *s.Coverage < 0.8 || *s.Coverage > 1.2 {
-		t.Errorf("coverage %v, want about 1 with the synthetic leaf", s.Coverage)
+	if lo, hi := coverageBounds(s.Samples); s.Coverage == nil || *s.Coverage < lo || *s.Coverage > hi {
+		t.Errorf("coverage %v over %d samples, want %.2f-%.2f with the synthetic leaf", s.Coverage, s.Samples, lo, hi)
 	}
 }
 
@@ -481,7 +530,10 @@ func TestNewThreadsPickedUp(t *testing.T) {
 	needPerf(t)
 	bin := buildPatient(t, "threads")
 	cmd := startPatient(t, bin)
-	p := sampleFor(t, cmd.Process.Pid, 2*time.Second, Options{})
+	p := sampleFor(t, cmd.Process.Pid, 2*time.Second, Options{PerThread: true})
+	if p.PerCPU {
+		t.Fatal("per-CPU events despite PerThread")
+	}
 	if p.NewThreads < 3 {
 		t.Fatalf("%d new threads seen during the run, want several", p.NewThreads)
 	}
@@ -508,8 +560,9 @@ func TestOffCPU(t *testing.T) {
 	if o.Classes["syscall nanosleep"] < 0.5 {
 		t.Errorf("syscall nanosleep has %.2f of the off-CPU time, want most", o.Classes["syscall nanosleep"])
 	}
-	if o.Seconds < 0.5*d.Seconds() || o.Seconds > 1.2*d.Seconds() {
-		t.Errorf("%.2fs off CPU in %s for a thread that mostly sleeps", o.Seconds, d)
+	wall := p.End.Sub(p.Start)
+	if o.Seconds < 0.5*d.Seconds() || (o.Lost == 0 && o.Seconds > 1.2*wall.Seconds()) {
+		t.Errorf("%.2fs off CPU in %s for a thread that mostly sleeps", o.Seconds, wall)
 	}
 	var nap bool
 	for _, f := range o.Top {
@@ -568,4 +621,61 @@ func TestOlderGoLayout(t *testing.T) {
 	if bad > 0 || inlined == 0 {
 		t.Errorf("%d of %d PCs disagree with debug/gosym; %d with inlined frames", bad, n, inlined)
 	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []int
+		bad  bool
+	}{
+		{"0", []int{0}, false},
+		{"0-3", []int{0, 1, 2, 3}, false},
+		{"0-1,4,6-7", []int{0, 1, 4, 6, 7}, false},
+		{"", nil, true},
+		{"3-1", nil, true},
+		{"a", nil, true},
+	}
+	for _, tt := range tests {
+		got, err := parseCPUList(tt.in)
+		if (err != nil) != tt.bad || fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("parseCPUList(%q) = %v, %v; want %v (error %v)", tt.in, got, err, tt.want, tt.bad)
+		}
+	}
+}
+
+// TestPerCPUAndPerThreadAgree samples the same patient both ways: the
+// per-CPU events (root) and per-thread events see the same stacks.
+func TestPerCPUAndPerThreadAgree(t *testing.T) {
+	needPerf(t)
+	needRoot(t)
+	bin := buildPatient(t, "getppid")
+	cmd := startPatient(t, bin)
+	for _, perThread := range []bool{false, true} {
+		p := sampleFor(t, cmd.Process.Pid, 2*time.Second, Options{PerThread: perThread})
+		if p.PerCPU == perThread {
+			t.Errorf("PerThread %v gave PerCPU %v", perThread, p.PerCPU)
+		}
+		s := p.Summarize(20)
+		cum := map[string]float64{}
+		for _, f := range s.TopCum {
+			cum[f.Function] = f.CumShare
+		}
+		if s.KernelShare < 0.4 || cum["main.main"] < 0.9 || cum["syscall.Getppid"] < 0.5 || cum["do_syscall_64"] < 0.3 || cum["__x64_sys_getppid"] == 0 {
+			t.Errorf("PerThread %v: %d samples, kernel share %.2f, cumulative shares %v", perThread, s.Samples, s.KernelShare, cum)
+		}
+		if s.Coverage != nil {
+			t.Logf("PerThread %v: %d samples, coverage %.3f", perThread, s.Samples, *s.Coverage)
+		}
+	}
+}
+
+// coverageBounds is the range a coverage over n samples must fall in:
+// tight when there are enough samples for /proc's 10 ms ticks and the
+// sampling noise not to matter.
+func coverageBounds(n int64) (lo, hi float64) {
+	if n >= 150 {
+		return 0.9, 1.1
+	}
+	return 0.6, 1.4
 }
