@@ -6,6 +6,8 @@
 #   alone     the target by itself
 #   gosleuth  under `gosleuth profile --hz 99 -- target`
 #   perf      under `perf record -F 99 -g -- target`
+#   thread    (with PERTHREAD=1) under `gosleuth profile --per-thread`, the
+#             mode used without root: one event per thread
 #   offcpu    (with OFFCPU=1) under `gosleuth profile --off-cpu`, on a third
 #             workload too: switch, two goroutines ping-ponging over pipes
 # The target prints its operations and its own CPU time. Reported per
@@ -16,7 +18,7 @@
 # Then the time to load symbols from a large Go binary (the compiler).
 #
 # Needs root (kernel stacks) and perf (apt-get install linux-perf).
-# Usage: bench/profile-overhead/run.sh   (env: ROUNDS=7 DURATION=5 HZ=99 WORKERS=1 OFFCPU=0)
+# Usage: bench/profile-overhead/run.sh   (env: ROUNDS=7 DURATION=5 HZ=99 WORKERS=1 OFFCPU=0 PERTHREAD=0)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -25,6 +27,7 @@ DURATION=${DURATION:-5}
 HZ=${HZ:-99}
 WORKERS=${WORKERS:-1}
 OFFCPU=${OFFCPU:-0}
+PERTHREAD=${PERTHREAD:-0}
 out=${OUT:-$(mktemp -d)}
 command -v perf >/dev/null || { echo "run.sh: perf is missing (apt-get install linux-perf)"; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "run.sh: run as root (kernel stacks)"; exit 1; }
@@ -38,6 +41,8 @@ run() { # TOOL WORK -> "ops cpu wall"
     alone) line=$("$out/target" "${t[@]}") ;;
     gosleuth) line=$("$out/gosleuth" profile --hz "$HZ" --duration 0 -o "$out/g.pb.gz" \
                        --format json -- "$out/target" "${t[@]}" 2>&1 >"$out/g.json" | grep '^ops=') ;;
+    thread) line=$("$out/gosleuth" profile --hz "$HZ" --duration 0 --per-thread -o "$out/t.pb.gz" \
+                     --format json -- "$out/target" "${t[@]}" 2>&1 >"$out/t.json" | grep '^ops=') ;;
     offcpu) line=$("$out/gosleuth" profile --hz "$HZ" --duration 0 --off-cpu -o "$out/o.pb.gz" \
                      --format json -- "$out/target" "${t[@]}" 2>&1 >"$out/o.json" | grep '^ops=') ;;
     perf) line=$(perf record -q -F "$HZ" -g -o "$out/perf.data" -- "$out/target" "${t[@]}" 2>/dev/null | grep '^ops=') ;;
@@ -49,7 +54,9 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else prin
 
 tools=(alone gosleuth perf)
 works=(hash syscall)
-if [ "$OFFCPU" = 1 ]; then tools+=(offcpu); works+=(switch); fi
+if [ "$PERTHREAD" = 1 ]; then tools+=(thread); fi
+if [ "$OFFCPU" = 1 ]; then tools+=(offcpu); fi
+if [ "$OFFCPU" = 1 ] || [ "$PERTHREAD" = 1 ]; then works+=(switch); fi
 nt=${#tools[@]}
 for work in "${works[@]}"; do
   declare -A thr=() cpo=() t1=() c1=() rthr=() rcpo=()
