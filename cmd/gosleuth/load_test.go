@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLoadBadInput(t *testing.T) {
@@ -129,5 +131,45 @@ func TestLoadRefused(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "refused=") {
 		t.Errorf("report lacks the refused count:\n%s", out.String())
+	}
+}
+
+// TestLoadInterrupt: SIGINT stops a long run and the report of what ran is
+// still printed, exit 0.
+func TestLoadInterrupt(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	defer srv.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "GOSLEUTH_CLI_ARGS="+strings.Join([]string{"load", srv.URL, "--rate", "50",
+		"--duration", "1m", "--connections", "2", "--watch", "-1", "--format", "json"}, "\n"))
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit: %v\nstderr: %s", err, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("still running 30 s after SIGINT")
+	}
+	var rep struct {
+		Interrupted bool `json:"interrupted"`
+		Steps       []struct {
+			Requests int64 `json:"requests"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("no JSON report after SIGINT: %v\n%s", err, out.String())
+	}
+	if !rep.Interrupted || len(rep.Steps) != 1 || rep.Steps[0].Requests == 0 {
+		t.Errorf("report %+v", rep)
 	}
 }

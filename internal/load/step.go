@@ -153,8 +153,8 @@ func (e *Engine) Step(ctx context.Context, phase string, rate float64, dur time.
 	e.steps++
 	res := &StepResult{Index: e.steps, Phase: phase, TargetRate: rate, hist: newHist(), uhist: newHist(),
 		ErrorKinds: map[string]int64{}, Status: map[string]int64{}}
-	agg := newSample()
-	lagMax := newHist()
+	agg, warmAgg := newSample(), newSample()
+	lagMax, warmLagMax := newHist(), newHist()
 
 	stop := make(chan struct{})
 	pacerDone := make(chan struct{})
@@ -185,6 +185,7 @@ func (e *Engine) Step(ctx context.Context, phase string, rate float64, dur time.
 
 	cpuPrev, tPrev := selfCPU(), t0
 	sentPrev := e.sent.Load()
+	cpuStart, sentStart := cpuPrev, sentPrev
 	sentMeasured0 := sentPrev
 	var cpuMeasured0 time.Duration
 	var tMeasured0 int64
@@ -192,10 +193,10 @@ func (e *Engine) Step(ctx context.Context, phase string, rate float64, dur time.
 	if e.watch != nil {
 		tgt0 = e.watch.read()
 	}
-	tgtPrev := tgt0
-	var tgtStats *targetAcc
+	tgtStart, tgtPrev := tgt0, tgt0
+	var tgtStats, tgtWarm *targetAcc
 	if e.watch != nil {
-		tgtStats = &targetAcc{}
+		tgtStats, tgtWarm = &targetAcc{}, &targetAcc{}
 	}
 	timer := time.NewTimer(0)
 	<-timer.C
@@ -244,6 +245,8 @@ func (e *Engine) Step(ctx context.Context, phase string, rate float64, dur time.
 			tk.Target = tickTarget(tgtPrev, r)
 			if k > wt {
 				tgtStats.add(r)
+			} else {
+				tgtWarm.add(r)
 			}
 			tgtPrev = r
 		}
@@ -256,6 +259,9 @@ func (e *Engine) Step(ctx context.Context, phase string, rate float64, dur time.
 			lagMax.Merge(s.lag)
 			res.MaxBacklog = max(res.MaxBacklog, tk.Backlog)
 			res.MaxInFlight = max(res.MaxInFlight, tk.InFlight)
+		} else {
+			warmAgg.add(s)
+			warmLagMax.Merge(s.lag)
 		}
 		e.ticks = append(e.ticks, tk)
 		if c.OnTick != nil {
@@ -272,9 +278,12 @@ func (e *Engine) Step(ctx context.Context, phase string, rate float64, dur time.
 	}
 
 	measuredTicks := min(k-1, nt) - wt
-	if measuredTicks <= 0 {
-		// Interrupted inside the warm-up: report what there is.
-		measuredTicks = 0
+	if measuredTicks <= 0 && k > 1 {
+		// Interrupted inside the warm-up: report what ran, warm-up included.
+		agg, lagMax, tgtStats = warmAgg, warmLagMax, tgtWarm
+		tMeasured0, cpuMeasured0, sentMeasured0, tgt0 = t0, cpuStart, sentStart, tgtStart
+		measuredTicks, wt = k-1, 0
+		res.invalid("interrupted during the warm-up: the figures include it")
 	}
 	res.WarmupSeconds = float64(wt) * c.Tick.Seconds()
 	if measuredTicks > 0 {
