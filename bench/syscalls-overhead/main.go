@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/exec"
@@ -37,6 +38,7 @@ func main() {
 	progress := flag.String("progress", "", "internal: progress file of -worker")
 	gosleuth := flag.String("gosleuth", "gosleuth", "gosleuth `binary`")
 	rounds := flag.Int("rounds", 3, "rounds of every measurement")
+	only := flag.String("only", "", "run only these parts (comma list of overhead, bystander, attach, counts)")
 	window := flag.Duration("window", 2*time.Second, "measuring window")
 	flag.Parse()
 	if *worker != "" {
@@ -46,10 +48,19 @@ func main() {
 	log.SetFlags(0)
 	b := &bench{gosleuth: *gosleuth, window: *window, dir: must(os.MkdirTemp("", "syscalls-overhead"))}
 	defer os.RemoveAll(b.dir)
-	b.overhead(*rounds)
-	b.bystander(*rounds)
-	b.attach(*rounds)
-	b.counts()
+	part := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
+	if part("overhead") {
+		b.overhead(*rounds)
+	}
+	if part("bystander") {
+		b.bystander(*rounds)
+	}
+	if part("attach") {
+		b.attach(*rounds)
+	}
+	if part("counts") {
+		b.counts()
+	}
 }
 
 // runWorker loops on one locked thread and writes "calls cpu-ns" of that
@@ -176,6 +187,14 @@ func attachTool(b *bench, t tool, pid, wantFDs int) (*exec.Cmd, time.Duration) {
 	}
 	a := t.args(b, pid)
 	cmd := exec.Command(a[0], a[1:]...)
+	var said *bufio.Reader
+	if t.name == "gosleuth" {
+		pipe, err := cmd.StderrPipe()
+		if err != nil {
+			log.Fatal(err)
+		}
+		said = bufio.NewReader(pipe)
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		log.Fatalf("start %s: %v", t.name, err)
@@ -184,7 +203,22 @@ func attachTool(b *bench, t tool, pid, wantFDs int) (*exec.Cmd, time.Duration) {
 		time.Sleep(time.Second) // strace attaches at once
 		return cmd, 0
 	}
-	for perfFDs(cmd.Process.Pid) < wantFDs {
+	if said != nil {
+		// gosleuth says when it counts (all events enabled).
+		for {
+			line, err := said.ReadString('\n')
+			if err != nil {
+				log.Fatalf("gosleuth ended before counting")
+			}
+			if strings.Contains(line, "counting syscalls") {
+				took := time.Since(start)
+				go io.Copy(io.Discard, said)
+				time.Sleep(200 * time.Millisecond)
+				return cmd, took
+			}
+		}
+	}
+	for fdCount(cmd.Process.Pid) < wantFDs {
 		if time.Since(start) > 2*time.Minute {
 			log.Fatalf("%s did not attach in 2 minutes", t.name)
 		}
@@ -204,16 +238,16 @@ func detach(cmd *exec.Cmd) {
 	cmd.Wait()
 }
 
-func perfFDs(pid int) int {
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
-	ents, _ := os.ReadDir(dir)
-	var n int
-	for _, e := range ents {
-		if l, _ := os.Readlink(filepath.Join(dir, e.Name())); l == "anon_inode:[perf_event]" {
-			n++
-		}
+// fdCount returns how many descriptors pid has open (perf stat opens
+// little else).
+func fdCount(pid int) int {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/fd")
+	if err != nil {
+		return 0
 	}
-	return n
+	defer f.Close()
+	names, _ := f.Readdirnames(-1)
+	return len(names)
 }
 
 func syscallTracepoints() int {
@@ -265,27 +299,40 @@ func (b *bench) overhead(rounds int) {
 	}
 }
 
-// bystander measures a getpid loop while gosleuth counts another process.
+// bystanderTools adds gosleuth counting one syscall nobody makes (acct):
+// what is left of the bystander's cost then is the kernel's syscall
+// tracepoint slow path, which every task takes while any syscall
+// tracepoint is in use.
+var bystanderTools = append(tools[:3:3], tool{name: "gosleuth --only acct", args: func(b *bench, pid int) []string {
+	return []string{b.gosleuth, "syscalls", "--pid", strconv.Itoa(pid), "--duration", "10m", "--only", "acct"}
+}, fds: true})
+
+// bystander measures a getpid loop while gosleuth (and, as the anchor,
+// perf stat) counts another process.
 func (b *bench) bystander(rounds int) {
 	ntp := syscallTracepoints()
-	var alone, counted, aloneRate, countedRate []float64
+	cpu := map[string][]float64{}
+	rate := map[string][]float64{}
 	for r := range rounds {
 		target := b.start("getpid", 1)
 		by := b.start("getpid", 1)
-		ns, ps := by.measure(b.window)
-		alone, aloneRate = append(alone, ns), append(aloneRate, ps)
-		cmd, _ := attachTool(b, tools[1], target.cmd.Process.Pid, ntp*threadsOf(target.cmd.Process.Pid))
-		ns2, ps2 := by.measure(b.window)
-		counted, countedRate = append(counted, ns2), append(countedRate, ps2)
-		detach(cmd)
+		for _, t := range bystanderTools {
+			cmd, _ := attachTool(b, t, target.cmd.Process.Pid, ntp*threadsOf(target.cmd.Process.Pid))
+			ns, ps := by.measure(b.window)
+			detach(cmd)
+			cpu[t.name] = append(cpu[t.name], ns)
+			rate[t.name] = append(rate[t.name], ps)
+			log.Printf("# bystander round %d: %.0f ns/call, %s on another process", r+1, ns, t.name)
+		}
 		target.stop()
 		by.stop()
-		log.Printf("# bystander round %d: %.0f ns/call alone, %.0f while gosleuth counts another process", r+1, ns, ns2)
 	}
-	fmt.Printf("\nbystander getpid loop while gosleuth counts another getpid loop, %d rounds:\n", rounds)
-	fmt.Printf("  CPU ns/call %.0f -> %.0f: %.2fx; calls/s %.0f -> %.0f: %.2fx slowdown\n",
-		median(alone), median(counted), median(counted)/median(alone),
-		median(aloneRate), median(countedRate), median(aloneRate)/median(countedRate))
+	fmt.Printf("\nbystander getpid loop while another getpid loop is counted, %d rounds, medians (ratio vs alone):\n", rounds)
+	base, baseRate := median(cpu["alone"]), median(rate["alone"])
+	for _, t := range bystanderTools {
+		c, r := median(cpu[t.name]), median(rate[t.name])
+		fmt.Printf("  %-20s %8.0f ns/call CPU %7.2fx %12.0f calls/s %7.2fx slowdown\n", t.name, c, c/base, r, baseRate/r)
+	}
 }
 
 // attach times attaching to a process with 10 idle threads (plus the Go
