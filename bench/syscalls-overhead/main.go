@@ -171,6 +171,12 @@ var tools = []tool{
 	{name: "gosleuth", args: func(b *bench, pid int) []string {
 		return []string{b.gosleuth, "syscalls", "--pid", strconv.Itoa(pid), "--duration", "10m"}
 	}, fds: true},
+	{name: "gosleuth --errors", args: func(b *bench, pid int) []string {
+		return []string{b.gosleuth, "syscalls", "--pid", strconv.Itoa(pid), "--duration", "10m", "--errors"}
+	}, fds: true},
+	{name: "gosleuth --latency", args: func(b *bench, pid int) []string {
+		return []string{b.gosleuth, "syscalls", "--pid", strconv.Itoa(pid), "--duration", "10m", "--latency"}
+	}, fds: true},
 	{name: "perf stat", args: func(_ *bench, pid int) []string {
 		return []string{"perf", "stat", "-e", "syscalls:sys_enter_*", "-p", strconv.Itoa(pid)}
 	}, fds: true},
@@ -188,7 +194,7 @@ func attachTool(b *bench, t tool, pid, wantFDs int) (*exec.Cmd, time.Duration) {
 	a := t.args(b, pid)
 	cmd := exec.Command(a[0], a[1:]...)
 	var said *bufio.Reader
-	if t.name == "gosleuth" {
+	if strings.HasPrefix(t.name, "gosleuth") {
 		pipe, err := cmd.StderrPipe()
 		if err != nil {
 			log.Fatal(err)
@@ -203,7 +209,7 @@ func attachTool(b *bench, t tool, pid, wantFDs int) (*exec.Cmd, time.Duration) {
 		time.Sleep(time.Second) // strace attaches at once
 		return cmd, 0
 	}
-	if said != nil {
+	if said != nil && strings.HasPrefix(t.name, "gosleuth") {
 		// gosleuth says when it counts (all events enabled).
 		for {
 			line, err := said.ReadString('\n')
@@ -287,11 +293,11 @@ func (b *bench) overhead(rounds int) {
 			}
 		}
 		fmt.Printf("\n%s loop, %d rounds of %s, medians (ratio vs alone):\n", kind, rounds, b.window)
-		fmt.Printf("  %-13s %12s %8s %14s %8s\n", "", "CPU ns/call", "ratio", "calls/s", "ratio")
+		fmt.Printf("  %-20s %12s %8s %14s %8s\n", "", "CPU ns/call", "ratio", "calls/s", "ratio")
 		base, baseRate := median(cpu["alone"]), median(rate["alone"])
 		for _, t := range tools {
 			c, r := median(cpu[t.name]), median(rate[t.name])
-			fmt.Printf("  %-13s %12.0f %7.2fx %14.0f %7.2fx\n", t.name, c, c/base, r, baseRate/r)
+			fmt.Printf("  %-20s %12.0f %7.2fx %14.0f %7.2fx\n", t.name, c, c/base, r, baseRate/r)
 		}
 		g, ps := median(cpu["gosleuth"]), median(cpu["perf stat"])
 		fmt.Printf("  gosleuth/perf stat: %.2fx CPU per call (added ns per call: gosleuth %.0f, perf stat %.0f)\n",
@@ -303,7 +309,7 @@ func (b *bench) overhead(rounds int) {
 // what is left of the bystander's cost then is the kernel's syscall
 // tracepoint slow path, which every task takes while any syscall
 // tracepoint is in use.
-var bystanderTools = append(tools[:3:3], tool{name: "gosleuth --only acct", args: func(b *bench, pid int) []string {
+var bystanderTools = append([]tool{tools[0], tools[1], tools[4]}, tool{name: "gosleuth --only acct", args: func(b *bench, pid int) []string {
 	return []string{b.gosleuth, "syscalls", "--pid", strconv.Itoa(pid), "--duration", "10m", "--only", "acct"}
 }, fds: true})
 
@@ -335,6 +341,8 @@ func (b *bench) bystander(rounds int) {
 	}
 }
 
+var attachTools = []tool{tools[1], tools[4]}
+
 // attach times attaching to a process with 10 idle threads (plus the Go
 // runtime's), and the whole run with a 1 s window including release.
 func (b *bench) attach(rounds int) {
@@ -347,7 +355,7 @@ func (b *bench) attach(rounds int) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		nthreads = threadsOf(p.cmd.Process.Pid)
-		for _, t := range tools[1:3] {
+		for _, t := range attachTools {
 			start := time.Now()
 			cmd, took := attachTool(b, t, p.cmd.Process.Pid, ntp*nthreads)
 			detach(cmd)
@@ -357,7 +365,7 @@ func (b *bench) attach(rounds int) {
 		p.stop()
 	}
 	fmt.Printf("\nattach to a process with %d threads (%d tracepoints each), %d rounds, medians:\n", nthreads, ntp, rounds)
-	for _, t := range tools[1:3] {
+	for _, t := range attachTools {
 		fmt.Printf("  %-10s attach %.2fs; start to exit incl. release %.1fs\n", t.name, median(att[t.name]), median(total[t.name]))
 	}
 	fmt.Printf("  attach ratio gosleuth/perf stat: %.2fx\n", median(att["gosleuth"])/median(att["perf stat"]))

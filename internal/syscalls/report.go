@@ -230,7 +230,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	if r.Unattributed > 0 {
-		fmt.Fprintf(&b, "\n%d calls made by threads before gosleuth found them (in the total, in no thread)\n", r.Unattributed)
+		fmt.Fprintf(&b, "\nunattributed: %d calls made by threads before gosleuth found them (in the exact total, in no thread's counts)\n", r.Unattributed)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -352,6 +352,11 @@ func (s *exactSource) report(r *Report, seconds float64) error {
 			r.Unattributed = total - attributed
 		}
 		r.Syscalls, _ = Rows(evs, s.sum, seconds)
+		if r.Unattributed > 0 {
+			// Keep the table's total exact: calls of threads before
+			// gosleuth found them are in the inherited total only.
+			r.Syscalls = append(r.Syscalls, Row{Name: "unattributed", Nr: -1, Count: r.Unattributed})
+		}
 		finishRows(r.Syscalls, total, seconds)
 	}
 	if s.sampler != nil {
