@@ -85,7 +85,11 @@ func TestDoAllFail(t *testing.T) {
 	_, err := Do(context.Background(), p, func(ctx context.Context) (int, error) {
 		n := calls.Add(1)
 		if n == 1 {
-			time.Sleep(20 * time.Millisecond) // late enough for both hedges
+			// Fail only once both hedges have started (and failed), however
+			// slow a loaded machine makes them.
+			for deadline := time.Now().Add(5 * time.Second); calls.Load() < 3 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
 			return 0, errBackend
 		}
 		return 0, errors.New("other failure")

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,26 +110,33 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestWinnerBodyReadable(t *testing.T) {
 	body := pattern(1 << 20)
 	tests := []struct {
-		name    string
-		slow    int64 // the request number that blocks until cancelled
-		wantWon uint64
+		name      string
+		slowHedge bool // the hedge (else the primary) blocks until cancelled
+		wantWon   uint64
 	}{
-		{"hedge wins", 1, 1},
-		{"primary wins", 2, 0},
+		{"hedge wins", false, 1},
+		{"primary wins", true, 0},
 	}
+	// Hedges carry a header, so the server tells them from the primary
+	// whatever order they arrive in on a loaded machine.
+	markHedges := WithHedgeTarget(func(req *http.Request, attempt int) *http.Request {
+		req.Header.Set("X-Test-Hedge", strconv.Itoa(attempt))
+		return req
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newTestServer(t, func(s *testServer, n int64, w http.ResponseWriter, r *http.Request) {
-				if n == tt.slow {
+				hedge := r.Header.Get("X-Test-Hedge") != ""
+				if hedge == tt.slowHedge {
 					s.wait(r, 5*time.Second)
 					return
 				}
-				if n == 1 {
+				if !hedge {
 					time.Sleep(15 * time.Millisecond) // let the hedge start
 				}
 				writeSlowly(w, body)
 			})
-			c, ht := newClient(t, WithDelay(5*time.Millisecond))
+			c, ht := newClient(t, WithDelay(5*time.Millisecond), markHedges)
 			resp, got := get(t, c, s.URL)
 			if resp.StatusCode != http.StatusOK || !bytes.Equal(got, body) {
 				t.Fatalf("status %d, %d bytes read; want 200 and the full %d bytes", resp.StatusCode, len(got), len(body))

@@ -25,6 +25,9 @@ const (
 	schedMinCores  = 0.05
 	// Scheduling latency p99 (seconds) that means goroutines wait for a P.
 	schedLatWarn = 0.005
+	// Threads waiting for a CPU at least this fraction of the time they
+	// run: the host is short of CPU for this process.
+	starvedShare = 0.5
 	// GC CPU share of the process's CPU (GOGC=100 steady state is ~5-15%).
 	gcShareWarn = 0.25
 	// Mark assist share of the process's CPU.
@@ -101,7 +104,14 @@ func checkScheduler(w *Window, h *Host) *Finding {
 	if r := w.Runtime; r != nil && !math.IsNaN(r.SchedLatP99) {
 		ev = append(ev, Evidence{"sched_latency_p99_ms", round(r.SchedLatP99*1e3, 2), "ms"})
 		sources = append(sources, SourceRuntime)
-		hit = hit || r.SchedLatP99 >= schedLatWarn
+		// Goroutines also wait when the host has no CPU for the process's
+		// threads: that is the run queue's latency (/proc schedstat), not
+		// the Go scheduler's.
+		starved := w.RunQueueSec >= starvedShare*w.CPUSec()
+		if starved {
+			ev = append(ev, Evidence{"os_runqueue_pct", pct(perSec(w.RunQueueSec, w.Seconds())), "% of a core"})
+		}
+		hit = hit || r.SchedLatP99 >= schedLatWarn && !starved
 	}
 	if !hit {
 		return nil

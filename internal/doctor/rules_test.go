@@ -142,6 +142,12 @@ func TestRules(t *testing.T) {
 			w.Runtime = nanRuntime()
 			w.Runtime.SchedLatP99 = 0.03
 		}), "scheduler-overhead", Warn},
+		{"sched latency from a starved host", win(10, func(w *Window) {
+			w.UserSec = 2
+			w.RunQueueSec = 3
+			w.Runtime = nanRuntime()
+			w.Runtime.SchedLatP99 = 0.08
+		}), "scheduler-overhead", -1},
 		{"mutex wait", win(10, func(w *Window) {
 			w.Runtime = nanRuntime()
 			w.Runtime.MutexWaitPerSec = 1.2

@@ -375,7 +375,9 @@ func TestRatesLiveCPU(t *testing.T) {
 	rates.Compute(&a, &b)
 	pr := rates.Procs[0]
 	got := pr.UserPct + pr.SysPct
-	if pr.New || got < 30 {
+	// A spinner is always running or waiting for a CPU: on a loaded machine
+	// the second part grows, but the two together stay near 100%.
+	if pr.New || got < 5 || got+pr.RunQueuePct < 60 {
 		t.Fatalf("spinning process: %+v", pr)
 	}
 	if d := got - kernelPct; d > 3 || d < -3 {
