@@ -252,10 +252,12 @@ func TestPrometheusClientGolang(t *testing.T) {
 	if !within(float64(w.Goroutines), self.goroutines, 0, 5) {
 		t.Errorf("goroutines: gosleuth %d, patient %.0f", w.Goroutines, self.goroutines)
 	}
-	// When client_golang read the runtime inside a scrape is unknown (a
-	// scrape of a patient this busy can wait long to be served), so only
-	// containment is asserted: gosleuth's interval lies within the
-	// patient's bracketing one. Rates agreed within 5% in 3 of 4 runs.
+	// Mutex wait is recorded when a waiter finally gets the lock, so it
+	// comes in bursts; when the machine starves the patient, its own
+	// reports (taken when its signal goroutine gets to run) bracket a
+	// visibly longer window than gosleuth's scrapes. Only containment is
+	// asserted. Rates agreed within 5% in 3 of 4 runs; one loaded run gave
+	// 0.68 s/s against the bracket's 19.7 s/s.
 	gs, ps := w.MutexWaitPerSec*w.Duration.Seconds(), self.mutexPerSec*self.sec
 	if w.MutexWaitPerSec < 0.1 || gs > ps*1.05+0.1 {
 		t.Errorf("mutex wait: gosleuth %.3f s in window, patient %.3f s in the bracketing window", gs, ps)
