@@ -95,8 +95,11 @@ func TestAgentHerd(t *testing.T) {
 	if w.SchedP99 < 100e-6 {
 		t.Errorf("sched p99 %s: want a herd signature (>= 100µs)", dur(w.SchedP99))
 	}
-	if !within(w.MutexWaitPerSec, self.mutexPerSec, 0.25, 0.05) {
-		t.Errorf("mutex wait: gosleuth %.3f s/s, patient %.3f s/s", w.MutexWaitPerSec, self.mutexPerSec)
+	// The herd's mutex wait comes in bursts (recorded when each waiter
+	// gets the lock): assert containment in the patient's bracketing
+	// window (see TestPrometheusClientGolang) and the signature.
+	if gs, ps := w.MutexWaitPerSec*w.Duration.Seconds(), self.mutexPerSec*self.sec; w.MutexWaitPerSec < 0.5 || gs > ps*1.05+0.1 {
+		t.Errorf("mutex wait: gosleuth %.3f s in window, patient %.3f s in the bracketing window", gs, ps)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
