@@ -50,8 +50,9 @@ func TestAgentGCHeavy(t *testing.T) {
 	if w.GCCycles < 2 {
 		t.Fatalf("only %d GC cycles in 3 s: the patient is not GC-heavy", w.GCCycles)
 	}
-	// The patient's window brackets gosleuth's by a few milliseconds.
-	if !within(float64(w.GCCycles), self.cycles, 0.1, 2) {
+	// The patient's window brackets gosleuth's (by a few milliseconds,
+	// more when the machine starves the patient).
+	if float64(w.GCCycles) > self.cycles || float64(w.GCCycles) < self.cycles-max(3, 0.3*self.cycles) {
 		t.Errorf("GC cycles: gosleuth %d, patient %.0f", w.GCCycles, self.cycles)
 	}
 	if math.IsNaN(w.GCCPUShare) || !within(w.GCCPUShare, self.gcShare, 0.15, 0.05) {
