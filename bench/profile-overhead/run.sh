@@ -6,8 +6,10 @@
 #   alone     the target by itself
 #   gosleuth  under `gosleuth profile --hz 99 -- target`
 #   perf      under `perf record -F 99 -g -- target`
-#   thread    (with PERTHREAD=1) under `gosleuth profile --per-thread`, the
-#             mode used without root: one event per thread
+#   gosleuth  is the default (--events auto); with MODES=1 also
+#   thread    under `gosleuth profile --events thread` (one event per thread,
+#             the only mode without root), and
+#   cpu       under `gosleuth profile --events cpu` (one event per CPU)
 #   offcpu    (with OFFCPU=1) under `gosleuth profile --off-cpu`, on a third
 #             workload too: switch, two goroutines ping-ponging over pipes
 # The target prints its operations and its own CPU time. Reported per
@@ -18,7 +20,7 @@
 # Then the time to load symbols from a large Go binary (the compiler).
 #
 # Needs root (kernel stacks) and perf (apt-get install linux-perf).
-# Usage: bench/profile-overhead/run.sh   (env: ROUNDS=7 DURATION=5 HZ=99 WORKERS=1 OFFCPU=0 PERTHREAD=0)
+# Usage: bench/profile-overhead/run.sh   (env: ROUNDS=7 DURATION=5 HZ=99 WORKERS=1 OFFCPU=0 MODES=0)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -27,7 +29,7 @@ DURATION=${DURATION:-5}
 HZ=${HZ:-99}
 WORKERS=${WORKERS:-1}
 OFFCPU=${OFFCPU:-0}
-PERTHREAD=${PERTHREAD:-0}
+MODES=${MODES:-0}
 out=${OUT:-$(mktemp -d)}
 command -v perf >/dev/null || { echo "run.sh: perf is missing (apt-get install linux-perf)"; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "run.sh: run as root (kernel stacks)"; exit 1; }
@@ -41,8 +43,10 @@ run() { # TOOL WORK -> "ops cpu wall"
     alone) line=$("$out/target" "${t[@]}") ;;
     gosleuth) line=$("$out/gosleuth" profile --hz "$HZ" --duration 0 -o "$out/g.pb.gz" \
                        --format json -- "$out/target" "${t[@]}" 2>&1 >"$out/g.json" | grep '^ops=') ;;
-    thread) line=$("$out/gosleuth" profile --hz "$HZ" --duration 0 --per-thread -o "$out/t.pb.gz" \
+    thread) line=$("$out/gosleuth" profile --hz "$HZ" --duration 0 --events thread -o "$out/t.pb.gz" \
                      --format json -- "$out/target" "${t[@]}" 2>&1 >"$out/t.json" | grep '^ops=') ;;
+    cpu) line=$("$out/gosleuth" profile --hz "$HZ" --duration 0 --events cpu -o "$out/c.pb.gz" \
+                  --format json -- "$out/target" "${t[@]}" 2>&1 >"$out/c.json" | grep '^ops=') ;;
     offcpu) line=$("$out/gosleuth" profile --hz "$HZ" --duration 0 --off-cpu -o "$out/o.pb.gz" \
                      --format json -- "$out/target" "${t[@]}" 2>&1 >"$out/o.json" | grep '^ops=') ;;
     perf) line=$(perf record -q -F "$HZ" -g -o "$out/perf.data" -- "$out/target" "${t[@]}" 2>/dev/null | grep '^ops=') ;;
@@ -54,9 +58,9 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else prin
 
 tools=(alone gosleuth perf)
 works=(hash syscall)
-if [ "$PERTHREAD" = 1 ]; then tools+=(thread); fi
+if [ "$MODES" = 1 ]; then tools+=(thread cpu); fi
 if [ "$OFFCPU" = 1 ]; then tools+=(offcpu); fi
-if [ "$OFFCPU" = 1 ] || [ "$PERTHREAD" = 1 ]; then works+=(switch); fi
+if [ "$OFFCPU" = 1 ] || [ "$MODES" = 1 ]; then works+=(switch); fi
 nt=${#tools[@]}
 for work in "${works[@]}"; do
   declare -A thr=() cpo=() t1=() c1=() rthr=() rcpo=()
@@ -68,11 +72,13 @@ for work in "${works[@]}"; do
       c1[$tool]=$(awk -v o="$ops" -v c="$cpu" 'BEGIN {printf "%.2f", 1e9 * c / o}')
       thr[$tool]+="${t1[$tool]} "
       cpo[$tool]+="${c1[$tool]} "
-      if [ "$tool" = gosleuth ]; then
-        cov=$(sed -n 's/.*"coverage": \([0-9.]*\).*/\1/p' "$out/g.json")
-        lost=$(sed -n 's/.*"lost": \([0-9]*\).*/\1/p' "$out/g.json")
-        echo "  $work round $r gosleuth: coverage ${cov:-?} lost ${lost:-?}"
-      fi
+      case $tool in gosleuth|thread|cpu)
+        j=$out/${tool:0:1}.json
+        cov=$(sed -n 's/.*"coverage": \([0-9.]*\).*/\1/p' "$j")
+        lost=$(sed -n 's/.*"lost": \([0-9]*\).*/\1/p' "$j")
+        moved=$(grep -c 'moved from per-thread' "$j" || true)
+        echo "  $work round $r $tool: coverage ${cov:-?} lost ${lost:-?} moved-to-per-CPU ${moved}"
+      esac
     done
     for tool in "${tools[@]:1}"; do
       rthr[$tool]+="$(awk -v a="${t1[alone]}" -v b="${t1[$tool]}" 'BEGIN {printf "%.4f", a / b}') "

@@ -41,10 +41,12 @@ folded stacks and flame graph. Runtime threads waiting for work are left
 out unless --off-cpu-all; goroutines that wait on channels or mutexes do it
 in user space and need Go's block and mutex profiles instead.
 
-As root it opens one event per CPU and keeps the target's samples: new
-threads are seen at once and context switches cost the target nothing.
-Otherwise (or with --per-thread) each thread gets its own event, found
-within 100 ms of its start. Kernel stacks need root (or CAP_PERFMON);
+Each thread gets its own event, found within 100 ms of its start; each 10 ms
+of its CPU time gives one sample. Such an event costs its thread a few
+microseconds at every context switch, so as root, when the target switches
+often enough for that to exceed 1% of its CPU, sampling moves after a second
+to one event per CPU filtered to the target (--events cpu from the start,
+--events thread never). Kernel stacks need root (or CAP_PERFMON);
 without, only user mode is sampled and each thread's system time from /proc
 becomes a [kernel time, not sampled] leaf.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
@@ -57,7 +59,7 @@ becomes a [kernel time, not sampled] leaf.`,
 			format := fs.String("format", "text", "summary `format`: text or json")
 			top := fs.Int("top", 15, "functions in the top lists")
 			userOnly := fs.Bool("user-only", false, "sample user mode only, as without privileges")
-			perThread := fs.Bool("per-thread", false, "one event per thread even as root (default as root: one per CPU, filtered to the process)")
+			events := fs.String("events", "auto", "sampling `events`: thread (one per thread), cpu (one per CPU, filtered to the process; root), auto (per thread, per CPU when the target switches too often)")
 			offCPU := fs.Bool("off-cpu", false, "also sample where threads block (switch-outs; needs root; about 2 us per recorded switch)")
 			offEvery := fs.Int("off-cpu-every", 1, "record one switch-out in `N` (each weighted N times)")
 			offAll := fs.Bool("off-cpu-all", false, "keep off-CPU stacks of idle runtime threads (parked Ms, sysmon, netpoller)")
@@ -85,7 +87,11 @@ becomes a [kernel time, not sampled] leaf.`,
 				if *offEvery < 1 {
 					return usagef("--off-cpu-every must be at least 1")
 				}
-				opts := stacks.Options{PID: *pid, Hz: *hz, Duration: *duration, UserOnly: *userOnly, PerThread: *perThread,
+				if *events != "auto" && *events != "thread" && *events != "cpu" {
+					return usagef("--events must be auto, thread or cpu, got %q", *events)
+				}
+				opts := stacks.Options{PID: *pid, Hz: *hz, Duration: *duration, UserOnly: *userOnly,
+					PerThread: *events == "thread", PerCPU: *events == "cpu",
 					OffCPU: *offCPU, OffCPUEvery: *offEvery, OffCPUAll: *offAll}
 				if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 					opts.Progress = func(p stacks.Progress) {

@@ -73,8 +73,9 @@ type Raw struct {
 	Samples, Lost int64
 	// ThreadsSeen counts the threads sampled over the run.
 	ThreadsSeen int
-	// PerCPU is true when one event per CPU sampled every task there (root),
-	// false when each thread had its own event.
+	// PerCPU is true when one event per CPU sampled every task there (root)
+	// for the run or from some point on, false when each thread had its
+	// own event throughout.
 	PerCPU bool
 	// UserOnly is true when kernel mode could not be sampled.
 	UserOnly bool
@@ -115,11 +116,16 @@ type Options struct {
 	// Duration bounds the run; 0 runs until the context is done or the
 	// process exits.
 	Duration time.Duration
-	// PerThread opens one event per thread even when one per CPU is
-	// allowed. Per-thread events are the only kind without root; they cost
-	// the target a timer reprogramming at each context switch, and see a
-	// new thread only once the follower finds it (every 100 ms).
-	PerThread bool
+	// PerThread and PerCPU choose the events. By default the sampler opens
+	// one event per thread (the only kind without root: every 10 ms of a
+	// thread's CPU gives one sample, so coverage is exact), and moves to one
+	// event per CPU filtered to the target (root) after a second if the
+	// target switches so often that per-thread events would cost it more
+	// than 1% of its CPU: each costs its thread a timer reprogramming at
+	// every context switch. Per-CPU events cost nothing per switch and see
+	// new threads at once; their sample counts are statistical (binomial)
+	// rather than exact.
+	PerThread, PerCPU bool
 	// UserOnly forces user-mode sampling, as without privileges.
 	UserOnly bool
 	// Progress, when set, is called about once a second.

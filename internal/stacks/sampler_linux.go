@@ -47,6 +47,11 @@ type sampler struct {
 	// switches and see new threads at once.
 	cpuRings []*perf.Ring
 	foreign  int64
+	// auto lets the sampler move from per-thread to per-CPU events once
+	// when the target switches often; switchAt is when it did (monotonic
+	// ns): thread samples after it and CPU samples before it are dropped.
+	auto     bool
+	switchAt uint64
 	// off samples where threads block (nil unless Options.OffCPU).
 	off *offCPU
 	// bootStart is CLOCK_BOOTTIME when the first event was opened.
@@ -103,10 +108,14 @@ func Sample(ctx context.Context, opts Options) (*Raw, error) {
 			return nil, err
 		}
 	}
-	if !opts.PerThread && !s.userOnly {
+	switch {
+	case s.userOnly || opts.PerThread:
+	case opts.PerCPU:
 		if err := s.openCPUs(); err != nil {
 			s.raw.Notes = append(s.raw.Notes, fmt.Sprintf("per-CPU sampling unavailable (%v): one event per thread instead", err))
 		}
+	default:
+		s.auto = true
 	}
 	s.raw.PerCPU = s.cpuRings != nil
 	var ts unix.Timespec
@@ -161,6 +170,9 @@ loop:
 			if now.After(nextSnap) {
 				if firstOK {
 					lastOK = takeLast() || lastOK
+				}
+				if s.auto && lastOK {
+					s.maybePerCPU(&first, &last)
 				}
 				// Libraries get mapped after exec and by dlopen.
 				s.raw.maps = s.loadMaps(s.raw.maps)
@@ -297,7 +309,7 @@ func (s *sampler) follow(fol *perf.Follower) error {
 	added, gone, err := fol.Poll()
 	for _, t := range gone {
 		if r := s.rings[t.TID]; r != nil {
-			s.read(r)
+			s.read(r, false)
 			s.raw.Lost += int64(r.Lost())
 			r.Close()
 			delete(s.rings, t.TID)
@@ -473,10 +485,10 @@ func (s *sampler) pages() int {
 
 func (s *sampler) drain() {
 	for _, r := range s.cpuRings {
-		s.read(r)
+		s.read(r, true)
 	}
 	for _, r := range s.rings {
-		s.read(r)
+		s.read(r, false)
 	}
 	if s.off != nil {
 		for _, r := range s.off.rings {
@@ -502,12 +514,52 @@ func (s *sampler) closeAll() {
 	}
 }
 
-func (s *sampler) read(r *perf.Ring) {
+func (s *sampler) read(r *perf.Ring, perCPU bool) {
 	r.Read(func(typ uint32, misc uint16, body []byte) {
 		if typ == unix.PERF_RECORD_SAMPLE {
-			s.sample(misc, body)
+			s.sample(misc, body, perCPU)
 		}
 	})
+}
+
+// switchCost is what a per-thread cpu-clock event costs its thread at each
+// context switch (the sampling timer is stopped and started again):
+// measured here at about 4.5 us on a VM, where timer reprogramming traps.
+const switchCost = 4e-6
+
+// maybePerCPU moves to per-CPU events when per-thread ones would cost the
+// target more than 1% of its CPU time (or of 5% of a CPU, for a nearly idle
+// target) in context switches.
+func (s *sampler) maybePerCPU(first, last *proc.Snapshot) {
+	p0, p1 := first.Find(int32(s.opts.PID)), last.Find(int32(s.opts.PID))
+	dt := float64(s.t1-s.t0) / 1e9
+	if p0 == nil || p1 == nil || dt < 0.5 {
+		return
+	}
+	s.auto = false
+	sw0, sw1 := p0.VolCtxsw+p0.InvolCtxsw, p1.VolCtxsw+p1.InvolCtxsw
+	if sw1 <= sw0 {
+		return
+	}
+	rate := float64(sw1-sw0) / dt
+	cpu := float64(p1.UTime+p1.STime-min(p0.UTime+p0.STime, p1.UTime+p1.STime)) / proc.ClockTicks / dt
+	if rate*switchCost <= 0.01*max(cpu, 0.05) {
+		return
+	}
+	at := monotonicNS()
+	if err := s.openCPUs(); err != nil {
+		s.raw.Notes = append(s.raw.Notes, fmt.Sprintf("the target switches %.0f times/s but per-CPU events are unavailable (%v): per-thread events cost it about %.1f%% of its CPU", rate, err, 100*rate*switchCost/max(cpu, 0.01)))
+		return
+	}
+	s.switchAt = at
+	for tid, r := range s.rings {
+		s.read(r, false)
+		s.raw.Lost += int64(r.Lost())
+		r.Close()
+		delete(s.rings, tid)
+	}
+	s.raw.PerCPU = true
+	s.raw.Notes = append(s.raw.Notes, fmt.Sprintf("the target switched %.0f times/s: after %.1fs sampling moved from per-thread to per-CPU events, which cost it nothing per switch", rate, dt))
 }
 
 // Callchain context markers as unsigned values (PERF_CONTEXT_MAX, _KERNEL,
@@ -520,13 +572,13 @@ const (
 
 // sample parses one PERF_RECORD_SAMPLE laid out as the attr asks: ip,
 // pid/tid, time, callchain, then user regs and stack when asked for.
-func (s *sampler) sample(misc uint16, b []byte) {
-	if s.cpuRings != nil && (len(b) < 16 || int(binary.NativeEndian.Uint32(b[8:])) != s.opts.PID) {
+func (s *sampler) sample(misc uint16, b []byte, perCPU bool) {
+	if perCPU && (len(b) < 16 || int(binary.NativeEndian.Uint32(b[8:])) != s.opts.PID) {
 		s.foreign++
 		return
 	}
 	tid, when, fixed, ok := s.parseSample(b)
-	if !ok {
+	if !ok || (s.switchAt != 0 && perCPU == (when < s.switchAt)) {
 		return
 	}
 	mode := ModeUser

@@ -652,7 +652,7 @@ func TestPerCPUAndPerThreadAgree(t *testing.T) {
 	bin := buildPatient(t, "getppid")
 	cmd := startPatient(t, bin)
 	for _, perThread := range []bool{false, true} {
-		p := sampleFor(t, cmd.Process.Pid, 2*time.Second, Options{PerThread: perThread})
+		p := sampleFor(t, cmd.Process.Pid, 2*time.Second, Options{PerThread: perThread, PerCPU: !perThread})
 		if p.PerCPU == perThread {
 			t.Errorf("PerThread %v gave PerCPU %v", perThread, p.PerCPU)
 		}
@@ -678,4 +678,22 @@ func coverageBounds(n int64) (lo, hi float64) {
 		return 0.9, 1.1
 	}
 	return 0.6, 1.4
+}
+
+// TestAutoMovesToPerCPU: a target that switches tens of thousands of times
+// a second makes the default sampler move to per-CPU events, and the
+// samples before and after the move add up to the target's CPU time.
+func TestAutoMovesToPerCPU(t *testing.T) {
+	needPerf(t)
+	needRoot(t)
+	bin := buildPatient(t, "pingpong")
+	cmd := startPatient(t, bin)
+	p := sampleFor(t, cmd.Process.Pid, 3*time.Second, Options{})
+	s := p.Summarize(10)
+	if !p.PerCPU || !strings.Contains(strings.Join(s.Notes, "\n"), "moved from per-thread to per-CPU") {
+		t.Fatalf("per-CPU %v, notes %q", p.PerCPU, s.Notes)
+	}
+	if lo, hi := coverageBounds(s.Samples); s.Coverage == nil || *s.Coverage < lo-0.1 || *s.Coverage > hi+0.1 {
+		t.Errorf("coverage %v over %d samples across the move", s.Coverage, s.Samples)
+	}
 }
