@@ -214,7 +214,7 @@ func TestGCClasses(t *testing.T) {
 	needPerf(t)
 	bin := buildPatient(t, "gcheavy")
 	cmd := startPatient(t, bin)
-	p := sampleFor(t, cmd.Process.Pid, 3*time.Second, Options{})
+	p := sampleFor(t, cmd.Process.Pid, 2*time.Second, Options{})
 	s := p.Summarize(10)
 	if s.Classes[string(ClassGCMark)] < 0.05 {
 		t.Errorf("gc background marking %.3f, want >= 0.05: %v", s.Classes[string(ClassGCMark)], s.Classes)
@@ -273,6 +273,7 @@ func TestPprofOutput(t *testing.T) {
 // TestSymbolsAgreeWithGosym checks the pclntab reader names every function
 // as debug/gosym does, on plain, stripped, PIE and cgo builds.
 func TestSymbolsAgreeWithGosym(t *testing.T) {
+	t.Parallel()
 	builds := []struct {
 		name  string
 		flags []string
@@ -577,6 +578,7 @@ func TestOffCPU(t *testing.T) {
 // and inline-tree layouts differ from Go 1.20's) when the system has one:
 // Debian's prometheus-node-exporter is built with Go 1.19.
 func TestOlderGoLayout(t *testing.T) {
+	t.Parallel()
 	const bin = "/usr/bin/prometheus-node-exporter"
 	out, err := exec.Command("go", "version", bin).Output()
 	if err != nil || !(bytes.Contains(out, []byte("go1.18")) || bytes.Contains(out, []byte("go1.19"))) {
@@ -652,7 +654,7 @@ func TestPerCPUAndPerThreadAgree(t *testing.T) {
 	bin := buildPatient(t, "getppid")
 	cmd := startPatient(t, bin)
 	for _, perThread := range []bool{false, true} {
-		p := sampleFor(t, cmd.Process.Pid, 2*time.Second, Options{PerThread: perThread, PerCPU: !perThread})
+		p := sampleFor(t, cmd.Process.Pid, 1500*time.Millisecond, Options{PerThread: perThread, PerCPU: !perThread})
 		if p.PerCPU == perThread {
 			t.Errorf("PerThread %v gave PerCPU %v", perThread, p.PerCPU)
 		}
