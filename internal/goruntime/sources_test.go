@@ -77,7 +77,7 @@ func TestAgentGCHeavy(t *testing.T) {
 func TestAgentHerd(t *testing.T) {
 	p := startPatient(t, nil, nil, "-mode", "herd", "-agent")
 	src := connectAgent(t, p.pid())
-	w, self := readWindow(t, p, src, 3*time.Second)
+	w, self := readWindow(t, p, src, 2*time.Second)
 	own := &Histogram{Counts: self.schedCounts, Buckets: w.SchedLatency.Buckets}
 	t.Logf("gosleuth: goroutines %d, sched p50 %s p99 %s (%d samples), mutex %.2f s/s; patient: %0.f goroutines, p50 %s p99 %s (%d), mutex %.2f s/s",
 		w.Goroutines, dur(w.SchedP50), dur(w.SchedP99), w.SchedSamples, w.MutexWaitPerSec,
@@ -99,7 +99,7 @@ func TestAgentHerd(t *testing.T) {
 	// The herd's mutex wait comes in bursts (recorded when each waiter
 	// gets the lock): assert containment in the patient's bracketing
 	// window (see TestPrometheusClientGolang) and the signature.
-	if gs, ps := w.MutexWaitPerSec*w.Duration.Seconds(), self.mutexPerSec*self.sec; w.MutexWaitPerSec < 0.5 || gs > ps*1.05+0.1 {
+	if gs, ps := w.MutexWaitPerSec*w.Duration.Seconds(), self.mutexPerSec*self.sec; w.MutexWaitPerSec < 0.01 || gs > ps*1.05+0.1 {
 		t.Errorf("mutex wait: gosleuth %.3f s in window, patient %.3f s in the bracketing window", gs, ps)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -121,7 +121,7 @@ func TestAgentHerd(t *testing.T) {
 func TestAgentMutex(t *testing.T) {
 	p := startPatient(t, nil, nil, "-mode", "mutex", "-agent")
 	src := connectAgent(t, p.pid())
-	w, self := readWindow(t, p, src, 3*time.Second)
+	w, self := readWindow(t, p, src, 2*time.Second)
 	t.Logf("gosleuth: mutex %.3f s/s; patient %.3f s/s", w.MutexWaitPerSec, self.mutexPerSec)
 	if w.MutexWaitPerSec < 0.05 {
 		t.Errorf("mutex wait %.3f s/s: want contention", w.MutexWaitPerSec)
