@@ -14,11 +14,6 @@ import (
 	"strings"
 )
 
-// ErrNotGo is returned (wrapped) by Discover when the executable carries no
-// Go build information: it is not a Go program, or a Go program older than
-// Go 1.13, or the executable is gone.
-var ErrNotGo = errors.New("not a Go program")
-
 // Facts is what gosleuth learns about a process from outside, without its
 // cooperation: /proc and the executable's build information.
 type Facts struct {
