@@ -120,8 +120,8 @@ type Options struct {
 	// one event per thread (the only kind without root: every 10 ms of a
 	// thread's CPU gives one sample, so coverage is exact), and moves to one
 	// event per CPU filtered to the target (root) after a second if the
-	// target switches so often that per-thread events would cost it more
-	// than 1% of its CPU: each costs its thread a timer reprogramming at
+	// target blocks and wakes (voluntary context switches) so often that
+	// per-thread events would cost it more than 1% of its CPU: each costs its thread a timer reprogramming at
 	// every context switch. Per-CPU events cost nothing per switch and see
 	// new threads at once; their sample counts are statistical (binomial)
 	// rather than exact.

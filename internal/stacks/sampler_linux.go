@@ -529,7 +529,7 @@ const switchCost = 4e-6
 
 // maybePerCPU moves to per-CPU events when per-thread ones would cost the
 // target more than 1% of its CPU time (or of 5% of a CPU, for a nearly idle
-// target) in context switches.
+// target) in voluntary context switches.
 func (s *sampler) maybePerCPU(first, last *proc.Snapshot) {
 	p0, p1 := first.Find(int32(s.opts.PID)), last.Find(int32(s.opts.PID))
 	dt := float64(s.t1-s.t0) / 1e9
@@ -537,7 +537,11 @@ func (s *sampler) maybePerCPU(first, last *proc.Snapshot) {
 		return
 	}
 	s.auto = false
-	sw0, sw1 := p0.VolCtxsw+p0.InvolCtxsw, p1.VolCtxsw+p1.InvolCtxsw
+	// Voluntary switches only: they are the target's own blocking and
+	// waking. Preemptions come from the machine's load, and a move taken
+	// for them would trade exact per-thread counts for nothing the target
+	// does.
+	sw0, sw1 := p0.VolCtxsw, p1.VolCtxsw
 	if sw1 <= sw0 {
 		return
 	}
