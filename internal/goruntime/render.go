@@ -170,7 +170,11 @@ func (r *Report) WriteText(out io.Writer) error {
 func (r *Report) writeWindow(w io.Writer) {
 	win := r.Window
 	k := win.Known
-	fmt.Fprintf(w, "\nruntime\tfrom %s at %s over %.1fs\n", r.Source, r.SourceAddr, win.Duration.Seconds())
+	fr := ""
+	if v, ok := r.Info["flightrecorder"]; ok {
+		fr = " (FlightRecorder " + v + ")"
+	}
+	fmt.Fprintf(w, "\nruntime\tfrom %s at %s%s over %.1fs\n", r.Source, r.SourceAddr, fr, win.Duration.Seconds())
 	var missing []string
 	line := func(bit Known, name, format string, args ...any) {
 		if !k.Has(bit) {
