@@ -468,3 +468,46 @@ func TestBadEndpoints(t *testing.T) {
 		})
 	}
 }
+
+// TestOldGoModLine: a program whose go.mod says go 1.24, built by this
+// toolchain, carries containermaxprocs=0 in DefaultGODEBUG, and discovery
+// says its cgroup limit would be ignored.
+func TestOldGoModLine(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod":  "module old\ngo 1.24\n",
+		"main.go": "package main\n\nimport \"os\"\n\nfunc main() { os.Stdin.Read(make([]byte, 1)) }\n",
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := exec.Command("go", "build", "-o", "old", ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(filepath.Join(dir, "old"))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	f, err := Discover("/proc", cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.IsGo || !f.GoModBelow125 || !strings.Contains(f.DefaultGODEBUG, "containermaxprocs=0") {
+		t.Errorf("go %v, below 1.25 %v, DefaultGODEBUG %q", f.IsGo, f.GoModBelow125, f.DefaultGODEBUG)
+	}
+	f.Cgroup.Limit = 0.5 // as if limited: the old go line keeps GOMAXPROCS at the affinity
+	f.computeGOMAXPROCS()
+	if f.GOMAXPROCS != f.AllowedCPUs || !strings.Contains(f.GOMAXPROCSFrom, "containermaxprocs=0") {
+		t.Errorf("GOMAXPROCS %d (%s)", f.GOMAXPROCS, f.GOMAXPROCSFrom)
+	}
+}
