@@ -23,6 +23,15 @@ var (
 	patientErr  error
 )
 
+// TestMain removes the patient built for the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if patientErr == nil && patientBin != "" {
+		os.RemoveAll(filepath.Dir(patientBin))
+	}
+	os.Exit(code)
+}
+
 // buildPatient builds testdata/patient once per test binary.
 func buildPatient(t *testing.T) string {
 	t.Helper()

@@ -511,3 +511,42 @@ func TestOldGoModLine(t *testing.T) {
 		t.Errorf("GOMAXPROCS %d (%s)", f.GOMAXPROCS, f.GOMAXPROCSFrom)
 	}
 }
+
+// TestPIDNamespace: an agent in its own PID namespace names its socket
+// after the PID it sees (1); gosleuth finds it through NSpid and checks
+// the peer's PID in its own namespace.
+func TestPIDNamespace(t *testing.T) {
+	unshare, err := exec.LookPath("unshare")
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and unshare(1)")
+	}
+	p := startPatient(t, nil, []string{unshare, "--pid", "--fork", "--mount-proc", "--kill-child"}, "-mode", "idle", "-agent")
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p.pid(), p.pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("children of unshare: %q", b)
+	}
+	f, err := Discover("/proc", child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.NSPID != 1 || !strings.HasSuffix(p.addr, "/1.sock") {
+		t.Fatalf("NSpid %d, agent at %s", f.NSPID, p.addr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	src, notes, err := Connect(ctx, child, Options{Facts: f})
+	if err != nil {
+		t.Fatalf("connect: %v %q", err, notes)
+	}
+	defer src.Close()
+	if _, err := src.Read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info := src.(*agentSource).Info(); info["pid"] != "1" {
+		t.Errorf("agent says pid %q", info["pid"])
+	}
+}
