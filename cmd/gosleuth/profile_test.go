@@ -30,6 +30,8 @@ func TestProfileBadUsage(t *testing.T) {
 		{"bad hz", []string{"profile", "--pid", "1", "--hz", "0"}, "--hz must be between"},
 		{"negative duration", []string{"profile", "--pid", "1", "--duration", "-1s"}, "must not be negative"},
 		{"negative pid", []string{"profile", "--pid", "-3"}, "invalid pid"},
+		{"bad events", []string{"profile", "--pid", "1", "--events", "bpf"}, "auto, thread or cpu"},
+		{"bad off-cpu-every", []string{"profile", "--pid", "1", "--off-cpu-every", "0"}, "at least 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
