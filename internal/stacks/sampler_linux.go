@@ -207,6 +207,12 @@ loop:
 	}
 	for _, st := range s.agg {
 		s.raw.Stacks = append(s.raw.Stacks, st)
+		if _, ok := s.raw.Threads[st.TID]; !ok {
+			// Per-CPU events see threads the follower has not listed.
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", pid, st.TID)); err == nil {
+				s.raw.Threads[st.TID] = strings.TrimSpace(string(b))
+			}
+		}
 	}
 	if s.off != nil {
 		s.finishOff()
