@@ -186,7 +186,9 @@ func TestPprofOnly(t *testing.T) {
 	w, self := readWindow(t, p, src, 2*time.Second)
 	t.Logf("gosleuth: %d cycles, goroutines %d, pause p99 %s; patient %.0f cycles, NumGoroutine %.0f",
 		w.GCCycles, w.Goroutines, dur(w.PauseP99), self.cycles, self.numGoroutine)
-	if !within(float64(w.GCCycles), self.cycles, 0.1, 2) {
+	// A pprof read is several requests plus a stop-the-world MemStats
+	// read, so the patient's bracket is wider than with the agent.
+	if float64(w.GCCycles) > self.cycles || float64(w.GCCycles) < self.cycles-max(3, 0.3*self.cycles) {
 		t.Errorf("GC cycles: gosleuth %d, patient %.0f", w.GCCycles, self.cycles)
 	}
 	if !within(float64(w.Goroutines), self.numGoroutine, 0, 2) {
