@@ -32,4 +32,12 @@
 // HTTP/1.1 over plain TCP uses a small keep-alive client written here (see
 // http1.go for why); HTTPS and HTTP/2 (h2c or TLS) go through net/http with
 // the connection count capped.
+//
+// # Watching the target
+//
+// With Config.Watch, the target process is read once per tick through
+// package proc (CPU user/sys, RSS, threads, context switches) and, with
+// Config.GC (a goruntime.Source: the gosleuth agent, a pprof or a /metrics
+// endpoint), its GC cycles and pauses. [FindListener] finds the local
+// process listening on a port.
 package load
