@@ -129,17 +129,28 @@ func withEngine(cfg Config, plan Plan, fn func(*Engine, *Report)) (*Report, erro
 
 func (e *Engine) run(ctx context.Context, plan Plan, rep *Report) {
 	if plan.Step.Inc <= 0 {
-		rep.Steps = append(rep.Steps, e.checked(ctx, "fixed", plan.Rate, plan.Duration, plan.SLA))
+		// Whole ticks, at least one, never beyond the duration.
+		d := max(e.cfg.Tick, plan.Duration/e.cfg.Tick*e.cfg.Tick)
+		rep.Steps = append(rep.Steps, e.checked(ctx, "fixed", plan.Rate, d, plan.SLA))
 		return
 	}
+	// Steps last whole ticks: count what they really take against the
+	// duration, so the run never outlasts it.
+	every := e.roundUp(plan.Step.Every)
 	left := plan.Duration
-	for rate := plan.Rate; left >= plan.Step.Every && ctx.Err() == nil; rate += plan.Step.Inc {
+	for rate := plan.Rate; left >= every && ctx.Err() == nil; rate += plan.Step.Inc {
 		if plan.MaxRate > 0 && rate > plan.MaxRate+1e-9 {
 			break
 		}
 		rep.Steps = append(rep.Steps, e.checked(ctx, "ramp", rate, plan.Step.Every, plan.SLA))
-		left -= plan.Step.Every
+		left -= every
 	}
+}
+
+// roundUp returns d rounded up to whole ticks, as Step runs it.
+func (e *Engine) roundUp(d time.Duration) time.Duration {
+	t := e.cfg.Tick
+	return max(t, (d+t-1)/t*t)
 }
 
 func (e *Engine) checked(ctx context.Context, phase string, rate float64, d time.Duration, sla *SLA) *StepResult {
@@ -212,7 +223,7 @@ func (e *Engine) search(ctx context.Context, plan Plan, rep *Report) {
 	sr := &SearchResult{SLA: plan.SLA.Text}
 	rep.SLA = sr
 	deadline := time.Now().Add(plan.Duration)
-	fits := func(d time.Duration) bool { return time.Until(deadline) >= d && ctx.Err() == nil }
+	fits := func(d time.Duration) bool { return time.Until(deadline) >= e.roundUp(d) && ctx.Err() == nil }
 	step := func(phase string, rate float64, d time.Duration) (bool, string) {
 		var ok bool
 		var why string
