@@ -200,6 +200,7 @@ type countedConn struct {
 	once sync.Once
 }
 
+// Close closes the connection and counts it closed once.
 func (c *countedConn) Close() error {
 	c.once.Do(func() { c.e.open.Add(-1) })
 	return c.Conn.Close()

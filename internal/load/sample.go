@@ -50,6 +50,7 @@ const (
 
 var errKindNames = [numErrKinds]string{"refused", "reset", "timeout", "http", "protocol", "other"}
 
+// String returns the kind's name as used in reports ("refused", ...).
 func (k ErrKind) String() string { return errKindNames[k] }
 
 // classify maps a transport error to its kind.
