@@ -292,41 +292,7 @@ func TestSymbolsAgreeWithGosym(t *testing.T) {
 				}
 			}
 			bin := buildPatient(t, "getppid", b.flags...)
-			o, err := loadObject(bin)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if o.gt == nil {
-				t.Fatalf("no Go table: %v", o.goErr)
-			}
-			ef, err := elf.Open(bin)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ef.Close()
-			data, err := ef.Section(".gopclntab").Data()
-			if err != nil {
-				t.Fatal(err)
-			}
-			tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, o.gt.text))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var n, bad, inlined int
-			for _, f := range tab.Funcs {
-				for pc := f.Entry; pc < f.End; pc += 13 {
-					n++
-					fr, ok := o.symbolize(pc, nil)
-					if !ok || fr[len(fr)-1].Func != f.Name {
-						if bad++; bad < 5 {
-							t.Errorf("%#x: %v, want %s", pc, fr, f.Name)
-						}
-					}
-					if len(fr) > 1 {
-						inlined++
-					}
-				}
-			}
+			o, n, bad, inlined := compareWithGosym(t, bin, 1, 13)
 			if bad > 0 || n < 1000 || inlined == 0 || o.gt.gofunc == 0 {
 				t.Errorf("%d of %d PCs disagree; %d with inlined frames", bad, n, inlined)
 			}
@@ -584,41 +550,9 @@ func TestOlderGoLayout(t *testing.T) {
 	if err != nil || !(bytes.Contains(out, []byte("go1.18")) || bytes.Contains(out, []byte("go1.19"))) {
 		t.Skipf("no Go 1.18/1.19 binary at %s (%s)", bin, bytes.TrimSpace(out))
 	}
-	o, err := loadObject(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.gt == nil || o.gt.go120 || o.gt.gofunc == 0 {
-		t.Fatalf("table %+v, err %v: want the Go 1.18 layout with inline trees", o.gt, o.goErr)
-	}
-	ef, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ef.Close()
-	data, err := ef.Section(".gopclntab").Data()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, o.gt.text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n, bad, inlined int
-	for i, f := range tab.Funcs {
-		if i%7 != 0 {
-			continue
-		}
-		for pc := f.Entry; pc < f.End; pc += 29 {
-			n++
-			fr, ok := o.symbolize(pc, nil)
-			if !ok || fr[len(fr)-1].Func != f.Name {
-				bad++
-			}
-			if len(fr) > 1 && fr[0].Inlined && fr[0].Func != "" {
-				inlined++
-			}
-		}
+	o, n, bad, inlined := compareWithGosym(t, bin, 7, 29)
+	if o.gt.go120 || o.gt.gofunc == 0 {
+		t.Fatalf("table %+v: want the Go 1.18 layout with inline trees", o.gt)
 	}
 	if bad > 0 || inlined == 0 {
 		t.Errorf("%d of %d PCs disagree with debug/gosym; %d with inlined frames", bad, n, inlined)
@@ -708,4 +642,49 @@ func deref(f *float64) float64 {
 		return -1
 	}
 	return *f
+}
+
+// compareWithGosym symbolizes every pcStep-th PC of every funcStep-th
+// function of bin and counts the PCs whose outermost function differs from
+// debug/gosym's answer, and those with inlined frames.
+func compareWithGosym(t *testing.T, bin string, funcStep int, pcStep uint64) (o *object, n, bad, inlined int) {
+	t.Helper()
+	o, err := loadObject(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.gt == nil {
+		t.Fatalf("no Go table: %v", o.goErr)
+	}
+	ef, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	data, err := ef.Section(".gopclntab").Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, o.gt.text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range tab.Funcs {
+		if i%funcStep != 0 {
+			continue
+		}
+		for pc := f.Entry; pc < f.End; pc += pcStep {
+			n++
+			fr, ok := o.symbolize(pc, nil)
+			if !ok || fr[len(fr)-1].Func != f.Name {
+				if bad++; bad < 5 {
+					t.Errorf("%#x: %v, want %s", pc, fr, f.Name)
+				}
+			}
+			if len(fr) > 1 && fr[0].Inlined && fr[0].Func != "" {
+				inlined++
+			}
+		}
+	}
+	return o, n, bad, inlined
 }
