@@ -182,7 +182,7 @@ func testInspectAgentJSON(t *testing.T, bin string) {
 	a := selfReport(t, cmd, sc)
 	var out, errb bytes.Buffer
 	err := run(context.Background(), []string{"inspect", "--pid", strconv.Itoa(cmd.Process.Pid),
-		"--duration", "2s", "--format", "json"}, &out, &errb)
+		"--duration", "3s", "--format", "json"}, &out, &errb)
 	b := selfReport(t, cmd, sc)
 	if err != nil {
 		t.Fatalf("inspect: %v\n%s", err, errb.String())
@@ -227,8 +227,16 @@ func testInspectAgentJSON(t *testing.T, bin string) {
 	busy := (b["/cpu/classes/total:cpu-seconds"] - b["/cpu/classes/idle:cpu-seconds"]) -
 		(a["/cpu/classes/total:cpu-seconds"] - a["/cpu/classes/idle:cpu-seconds"])
 	share := (b["/cpu/classes/gc/total:cpu-seconds"] - a["/cpu/classes/gc/total:cpu-seconds"]) / busy
-	if got := num("gc_cpu_share"); got < share-0.1 || got > share+0.1 {
-		t.Errorf("GC CPU share: inspect %v, patient %v", got, share)
+	switch {
+	case num("gc_cycles") < 2:
+		// Too few cycles on a starved machine: the share must be withheld.
+		if w["gc_cpu_share"] != nil {
+			t.Errorf("GC CPU share %v reported over %v cycles", w["gc_cpu_share"], w["gc_cycles"])
+		}
+	default:
+		if got := num("gc_cpu_share"); got < share-0.1 || got > share+0.1 {
+			t.Errorf("GC CPU share: inspect %v, patient %v", got, share)
+		}
 	}
 	if d := rep.Dump; d.Total < 2 || len(d.Groups) == 0 || int(num("goroutines")) < d.Total {
 		t.Errorf("dump %+v vs goroutines %v", d, w["goroutines"])
