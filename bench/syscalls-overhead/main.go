@@ -244,6 +244,29 @@ func detach(cmd *exec.Cmd) {
 	cmd.Wait()
 }
 
+// foreignPerf lists the processes other than this bench's tools that hold
+// perf event descriptors (other tracers skew the bystander baseline).
+func foreignPerf() string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		dir := "/proc/" + e.Name() + "/fd"
+		fds, _ := os.ReadDir(dir)
+		for _, fd := range fds {
+			if l, _ := os.Readlink(filepath.Join(dir, fd.Name())); l == "anon_inode:[perf_event]" {
+				comm, _ := os.ReadFile("/proc/" + e.Name() + "/comm")
+				out = append(out, fmt.Sprintf("%d(%s)", pid, strings.TrimSpace(string(comm))))
+				break
+			}
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 // fdCount returns how many descriptors pid has open (perf stat opens
 // little else).
 func fdCount(pid int) int {
@@ -319,11 +342,18 @@ func (b *bench) bystander(rounds int) {
 	ntp := syscallTracepoints()
 	cpu := map[string][]float64{}
 	rate := map[string][]float64{}
+	foreign := 0
 	for r := range rounds {
 		target := b.start("getpid", 1)
 		by := b.start("getpid", 1)
 		for _, t := range bystanderTools {
 			cmd, _ := attachTool(b, t, target.cmd.Process.Pid, ntp*threadsOf(target.cmd.Process.Pid))
+			if t.args == nil {
+				if f := foreignPerf(); f != "" {
+					log.Printf("# bystander round %d: other processes hold perf events while measuring alone: %s", r+1, f)
+					foreign++
+				}
+			}
 			ns, ps := by.measure(b.window)
 			detach(cmd)
 			cpu[t.name] = append(cpu[t.name], ns)
@@ -334,6 +364,10 @@ func (b *bench) bystander(rounds int) {
 		by.stop()
 	}
 	fmt.Printf("\nbystander getpid loop while another getpid loop is counted, %d rounds, medians (ratio vs alone):\n", rounds)
+	if foreign > 0 {
+		fmt.Printf("  (in %d of %d rounds other processes held perf events during the alone window: if any was a\n"+
+			"  syscall tracepoint, every task was already on the slow path and the ratios understate the tax)\n", foreign, rounds)
+	}
 	base, baseRate := median(cpu["alone"]), median(rate["alone"])
 	for _, t := range bystanderTools {
 		c, r := median(cpu[t.name]), median(rate[t.name])

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gosleuth/gosleuth/internal/perf"
 	"golang.org/x/sys/unix"
@@ -103,6 +104,10 @@ type Counter struct {
 	// the last attempt and were opened directly though they may have
 	// inherited events too (their calls may then count twice).
 	Attached, Retries, Ambiguous int
+	// ReadErrors counts group reads that failed even when retried
+	// (LastReadError is the last); those groups kept their last counts.
+	ReadErrors    int
+	LastReadError error
 }
 
 // group is the events of one thread.
@@ -403,7 +408,7 @@ func (c *Counter) RetireThreads(tids []int) {
 		if g.final || !slices.Contains(tids, g.tid) {
 			continue
 		}
-		c.readGroup(g)
+		c.readRetry(g)
 		c.closeGroup(g)
 		g.final = true
 	}
@@ -428,9 +433,7 @@ type ThreadCounts struct {
 func (c *Counter) Read(sum []uint64, perThread bool) (total uint64, threads []ThreadCounts, err error) {
 	for _, g := range c.groups {
 		if !g.final {
-			if err := c.readGroup(g); err != nil {
-				return 0, nil, err
-			}
+			c.readRetry(g)
 		}
 		for i, v := range g.last {
 			sum[i] += v
@@ -447,6 +450,25 @@ func (c *Counter) Read(sum []uint64, perThread bool) (total uint64, threads []Th
 		total += binary.NativeEndian.Uint64(b[:])
 	}
 	return total, threads, nil
+}
+
+// readRetry reads a group, retrying a failed read a few times (a read
+// racing with the exit of the thread or its inherited copies has been seen
+// to fail with ECHILD once); if it keeps failing, the group keeps its last
+// counts and ReadErrors says so.
+func (c *Counter) readRetry(g *group) {
+	for try := 0; ; try++ {
+		err := c.readGroup(g)
+		if err == nil {
+			return
+		}
+		if try == 3 {
+			c.ReadErrors++
+			c.LastReadError = err
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func (c *Counter) readGroup(g *group) error {

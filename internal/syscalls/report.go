@@ -63,6 +63,9 @@ type Report struct {
 	// exit where the kernel cannot report them, or made before gosleuth
 	// found the thread): latencies and errors cover the rest.
 	Unseen uint64 `json:"unseen_by_sampler,omitempty"`
+	// ReadErrors counts counter reads that failed; the threads concerned
+	// kept their last counts, so the totals may be low.
+	ReadErrors int `json:"read_errors,omitempty"`
 }
 
 // ErrnoRow is one (syscall, errno) pair of failed calls.
@@ -219,6 +222,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		b.WriteString("\n")
 		writeRows(&b, t.Syscalls, t.Total, r.DurationS)
+	}
+	if r.ReadErrors > 0 {
+		fmt.Fprintf(&b, "\n%d counter reads failed: those threads kept their last counts, totals may be low\n", r.ReadErrors)
 	}
 	if r.Unseen > 0 {
 		fmt.Fprintf(&b, "\n%d counted calls were not seen by the latency sampler (ring full or thread found late): latency and errors cover the rest\n", r.Unseen)

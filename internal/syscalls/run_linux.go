@@ -290,7 +290,14 @@ func tidsOf(ts []perf.Task) []int {
 }
 
 func (s *exactSource) tick(now time.Time) {
-	if now.Sub(s.lastPoll) < 10*time.Millisecond {
+	// New threads need events of their own only with --threads, --errors
+	// and --latency; otherwise inheritance covers them and the poll only
+	// counts them for the header.
+	period := 250 * time.Millisecond
+	if s.perTask || s.sampler != nil {
+		period = 10 * time.Millisecond
+	}
+	if now.Sub(s.lastPoll) < period {
 		return
 	}
 	s.lastPoll = now
@@ -321,6 +328,7 @@ func (s *exactSource) report(r *Report, seconds float64) error {
 	}
 	evs := s.counter.Events()
 	r.DurationS = seconds
+	r.ReadErrors = s.counter.ReadErrors
 	r.ThreadsLater = s.later
 	var named uint64
 	r.Syscalls, named = Rows(evs, s.sum, seconds)
