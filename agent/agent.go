@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/goruntime/wire"
@@ -117,6 +118,7 @@ func Listen(opts Options) (*Agent, error) {
 			return nil, fmt.Errorf("%w; %w", err, err2)
 		}
 	}
+	sweepStale(dir)
 	path := filepath.Join(dir, wire.SocketName(os.Getpid()))
 	// A socket of this name belongs to a dead process that had our PID, or
 	// to an agent this process closed: it cannot be live.
@@ -184,6 +186,35 @@ func (a *Agent) Close() error {
 		runningMu.Unlock()
 	})
 	return a.closeErr
+}
+
+// sweepStale removes sockets in the private dir that nobody listens on any
+// more (agents of processes that died without Close, such as killed ones),
+// so the directory does not grow without bound. A socket whose connect is
+// refused cannot come back to life; any other outcome leaves it alone. It
+// runs once per Listen and looks at no more than 1000 entries.
+func sweepStale(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	if len(entries) > 1000 {
+		entries = entries[:1000]
+	}
+	for _, e := range entries {
+		if e.Type() != fs.ModeSocket || !strings.HasSuffix(e.Name(), ".sock") {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		c, err := net.DialTimeout("unix", p, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			os.Remove(p)
+		}
+	}
 }
 
 // privateDir makes sure dir exists, is a directory (not a symlink) owned by

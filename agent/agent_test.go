@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -111,6 +112,43 @@ func TestFlightRecorder(t *testing.T) {
 			t.Errorf("enabled: %d bytes %q..., err %v", len(b), b[:min(len(b), 16)], err)
 		case !enabled && (err == nil || !strings.Contains(err.Error(), "not enabled")):
 			t.Errorf("disabled: err %v", err)
+		}
+	}
+}
+
+// TestSweepStale: Listen removes sockets nobody listens on and keeps live
+// ones and other files.
+func TestSweepStale(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, "999999999.sock")
+	ln, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	live := filepath.Join(dir, "999999998.sock")
+	ln2, err := net.Listen("unix", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln2.Close()
+	other := filepath.Join(dir, "notes.txt")
+	os.WriteFile(other, nil, 0o600)
+	a, err := agent.Listen(agent.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale socket kept: %v", err)
+	}
+	for _, p := range []string{live, other, a.Path()} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s removed: %v", p, err)
 		}
 	}
 }
