@@ -229,7 +229,7 @@ func openExact(cfg Config, pid int, r *Report) (*exactSource, error) {
 	r.Mode = ModeExact
 	c, err := NewCounter(pid, opts)
 	if errors.Is(err, ErrTooManyFDs) && totErr == nil {
-		r.Notes = append(r.Notes, err.Error()+"; counting only the total of all syscalls (raise the hard RLIMIT_NOFILE for a per-syscall table)")
+		r.Notes = append(r.Notes, err.Error()+"; counting only the total of all syscalls, no per-thread counts (raise the hard RLIMIT_NOFILE for a per-syscall table)")
 		r.Mode = ModeTotals
 		opts = CounterOptions{Events: []Event{tot}, ProcRoot: cfg.ProcRoot}
 		c, err = NewCounter(pid, opts)
@@ -237,7 +237,7 @@ func openExact(cfg Config, pid int, r *Report) (*exactSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &exactSource{counter: c, perTask: cfg.Threads, procRoot: cfg.ProcRoot, sum: make([]uint64, len(opts.Events))}
+	s := &exactSource{counter: c, perTask: cfg.Threads && r.Mode == ModeExact, procRoot: cfg.ProcRoot, sum: make([]uint64, len(opts.Events))}
 	switch {
 	case r.Mode == ModeTotals:
 		r.Mechanism = "perf counters on raw_syscalls:sys_enter, one per thread, inherited by threads and children started later"
@@ -338,7 +338,11 @@ func (s *exactSource) report(r *Report, seconds float64) error {
 		// counters did not see is "other".
 		r.Total = s.sum[i]
 		if r.Total > named {
-			r.Syscalls = append(r.Syscalls, Row{Name: "other", Nr: -1, Count: r.Total - named})
+			name := "other"
+			if len(r.Syscalls) == 0 && r.Mode == ModeTotals {
+				name = "all (totals only)"
+			}
+			r.Syscalls = append(r.Syscalls, Row{Name: name, Nr: -1, Count: r.Total - named})
 		}
 		finishRows(r.Syscalls, r.Total, seconds)
 	}
