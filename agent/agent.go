@@ -190,8 +190,8 @@ func (a *Agent) Close() error {
 
 // sweepStale removes sockets in the private dir that nobody listens on any
 // more (agents of processes that died without Close, such as killed ones),
-// so the directory does not grow without bound. A socket whose connect is
-// refused cannot come back to life; any other outcome leaves it alone. It
+// so the directory does not grow without bound. Only sockets named after a
+// PID that no process has, and whose connect is refused, are removed. It
 // runs once per Listen and looks at no more than 1000 entries.
 func sweepStale(dir string) {
 	entries, err := os.ReadDir(dir)
@@ -202,7 +202,11 @@ func sweepStale(dir string) {
 		entries = entries[:1000]
 	}
 	for _, e := range entries {
-		if e.Type() != fs.ModeSocket || !strings.HasSuffix(e.Name(), ".sock") {
+		pidText, ok := strings.CutSuffix(e.Name(), ".sock")
+		pid, err := strconv.Atoi(pidText)
+		if e.Type() != fs.ModeSocket || !ok || err != nil || processExists(pid) {
+			// A live process's socket may be between bind and listen,
+			// when connects are refused too: leave it.
 			continue
 		}
 		p := filepath.Join(dir, e.Name())

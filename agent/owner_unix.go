@@ -14,3 +14,10 @@ func ownerOf(fi fs.FileInfo) (int, bool) {
 	}
 	return int(st.Uid), true
 }
+
+// processExists reports whether a process with this PID exists (in this
+// process's PID namespace); signal 0 checks without sending anything.
+func processExists(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || err == syscall.EPERM
+}
