@@ -40,6 +40,9 @@
 // $XDG_RUNTIME_DIR/gosleuth when XDG_RUNTIME_DIR is set, /tmp/gosleuth-UID
 // otherwise, and named PID.sock. The agent refuses a directory that is not
 // a real directory owned by its user with no group or other permissions.
+// At start it removes sockets in that directory left by agents that died
+// without Close (named after a PID no process has, and refusing
+// connections).
 // Only the program's user and root can connect. Nothing the agent serves
 // changes the program's state: there is no remote GC, no SetGCPercent, no
 // change of profiling rates. The mutex and block profiles are therefore
