@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -154,10 +155,23 @@ func Listen(opts Options) (*Agent, error) {
 	mux.HandleFunc("GET "+wire.PathMetrics, a.serveMetrics)
 	mux.HandleFunc("GET "+wire.PathTrace, a.serveTrace)
 	mux.HandleFunc("GET "+wire.PathPprof+"{name}", a.serveProfile)
-	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// net/http logs to the standard logger by default; the agent stays
+	// quiet unless Logf is set.
+	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: log.New(logfWriter{opts.Logf}, "gosleuth agent: ", 0)}
 	running = true
 	go a.serve()
 	return a, nil
+}
+
+// logfWriter sends net/http's log lines to Options.Logf, or nowhere.
+type logfWriter struct{ logf func(string, ...any) }
+
+func (w logfWriter) Write(p []byte) (int, error) {
+	if w.logf != nil {
+		w.logf("%s", strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
 }
 
 // Path returns the socket's path.
