@@ -147,7 +147,7 @@ func parseAgentMetrics(b []byte) (pid int, t time.Time, goVersion string, m map[
 
 // metricsDecoder decodes agent replies, keeping each histogram's bucket
 // boundaries: they never change within a process, and parsing them again
-// (thousands of floats) was most of a decode.
+// (about 1,100 floats in Go 1.26) was most of a decode.
 type metricsDecoder struct {
 	buckets map[string]decodedBuckets
 }
