@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -541,6 +542,17 @@ func TestPIDNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatalf("children of unshare: %q", b)
 	}
+	// Let the patient close its agent, so 1.sock does not stay behind
+	// (no later agent sweeps it: PID 1 always exists here).
+	t.Cleanup(func() {
+		syscall.Kill(child, syscall.SIGTERM)
+		for i := 0; i < 100; i++ {
+			if _, err := os.Stat(p.addr); err != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 	f, err := Discover("/proc", child)
 	if err != nil {
 		t.Fatal(err)
