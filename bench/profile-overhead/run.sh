@@ -20,7 +20,7 @@
 # Then the time to load symbols from a large Go binary (the compiler).
 #
 # Needs root (kernel stacks) and perf (apt-get install linux-perf).
-# Usage: bench/profile-overhead/run.sh   (env: ROUNDS=7 DURATION=5 HZ=99 WORKERS=1 OFFCPU=0 MODES=0)
+# Usage: bench/profile-overhead/run.sh   (env: ROUNDS=7 DURATION=5 HZ=99 WORKERS=1 OFFCPU=0 MODES=0 WORKS='hash syscall switch')
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -61,6 +61,7 @@ works=(hash syscall)
 if [ "$MODES" = 1 ]; then tools+=(thread cpu); fi
 if [ "$OFFCPU" = 1 ]; then tools+=(offcpu); fi
 if [ "$OFFCPU" = 1 ] || [ "$MODES" = 1 ]; then works+=(switch); fi
+if [ -n "${WORKS:-}" ]; then read -r -a works <<<"$WORKS"; fi
 nt=${#tools[@]}
 for work in "${works[@]}"; do
   declare -A thr=() cpo=() t1=() c1=() rthr=() rcpo=()

@@ -44,8 +44,8 @@ in user space and need Go's block and mutex profiles instead.
 Each thread gets its own event, found within 100 ms of its start; each 10 ms
 of its CPU time gives one sample. Such an event costs its thread a few
 microseconds at every context switch, so as root, when the target switches
-often enough for that to exceed 1% of its CPU, sampling moves after a second
-to one event per CPU filtered to the target (--events cpu from the start,
+often enough for that to exceed 1% of its CPU, sampling moves after about
+0.4 s to one event per CPU filtered to the target (--events cpu from the start,
 --events thread never). Kernel stacks need root (or CAP_PERFMON);
 without, only user mode is sampled and each thread's system time from /proc
 becomes a [kernel time, not sampled] leaf.`,

@@ -119,7 +119,7 @@ type Options struct {
 	// PerThread and PerCPU choose the events. By default the sampler opens
 	// one event per thread (the only kind without root: every 10 ms of a
 	// thread's CPU gives one sample, so coverage is exact), and moves to one
-	// event per CPU filtered to the target (root) after a second if the
+	// event per CPU filtered to the target (root) after about 0.4 s if the
 	// target blocks and wakes (voluntary context switches) so often that
 	// per-thread events would cost it more than 1% of its CPU: each costs its thread a timer reprogramming at
 	// every context switch. Per-CPU events cost nothing per switch and see

@@ -177,6 +177,11 @@ loop:
 				// Libraries get mapped after exec and by dlopen.
 				s.raw.maps = s.loadMaps(s.raw.maps)
 				nextSnap = now.Add(time.Second)
+				if s.auto {
+					// Decide on the events soon: per-thread ones may
+					// be costing the target already.
+					nextSnap = now.Add(300 * time.Millisecond)
+				}
 			}
 			if opts.Progress != nil && now.After(nextProgress) {
 				opts.Progress(Progress{Elapsed: time.Since(s.raw.Start), Samples: s.raw.Samples,
@@ -539,7 +544,7 @@ const switchCost = 4e-6
 func (s *sampler) maybePerCPU(first, last *proc.Snapshot) {
 	p0, p1 := first.Find(int32(s.opts.PID)), last.Find(int32(s.opts.PID))
 	dt := float64(s.t1-s.t0) / 1e9
-	if p0 == nil || p1 == nil || dt < 0.5 {
+	if p0 == nil || p1 == nil || dt < 0.25 {
 		return
 	}
 	s.auto = false
