@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,7 +51,13 @@ func startIdle(t *testing.T, bin string, args ...string) int {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		// SIGTERM lets the patient close its agent and remove its socket.
+		cmd.Process.Signal(syscall.SIGTERM)
+		timer := time.AfterFunc(10*time.Second, func() { cmd.Process.Kill() })
+		cmd.Wait()
+		timer.Stop()
+	})
 	sc := bufio.NewScanner(out)
 	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "ready") {
 		t.Fatalf("patient did not start: %q", sc.Text())

@@ -121,8 +121,16 @@ func startInspectPatient(t *testing.T, bin string, args ...string) (*exec.Cmd, c
 		t.Fatalf("start patient: %v", err)
 	}
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
+		// SIGTERM lets the patient close its agent and remove its socket.
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
 		w.Close()
 	})
 	lines := make(chan string, 16)
