@@ -108,3 +108,18 @@ console.log("ok");
 		t.Errorf("page script: %v\n%s", err, out)
 	}
 }
+
+// TestEmptySummaryJSON: a run without samples still gives lists, not
+// nulls, to JSON readers.
+func TestEmptySummaryJSON(t *testing.T) {
+	p := &Profile{Raw: &Raw{Period: time.Second / 99, Threads: map[int]string{}}}
+	var b bytes.Buffer
+	if err := p.Summarize(5).WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"top": []`, `"top_cum": []`, `"classes": {}`, `"coverage": null`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("JSON lacks %s:\n%s", want, b.String())
+		}
+	}
+}

@@ -86,7 +86,7 @@ func (p *Profile) Summarize(n int) *Summary {
 		PID: p.PID, Exe: p.Exe, Seconds: p.End.Sub(p.Start).Seconds(), Hz: p.Hz,
 		Samples: p.Samples, Lost: p.Lost, Threads: p.ThreadsSeen,
 		NewThreads: p.NewThreads, PickupMaxMS: float64(p.PickupMax.Microseconds()) / 1000, UserOnly: p.UserOnly, Exited: p.Exited,
-		Classes: map[string]float64{}, LeafCallersFixed: p.LeafFixed,
+		Classes: map[string]float64{}, Top: []TopFunc{}, TopCum: []TopFunc{}, LeafCallersFixed: p.LeafFixed,
 		GoFrames: p.GoFrames, GoFramesUnresolved: p.GoUnknown, Notes: p.Notes,
 	}
 	var total, kernel int64
@@ -294,7 +294,7 @@ func (p *Profile) WriteFolded(w io.Writer) error {
 
 func (p *Profile) summarizeOffCPU(n int) *OffCPUSummary {
 	o := &OffCPUSummary{FilteredSeconds: float64(p.OffCPUFiltered) / 1e9, Switches: p.OffCPUSwitches,
-		Every: p.OffCPUEvery, Lost: p.OffCPULost, Classes: map[string]float64{}}
+		Every: p.OffCPUEvery, Lost: p.OffCPULost, Classes: map[string]float64{}, Top: []TopFunc{}}
 	var total int64
 	flat, cum := map[string]int64{}, map[string]int64{}
 	for _, st := range p.OffCPU {
