@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strings"
 	"sync"
 )
 
@@ -401,11 +400,3 @@ func (o *object) spDelta(vaddr uint64) (int32, bool) {
 
 // isGo reports whether the object has a usable Go function table.
 func (o *object) isGo() bool { return o.gt != nil }
-
-// baseName is the file name for display.
-func (o *object) baseName() string {
-	if i := strings.LastIndexByte(o.path, '/'); i >= 0 {
-		return o.path[i+1:]
-	}
-	return o.path
-}

@@ -758,7 +758,8 @@ func (s *sampler) loadMaps(prev []mapping) []mapping {
 		if err != nil {
 			continue
 		}
-		o.path = m.path
+		// o is shared through the cache by every sampler of the same
+		// binary: it is never written here (the mapping keeps its path).
 		m.obj = o
 	}
 	return ms
