@@ -152,7 +152,25 @@ func (f *Follower) listTasks(pid int) ([]int, error) {
 	if len(tids) == 0 {
 		return nil, errNoProcess
 	}
+	// An exited process its parent has not reaped yet keeps its leader's
+	// entry, in state Z: nothing runs there any more.
+	if len(tids) == 1 && tids[0] == pid && f.zombie(pid) {
+		return nil, errNoProcess
+	}
 	return tids, nil
+}
+
+// zombie reports whether process pid's stat says Z (zombie) or X (dead).
+func (f *Follower) zombie(pid int) bool {
+	b, err := os.ReadFile(filepath.Join(f.root, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
 func (f *Follower) exists(pid int) bool {

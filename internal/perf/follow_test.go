@@ -65,6 +65,19 @@ func TestFollowerFixture(t *testing.T) {
 		t.Fatalf("no descendants: added %v, want %v", added, want)
 	}
 
+	// A zombie: the leader's entry stays until the parent reaps it.
+	z := NewFollower(root, 300, false)
+	mkTask(300, 300, "")
+	if err := os.WriteFile(filepath.Join(root, "300", "stat"), []byte("300 (a) b) Z 1 300"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := z.Poll(); !errors.Is(err, ErrExited) {
+		t.Fatalf("zombie: err = %v, want ErrExited", err)
+	}
+	if err := os.RemoveAll(filepath.Join(root, "300")); err != nil {
+		t.Fatal(err)
+	}
+
 	// Everything exits.
 	if err := os.RemoveAll(filepath.Join(root, "100")); err != nil {
 		t.Fatal(err)
