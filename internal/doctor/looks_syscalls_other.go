@@ -1,0 +1,14 @@
+//go:build !linux
+
+package doctor
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Look implements Look: syscall counters need Linux.
+func (SyscallsLook) Look(context.Context, int, time.Duration, *Window) error {
+	return errors.New("counting syscalls needs Linux")
+}
