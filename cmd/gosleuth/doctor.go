@@ -7,10 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/atomicfile"
 	"github.com/gosleuth/gosleuth/internal/doctor"
 )
 
@@ -60,7 +59,7 @@ Rule ids: ` + ruleIDs(),
 					return usagef("--format must be text, json or markdown, got %q", *format)
 				}
 				if *out != "" {
-					if err := checkWritable(*out); err != nil {
+					if err := atomicfile.CheckWritable(*out); err != nil {
 						return err
 					}
 				}
@@ -98,7 +97,7 @@ Rule ids: ` + ruleIDs(),
 					return err
 				}
 				if *out != "" {
-					return writeFileAtomic(*out, buf.Bytes())
+					return atomicfile.WriteBytes(*out, buf.Bytes())
 				}
 				_, err = stdout.Write(buf.Bytes())
 				return err
@@ -116,44 +115,4 @@ func ruleIDs() string {
 		s += r.ID
 	}
 	return s
-}
-
-// checkWritable fails early, before any observing, when path's directory
-// cannot take a new file.
-func checkWritable(path string) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".gosleuth-check-*")
-	if err != nil {
-		return fmt.Errorf("cannot write %s: %w", path, err)
-	}
-	name := f.Name()
-	f.Close()
-	return os.Remove(name)
-}
-
-// writeFileAtomic writes data to a temporary file next to path and renames
-// it into place, so readers see the whole file or none of it.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }

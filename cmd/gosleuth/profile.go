@@ -8,9 +8,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/atomicfile"
 	"github.com/gosleuth/gosleuth/internal/stacks"
 	"golang.org/x/term"
 )
@@ -80,7 +80,10 @@ becomes a [kernel time, not sampled] leaf.`,
 					return usagef("give either --pid PID or -- CMD ARGS...")
 				}
 				for _, p := range []string{*out, *folded, *flame} {
-					if err := profileCheckOutput(p); err != nil {
+					if p == "" {
+						continue
+					}
+					if err := atomicfile.CheckWritable(p); err != nil {
 						return err
 					}
 				}
@@ -167,59 +170,21 @@ func exitText(err error) string {
 	return err.Error()
 }
 
-// profileCheckOutput fails when path's directory does not accept a new file, so
-// a bad -o is reported before sampling rather than after.
-func profileCheckOutput(path string) error {
-	if path == "" {
-		return nil
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".gosleuth-check-*")
-	if err != nil {
-		return fmt.Errorf("output %s is not writable: %w", path, err)
-	}
-	f.Close()
-	os.Remove(f.Name())
-	return nil
-}
-
 func writeOutputs(p *stacks.Profile, out, folded, flame string) error {
 	if out != "" {
-		if err := profileWriteFile(out, p.WritePprof); err != nil {
+		if err := atomicfile.Write(out, p.WritePprof); err != nil {
 			return err
 		}
 	}
 	if folded != "" {
-		if err := profileWriteFile(folded, p.WriteFolded); err != nil {
+		if err := atomicfile.Write(folded, p.WriteFolded); err != nil {
 			return err
 		}
 	}
 	if flame != "" {
-		if err := profileWriteFile(flame, p.WriteFlameHTML); err != nil {
+		if err := atomicfile.Write(flame, p.WriteFlameHTML); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// profileWriteFile writes path completely or not at all.
-func profileWriteFile(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".gosleuth-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	os.Chmod(f.Name(), 0o644)
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }

@@ -65,7 +65,7 @@ func TestProfileUnwritableOutput(t *testing.T) {
 	start := time.Now()
 	_, stderr, code := runChild(t, os.Args[0], nil, "profile", "--pid", strconv.Itoa(os.Getpid()),
 		"--duration", "30s", "-o", "/nonexistent-dir/p.pb.gz")
-	if code != 1 || !strings.Contains(stderr, "not writable") {
+	if code != 1 || !strings.Contains(stderr, "cannot write") {
 		t.Errorf("code %d stderr %q", code, stderr)
 	}
 	if d := time.Since(start); d > 10*time.Second {

@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/atomicfile"
 	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
@@ -174,29 +173,10 @@ func saveTrace(ctx context.Context, src Source, path string) string {
 	if err != nil {
 		return fmt.Sprintf("no execution trace: %v", err)
 	}
-	if err := writeFileAtomic(path, b); err != nil {
+	if err := atomicfile.WriteBytes(path, b); err != nil {
 		return fmt.Sprintf("no execution trace: %v", err)
 	}
 	return fmt.Sprintf("execution trace of the last seconds written to %s (%d bytes): go tool trace %s", path, len(b), path)
-}
-
-// writeFileAtomic writes b to path through a temporary file and a rename.
-func writeFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
-	}
-	_, werr := tmp.Write(b)
-	cerr := tmp.Close()
-	if werr != nil || cerr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, errors.Join(werr, cerr))
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("rename to %s: %w", path, err)
-	}
-	return nil
 }
 
 // procView extracts pid's figures from two snapshots.

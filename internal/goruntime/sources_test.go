@@ -276,7 +276,9 @@ func TestPrometheusClientGolang(t *testing.T) {
 	// asserted. Rates agreed within 5% in 3 of 4 runs; one loaded run gave
 	// 0.68 s/s against the bracket's 19.7 s/s.
 	gs, ps := w.MutexWaitPerSec*w.Duration.Seconds(), self.mutexPerSec*self.sec
-	if w.MutexWaitPerSec < 0.1 || gs > ps*1.05+0.1 {
+	// On a quiet machine the herd contends little (0.01 s/s), on a loaded
+	// one a lot: ask for a reading whenever the patient saw some wait.
+	if (ps > 0.001 && gs <= 0) || gs > ps*1.05+0.1 {
 		t.Errorf("mutex wait: gosleuth %.3f s in window, patient %.3f s in the bracketing window", gs, ps)
 	}
 	if w.GOMAXPROCS != uint64(self.gomaxprocs) {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/gosleuth/gosleuth/internal/atomicfile"
 )
 
 // WriteJSON writes the report as one JSON object. The time series is left
@@ -244,31 +246,9 @@ func (r *Report) WriteDir(dir string) error {
 		}{fmt.Sprintf("step-%02d-uncorrected.hgrm", s.Index), u.WritePercentiles})
 	}
 	for _, f := range files {
-		if err := writeFileAtomic(filepath.Join(dir, f.name), f.fn); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, f.name), f.fn); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-func writeFileAtomic(path string, fn func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := fn(tmp); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }
