@@ -396,7 +396,7 @@ func TestSLASearch(t *testing.T) {
 	step, _ := ParseStep("+100/1s")
 	cfg := Config{URL: u, Connections: 60, Tick: testTick, MaxLag: 20 * time.Millisecond}
 	timed(t, 2, 20*time.Second, func() (probs []string, late bool) {
-		rep, err := Search(context.Background(), cfg, Plan{Rate: 100, Duration: 25 * time.Second, Step: step,
+		rep, err := Search(context.Background(), cfg, Plan{Rate: 200, Duration: 25 * time.Second, Step: step,
 			MaxRate: 1000, SLA: &sla})
 		if err != nil {
 			t.Fatal(err)
