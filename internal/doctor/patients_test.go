@@ -295,7 +295,12 @@ func TestPatientsInside(t *testing.T) {
 					t.Errorf("%s fired from %v, want from %s:%s", w.rule, f.Sources, w.source, describe(fs))
 					continue next
 				}
-				t.Errorf("%s did not fire on %s; findings:%s\nnotes: %v", w.rule, tt.mode, describe(fs), rep.Notes)
+				var classes map[string]float64
+				var cpu float64
+				if len(rep.Processes) > 0 {
+					classes, cpu = rep.Processes[0].StackClasses, rep.Processes[0].CPUPct
+				}
+				t.Errorf("%s did not fire on %s (cpu %.1f%%, stack classes %v); findings:%s\nnotes: %v", w.rule, tt.mode, cpu, classes, describe(fs), rep.Notes)
 			}
 		})
 	}

@@ -22,7 +22,7 @@ const (
 	// Share of samples in the scheduler, and the CPU that share must stand
 	// for (an idle process is all scheduler, at no cost worth a finding).
 	schedShareWarn = 0.30
-	schedMinCores  = 0.05
+	schedMinCores  = 0.03
 	// Scheduling latency p99 (seconds) that means goroutines wait for a P.
 	schedLatWarn = 0.005
 	// Threads waiting for a CPU at least this fraction of the time they
