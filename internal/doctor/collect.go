@@ -65,8 +65,10 @@ type acc struct {
 }
 
 // Collect observes processes for cfg.Duration and returns their windows and
-// the host. Close looks start once a first part of the window (30%, at least
-// 2 s) has picked the processes worth them, and end with the window.
+// the host. On a whole-host run close looks start once a first part of the
+// window (30%, at least 2 s) has picked the processes worth them; processes
+// named in cfg.PIDs are looked at from the first tick. Looks end with the
+// window.
 func Collect(ctx context.Context, cfg Config) ([]*Window, *Host, []string, error) {
 	if cfg.Duration <= 0 {
 		return nil, nil, nil, fmt.Errorf("collect: duration must be positive, got %v", cfg.Duration)
@@ -145,7 +147,12 @@ func Collect(ctx context.Context, cfg Config) ([]*Window, *Host, []string, error
 	observe(&snap, true)
 
 	end := start.Add(cfg.Duration)
+	// On a whole-host run the first part of the window picks who gets a
+	// close look; processes named with --pid get theirs from the first tick.
 	pick := start.Add(max(2*time.Second, cfg.Duration*3/10))
+	if len(wanted) > 0 {
+		pick = start
+	}
 	if pick.After(end) {
 		pick = end
 	}
