@@ -63,21 +63,8 @@ func testInspectUnprivileged(t *testing.T, bin string) {
 		t.Skip("needs root to switch to user nobody")
 	}
 	cmd, _ := startInspectPatient(t, bin, "-mode", "idle", "-agent")
-	dir, err := os.MkdirTemp("", "gosleuth-inspect")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
-	self, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	test := filepath.Join(dir, "gosleuth.test")
-	if err := os.WriteFile(test, self, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	stdout, stderr, code := runChild(t, test, &syscall.Credential{Uid: 65534, Gid: 65534},
+	test := nobodyBinary(t)
+	stdout, stderr, code := runChild(t, test, nobody,
 		"inspect", "--pid", strconv.Itoa(cmd.Process.Pid), "--duration", "200ms")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)

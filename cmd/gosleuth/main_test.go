@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,25 +115,8 @@ func TestTopUnprivileged(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to switch to user nobody")
 	}
-	dir, err := os.MkdirTemp("", "gosleuth-unpriv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
-	bin := filepath.Join(dir, "gosleuth.test")
-	src, err := os.Open(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(dst, src)
-	src.Close()
-	dst.Close()
-	stdout, stderr, code := runChild(t, bin, &syscall.Credential{Uid: 65534, Gid: 65534},
+	bin := nobodyBinary(t)
+	stdout, stderr, code := runChild(t, bin, nobody,
 		"top", "--once", "--format", "json", "--interval", "200ms")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
@@ -165,4 +147,31 @@ func TestTopUnprivileged(t *testing.T) {
 	if nullFDs == 0 || ownFDs == 0 {
 		t.Errorf("root processes with null fds: %d, nobody's with fds: %d", nullFDs, ownFDs)
 	}
+}
+
+// nobody is the user the unprivileged tests run the CLI as.
+var nobody = &syscall.Credential{Uid: 65534, Gid: 65534}
+
+// nobodyBinary copies this test binary into a fresh directory every user
+// can read and returns its path, so runChild can run the CLI as nobody.
+// The caller must be root (to switch user).
+func nobodyBinary(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gosleuth-nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "gosleuth.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }

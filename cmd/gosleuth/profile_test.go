@@ -178,15 +178,7 @@ func TestProfileUnprivileged(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", patient, "../../internal/stacks/testdata/getppid").CombinedOutput(); err != nil {
 		t.Fatalf("build patient: %v\n%s", err, out)
 	}
-	bin := filepath.Join(dir, "gosleuth.test")
-	b, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
+	bin := nobodyBinary(t)
 	pc := exec.Command(patient)
 	pc.SysProcAttr = &syscall.SysProcAttr{Credential: nobody}
 	if err := pc.Start(); err != nil {

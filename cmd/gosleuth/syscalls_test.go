@@ -269,18 +269,13 @@ func TestSyscallsCommand(t *testing.T) {
 // exact counts, and still show where the threads wait.
 func TestSyscallsUnprivileged(t *testing.T) {
 	needRoot(t)
-	nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
 	p := exec.Command(syscallsPatient(t), "-loop")
 	p.SysProcAttr = &syscall.SysProcAttr{Credential: nobody}
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { p.Process.Kill(); p.Wait() }()
-	dir := filepath.Dir(syscallsPatient(t))
-	bin := filepath.Join(dir, "gosleuth.test")
-	if err := copyFile(os.Args[0], bin); err != nil {
-		t.Fatal(err)
-	}
+	bin := nobodyBinary(t)
 	stdout, stderr, code := runChild(t, bin, nobody, "syscalls", "--pid", strconv.Itoa(p.Process.Pid),
 		"--duration", "1s", "--format", "json")
 	if code != 0 {
@@ -293,14 +288,6 @@ func TestSyscallsUnprivileged(t *testing.T) {
 	if rep.Approx == nil || rep.Approx.Samples < 20 || len(rep.Approx.Blocked) == 0 {
 		t.Errorf("no wait profile: %+v", rep.Approx)
 	}
-}
-
-func copyFile(from, to string) error {
-	b, err := os.ReadFile(from)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(to, b, 0o755)
 }
 
 // TestSyscallsSIGKILL kills the CLI while it counts a command: the
