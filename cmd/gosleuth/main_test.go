@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/gosleuth/gosleuth/internal/testbin"
 )
 
 // TestMain lets a test run the CLI in a child process (for example as
@@ -20,7 +22,9 @@ func TestMain(m *testing.M) {
 	if args := os.Getenv("GOSLEUTH_CLI_ARGS"); args != "" {
 		os.Exit(mainExit(strings.Split(args, "\n")))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
 }
 
 func TestRunCommands(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,10 +14,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/testbin"
 )
 
 func TestSyscallsBadInput(t *testing.T) {
@@ -72,33 +72,11 @@ const syscallsNoise = "getppid,futex,nanosleep,getpid,tgkill,rt_sigreturn,mmap,m
 	"sched_getaffinity,getrlimit,prlimit64,arch_prctl,set_tid_address,set_robust_list,rseq,uname,fstat,newfstatat,readlinkat," +
 	"getrandom,brk,access,statx,lseek,pread64,ioctl,eventfd2"
 
-var (
-	patientOnce sync.Once
-	patientPath string
-	patientErr  error
-)
-
 // syscallsPatient builds internal/syscalls/testdata/patient into a
 // directory every user can read.
 func syscallsPatient(t *testing.T) string {
 	t.Helper()
-	patientOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gosleuth-syscalls")
-		if err != nil {
-			patientErr = err
-			return
-		}
-		os.Chmod(dir, 0o755)
-		patientPath = filepath.Join(dir, "patient")
-		out, err := exec.Command("go", "build", "-o", patientPath, "../../internal/syscalls/testdata/patient").CombinedOutput()
-		if err != nil {
-			patientErr = errors.New(string(out))
-		}
-	})
-	if patientErr != nil {
-		t.Fatalf("build patient: %v", patientErr)
-	}
-	return patientPath
+	return testbin.Build(t, "../../internal/syscalls/testdata/patient")
 }
 
 func needRoot(t *testing.T) {

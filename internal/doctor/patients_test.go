@@ -7,43 +7,30 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/testbin"
 )
 
-var (
-	patientOnce sync.Once
-	patientBin  string
-	patientErr  error
-)
+// TestMain removes the patients built for the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
+}
 
-// buildPatient builds testdata/patient once per test binary.
+// buildPatient builds testdata/patient once per test binary (testbin).
 func buildPatient(t *testing.T) string {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("the doctor's sources need Linux")
 	}
-	patientOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gosleuth-patient-")
-		if err != nil {
-			patientErr = err
-			return
-		}
-		patientBin = filepath.Join(dir, "patient")
-		out, err := exec.Command("go", "build", "-o", patientBin, "./testdata/patient").CombinedOutput()
-		if err != nil {
-			patientErr = fmt.Errorf("build patient: %v\n%s", err, out)
-		}
-	})
-	if patientErr != nil {
-		t.Fatal(patientErr)
-	}
-	return patientBin
+	return testbin.Build(t, "./testdata/patient")
 }
 
 type patient struct {

@@ -9,49 +9,25 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-)
 
-var (
-	patientOnce sync.Once
-	patientBin  string
-	patientErr  error
+	"github.com/gosleuth/gosleuth/internal/testbin"
 )
 
 // TestMain removes the patient built for the tests.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if patientErr == nil && patientBin != "" {
-		os.RemoveAll(filepath.Dir(patientBin))
-	}
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
 // buildPatient builds testdata/patient once per test binary.
 func buildPatient(t *testing.T) string {
 	t.Helper()
-	patientOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "goruntime-patient")
-		if err != nil {
-			patientErr = err
-			return
-		}
-		patientBin = filepath.Join(dir, "patient")
-		out, err := exec.Command("go", "build", "-o", patientBin, "./testdata/patient").CombinedOutput()
-		if err != nil {
-			patientErr = err
-			patientBin = string(out)
-		}
-	})
-	if patientErr != nil {
-		t.Fatalf("build patient: %v\n%s", patientErr, patientBin)
-	}
-	return patientBin
+	return testbin.Build(t, "./testdata/patient")
 }
 
 // patient is a running patient process.

@@ -4,16 +4,16 @@ package syscalls
 
 import (
 	"bufio"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/perf"
+
+	"github.com/gosleuth/gosleuth/internal/testbin"
 )
 
 // runtimeNoise lists the calls the Go runtime (and the patient's own
@@ -31,31 +31,17 @@ var runtimeNoise = map[string]bool{
 	"fcntl": true, "eventfd2": true,
 }
 
-var (
-	buildOnce  sync.Once
-	patientBin string
-	buildErr   error
-)
+// TestMain removes the patient built for the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
+}
 
 // buildPatient builds testdata/patient once per test binary.
 func buildPatient(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gosleuth-patient")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		patientBin = filepath.Join(dir, "patient")
-		out, err := exec.Command("go", "build", "-o", patientBin, "./testdata/patient").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build patient: %v", buildErr)
-	}
-	return patientBin
+	return testbin.Build(t, "./testdata/patient")
 }
 
 // patient is a running testdata/patient.
