@@ -62,6 +62,11 @@ type acc struct {
 	// intervals counts readings after the first; reaps those in which the
 	// children's CPU (cutime+cstime) grew, i.e. some child was reaped.
 	intervals, reaps int
+	// The affinity mask and Go facts, read once (window is built at the
+	// pick and again at the end).
+	factsRead bool
+	allowed   int
+	facts     *GoFacts
 }
 
 // Collect observes processes for cfg.Duration and returns their windows and
@@ -286,10 +291,14 @@ func (a *acc) window(root string) *Window {
 			w.FDLimit = -1
 		}
 	}
-	w.AllowedCPUs = allowedCPUs(w.PID)
-	if w.IsGo() {
-		w.Go = goFacts(root, w.PID)
+	if !a.factsRead {
+		a.factsRead = true
+		a.allowed = allowedCPUs(w.PID)
+		if w.IsGo() {
+			a.facts = goFacts(root, w.PID)
+		}
 	}
+	w.AllowedCPUs, w.Go = a.allowed, a.facts
 	return w
 }
 

@@ -89,7 +89,7 @@ func firstCaller(frames []stacks.SymFrame) string {
 
 func summarizeStacks(p *stacks.Profile) *Stacks {
 	s := &Stacks{Seconds: p.End.Sub(p.Start).Seconds(), Classes: map[string]float64{}, Callers: map[string][]Share{}}
-	var total, kernel, userTotal float64
+	var total, kernel float64
 	pkgs := map[string]float64{}
 	funcs := map[string]float64{}
 	kpaths := map[string]float64{}
@@ -146,7 +146,6 @@ func summarizeStacks(p *stacks.Profile) *Stacks {
 		}
 		// User-mode samples: which package is hot, and which code runs at all
 		// (for an idle process woken by timers, the loop itself).
-		userTotal += n
 		leaf := ""
 		for _, f := range st.Frames {
 			if !f.Kernel {
