@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -26,8 +26,53 @@ var ErrNoTracefs = errors.New("tracefs not mounted")
 // tracefsCandidates are where tracefs is mounted on current and older systems.
 var tracefsCandidates = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
 
-// TracefsRoot returns the directory where tracefs is mounted.
+// TracefsRoot returns the directory where tracefs is mounted. When no
+// tracefs is mounted and the caller may mount it (root), it mounts tracefs at
+// /sys/kernel/tracing first, as perf does on first use; a fresh machine
+// boots without it. MountedByUs reports whether that happened.
 func TracefsRoot() (string, error) {
+	tracefsOnce.Lock()
+	defer tracefsOnce.Unlock()
+	dir, err := findTracefs()
+	if err == nil || !errors.Is(err, ErrNoTracefs) {
+		return dir, err
+	}
+	if merr := mountTracefs(tracefsCandidates[0]); merr != nil {
+		return "", fmt.Errorf("%w (mounting it at %s failed: %v)", err, tracefsCandidates[0], merr)
+	}
+	mountedByUs = true
+	return findTracefs()
+}
+
+var (
+	tracefsOnce sync.Mutex
+	mountedByUs bool
+)
+
+// MountedByUs reports whether this process mounted tracefs because none was
+// mounted (reports say so in their notes).
+func MountedByUs() bool {
+	tracefsOnce.Lock()
+	defer tracefsOnce.Unlock()
+	return mountedByUs
+}
+
+// mountTracefs mounts tracefs at dir. It needs CAP_SYS_ADMIN; the mount is
+// left in place (like perf's), so later runs find it.
+func mountTracefs(dir string) error {
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("stat mount point: %w", err)
+	}
+	if err := unix.Mount("nodev", dir, "tracefs", 0, ""); err != nil {
+		if errors.Is(err, unix.EBUSY) {
+			return nil // mounted meanwhile by someone else
+		}
+		return fmt.Errorf("mount tracefs: %w", err)
+	}
+	return nil
+}
+
+func findTracefs() (string, error) {
 	var firstErr error
 	for _, dir := range tracefsCandidates {
 		_, err := os.Stat(filepath.Join(dir, "events"))

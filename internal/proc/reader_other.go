@@ -2,19 +2,20 @@
 
 package proc
 
-import "errors"
-
-// ErrNotSupported is returned by NewReader on systems other than Linux.
-var ErrNotSupported = errors.New("reading processes needs Linux /proc")
+import "fmt"
 
 // Reader reads processes; it exists only on Linux.
 type Reader struct{}
 
 // NewReader returns ErrNotSupported outside Linux.
-func NewReader(Options) (*Reader, error) { return nil, ErrNotSupported }
+func NewReader(Options) (*Reader, error) {
+	return nil, fmt.Errorf("read /proc: %w: needs Linux", ErrNotSupported)
+}
 
 // Snapshot returns ErrNotSupported outside Linux.
-func (*Reader) Snapshot(*Snapshot) error { return ErrNotSupported }
+func (*Reader) Snapshot(*Snapshot) error {
+	return fmt.Errorf("read /proc: %w: needs Linux", ErrNotSupported)
+}
 
 // Close does nothing outside Linux.
 func (*Reader) Close() error { return nil }

@@ -1,0 +1,24 @@
+package proc
+
+import "errors"
+
+// The error vocabulary every gosleuth command shares. Each is defined on
+// every platform so that code on any system can test for it with errors.Is,
+// and each command prints one message per condition (see Describe in
+// cmd/gosleuth).
+var (
+	// ErrProcessGone reports that a process or thread does not exist (never
+	// did, or exited).
+	ErrProcessGone = errors.New("process not found")
+	// ErrZombie reports a process that has exited but not been reaped: it
+	// has no threads, memory or descriptors left to observe.
+	ErrZombie = errors.New("process is a zombie (exited, not yet reaped by its parent)")
+	// ErrKernelThread reports a kernel thread: it has no user space, no
+	// executable and no Go runtime.
+	ErrKernelThread = errors.New("process is a kernel thread")
+	// ErrNotSupported reports a feature this system or kernel lacks.
+	ErrNotSupported = errors.New("not supported on this system")
+	// ErrPermission reports that the kernel refused access for lack of
+	// privilege. Errors wrapping it carry a hint on how to get the access.
+	ErrPermission = errors.New("permission denied")
+)

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package testenv
+
+func probeKernel(f Feature) string { return "needs Linux" }

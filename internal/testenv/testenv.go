@@ -1,0 +1,141 @@
+// Package testenv decides, in one place, whether a test may skip for lack of
+// a privilege, a kernel feature or an outside program, so that CI can tell
+// "tested" from "skipped".
+//
+// A test names what it needs with Require (or reports a failure it met with
+// Missing). Where the feature is absent the test is skipped with the reason,
+// unless the feature is listed in GOSLEUTH_TEST_REQUIRE (a comma list of
+// Feature names, or "all"): then the test fails, because the machine is
+// supposed to have it. .ci/run sets the variable, so a CI machine that lost
+// root, tracefs or uprobes fails instead of going green with the kernel
+// untested (the way cilium/ebpf's SkipIfNotSupported fails on a kernel that
+// should have the feature).
+//
+// It is for tests only.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Feature names something a test may need.
+type Feature string
+
+// The features tests ask for. Each has a check below; the names are what
+// GOSLEUTH_TEST_REQUIRE lists.
+const (
+	Linux      Feature = "linux"      // running on Linux
+	Root       Feature = "root"       // effective uid 0
+	Perf       Feature = "perf"       // perf_event_open of a software event on another process
+	Tracefs    Feature = "tracefs"    // tracefs found or mounted (the product mounts it as root)
+	Uprobes    Feature = "uprobes"    // the uprobe PMU (/sys/bus/event_source/devices/uprobe)
+	BPF        Feature = "bpf"        // the bpf(2) syscall creates a map
+	Chromium   Feature = "chromium"   // a chromium binary on PATH
+	Prometheus Feature = "prometheus" // prometheus and promtool on PATH
+	Tmux       Feature = "tmux"       // tmux on PATH (terminal UI tests)
+	Nobody     Feature = "nobody"     // root, so a test can run a command as user nobody
+)
+
+// EnvRequire is the variable that lists the features whose absence fails a
+// test instead of skipping it.
+const EnvRequire = "GOSLEUTH_TEST_REQUIRE"
+
+// Require skips t (or fails it, see the package doc) unless every feature is
+// available.
+func Require(t testing.TB, features ...Feature) {
+	t.Helper()
+	for _, f := range features {
+		if why := check(f); why != "" {
+			Missing(t, f, why)
+			return
+		}
+	}
+}
+
+// Missing skips t because feature f is not available for the reason given,
+// or fails it when f is required. Use it where the test itself discovers the
+// absence (an attach that returned ErrNotSupported, say).
+func Missing(t testing.TB, f Feature, reason string) {
+	t.Helper()
+	msg := fmt.Sprintf("needs %s: %s", f, reason)
+	if Required(f) {
+		t.Fatalf("%s (%s=%s: this machine must have it)", msg, EnvRequire, os.Getenv(EnvRequire))
+	}
+	t.Skip(msg)
+}
+
+// Required reports whether GOSLEUTH_TEST_REQUIRE lists f (or "all").
+func Required(f Feature) bool {
+	for _, s := range strings.Split(os.Getenv(EnvRequire), ",") {
+		s = strings.TrimSpace(s)
+		if s == "all" || s == string(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// Has reports whether f is available, for tests that adapt rather than skip.
+func Has(f Feature) bool { return check(f) == "" }
+
+var (
+	mu     sync.Mutex
+	checks = map[Feature]string{}
+)
+
+// check returns "" when f is available, else why not. Results are cached per
+// test binary.
+func check(f Feature) string {
+	mu.Lock()
+	defer mu.Unlock()
+	if why, ok := checks[f]; ok {
+		return why
+	}
+	why := probe(f)
+	checks[f] = why
+	return why
+}
+
+func probe(f Feature) string {
+	if f != Linux && runtime.GOOS != "linux" {
+		return "not Linux"
+	}
+	switch f {
+	case Linux:
+		if runtime.GOOS != "linux" {
+			return "this is " + runtime.GOOS
+		}
+		return ""
+	case Root, Nobody:
+		if os.Geteuid() != 0 {
+			return "not running as root"
+		}
+		return ""
+	case Chromium:
+		for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+			if _, err := exec.LookPath(name); err == nil {
+				return ""
+			}
+		}
+		return "no chromium on PATH (apt-get install chromium)"
+	case Prometheus:
+		for _, name := range []string{"prometheus", "promtool"} {
+			if _, err := exec.LookPath(name); err != nil {
+				return "no " + name + " on PATH (apt-get install prometheus)"
+			}
+		}
+		return ""
+	case Tmux:
+		if _, err := exec.LookPath("tmux"); err != nil {
+			return "no tmux on PATH (apt-get install tmux)"
+		}
+		return ""
+	}
+	return probeKernel(f)
+}
