@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/testenv"
+
 	"github.com/gosleuth/gosleuth/agent"
 	"github.com/gosleuth/gosleuth/internal/goruntime"
 )
 
 func TestListenInProcess(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("discovery reads /proc")
-	}
+	testenv.Require(t, testenv.Linux)
 	a, err := agent.Listen(agent.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -81,9 +81,7 @@ func TestListenInProcess(t *testing.T) {
 // TestFlightRecorder: a snapshot on request when enabled, a clear refusal
 // when not.
 func TestFlightRecorder(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("discovery reads /proc")
-	}
+	testenv.Require(t, testenv.Linux)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, enabled := range []bool{false, true} {

@@ -8,10 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
 func TestDoctorUsage(t *testing.T) {
@@ -41,9 +42,7 @@ func TestDoctorUsage(t *testing.T) {
 }
 
 func TestDoctorNotFound(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("doctor needs Linux")
-	}
+	testenv.Require(t, testenv.Linux)
 	_, stderr, code := runChild(t, os.Args[0], nil, "doctor", "--pid", "536870000", "--duration", "1s")
 	if code != 1 || !strings.Contains(stderr, "536870000") || !strings.Contains(stderr, "not found") {
 		t.Errorf("code %d stderr %q", code, stderr)
@@ -53,9 +52,7 @@ func TestDoctorNotFound(t *testing.T) {
 // TestDoctorReport runs the doctor on a sleeping child and checks the JSON
 // report written with -o has the documented shape and names the process.
 func TestDoctorReport(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("doctor needs Linux")
-	}
+	testenv.Require(t, testenv.Linux)
 	sleeper := exec.Command("sleep", "30")
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)

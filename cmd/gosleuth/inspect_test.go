@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
 func TestInspectUsage(t *testing.T) {
@@ -42,9 +44,7 @@ func TestInspectUsage(t *testing.T) {
 
 // TestInspect runs inspect on the goruntime test patient, built once.
 func TestInspect(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("inspect needs Linux")
-	}
+	testenv.Require(t, testenv.Linux)
 	bin := filepath.Join(t.TempDir(), "patient")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../internal/goruntime/testdata/patient").CombinedOutput(); err != nil {
 		t.Fatalf("build patient: %v\n%s", err, out)
@@ -59,9 +59,7 @@ func TestInspect(t *testing.T) {
 // the executable and environment are unreadable, the agent socket is out
 // of reach; it says so and still shows /proc facts.
 func testInspectUnprivileged(t *testing.T, bin string) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to switch to user nobody")
-	}
+	testenv.Require(t, testenv.Nobody)
 	cmd, _ := startInspectPatient(t, bin, "-mode", "idle", "-agent")
 	test := nobodyBinary(t)
 	stdout, stderr, code := runChild(t, test, nobody,

@@ -8,10 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/gosleuth/gosleuth/internal/testenv"
 
 	"github.com/gosleuth/gosleuth/internal/testbin"
 )
@@ -100,9 +101,7 @@ func runChild(t *testing.T, bin string, cred *syscall.Credential, args ...string
 }
 
 func TestTopNotFound(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("top needs Linux")
-	}
+	testenv.Require(t, testenv.Linux)
 	_, stderr, code := runChild(t, os.Args[0], nil, "top", "--pid", "536870000", "--once")
 	if code != 1 || stderr != "gosleuth: process 536870000 not found\n" {
 		t.Errorf("code %d stderr %q", code, stderr)
@@ -113,12 +112,7 @@ func TestTopNotFound(t *testing.T) {
 // counts and executables are unreadable, shown as null with a note, and
 // nothing fails.
 func TestTopUnprivileged(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("top needs Linux")
-	}
-	if os.Getuid() != 0 {
-		t.Skip("needs root to switch to user nobody")
-	}
+	testenv.Require(t, testenv.Linux, testenv.Nobody)
 	bin := nobodyBinary(t)
 	stdout, stderr, code := runChild(t, bin, nobody,
 		"top", "--once", "--format", "json", "--interval", "200ms")

@@ -8,12 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/testenv"
 
 	"github.com/google/pprof/profile"
 )
@@ -46,9 +47,7 @@ func TestProfileBadUsage(t *testing.T) {
 
 func needLinux(t *testing.T) {
 	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("profile needs Linux")
-	}
+	testenv.Require(t, testenv.Linux)
 }
 
 func TestProfileNotFound(t *testing.T) {
@@ -81,7 +80,7 @@ var shellLoop = []string{"/bin/sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$(
 func TestProfileCommand(t *testing.T) {
 	needLinux(t)
 	if _, err := os.Stat(shellLoop[0]); err != nil {
-		t.Skip("no /bin/sh")
+		t.Fatalf("no /bin/sh: %v", err)
 	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "p.pb.gz")
@@ -135,7 +134,7 @@ func checkProfileFile(t *testing.T, path string) *profile.Profile {
 func TestProfileExitMidway(t *testing.T) {
 	needLinux(t)
 	if _, err := os.Stat(shellLoop[0]); err != nil {
-		t.Skip("no /bin/sh")
+		t.Fatalf("no /bin/sh: %v", err)
 	}
 	cmd := exec.Command(shellLoop[0], shellLoop[1:]...)
 	if err := cmd.Start(); err != nil {
@@ -165,9 +164,7 @@ func TestProfileExitMidway(t *testing.T) {
 // samples plus the synthetic kernel leaf, and a note.
 func TestProfileUnprivileged(t *testing.T) {
 	needLinux(t)
-	if os.Getuid() != 0 {
-		t.Skip("needs root to switch to user nobody")
-	}
+	testenv.Require(t, testenv.Nobody)
 	dir, err := os.MkdirTemp("", "gosleuth-profile-unpriv")
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/testenv"
+
 	"github.com/gosleuth/gosleuth/internal/testbin"
 )
 
@@ -81,15 +83,7 @@ func syscallsPatient(t *testing.T) string {
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("syscalls needs Linux")
-	}
-	if os.Getuid() != 0 {
-		t.Skip("exact syscall counting needs root here")
-	}
-	if _, err := os.Stat("/sys/kernel/tracing/events/syscalls"); err != nil {
-		t.Skipf("no syscall tracepoints: %v", err)
-	}
+	testenv.Require(t, testenv.Linux, testenv.Root, testenv.Tracefs)
 }
 
 type syscallsJSON struct {

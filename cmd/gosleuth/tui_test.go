@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
 // tmuxSession runs the CLI in a detached tmux pane of the given size.
@@ -21,9 +23,7 @@ type tmuxSession struct {
 
 func newTmux(t *testing.T, w, h string, args ...string) *tmuxSession {
 	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("needs tmux to drive the terminal UI:", err)
-	}
+	testenv.Require(t, testenv.Tmux)
 	s := &tmuxSession{t: t, name: "gosleuth-test-" + strings.ReplaceAll(t.Name(), "/", "-")}
 	exec.Command("tmux", "kill-session", "-t", s.name).Run()
 	env := "GOSLEUTH_CLI_ARGS=" + strings.Join(args, "\n")
@@ -140,7 +140,7 @@ func TestTUITooSmallAndResize(t *testing.T) {
 	s := newTmux(t, "30", "6", "top", "--interval", "200ms")
 	s.waitFor("terminal too small")
 	if err := exec.Command("tmux", "resize-window", "-t", s.name, "-x", "150", "-y", "30").Run(); err != nil {
-		t.Skip("tmux cannot resize a detached window here:", err)
+		testenv.Missing(t, testenv.Tmux, "tmux cannot resize a detached window here: "+err.Error())
 	}
 	s.waitFor("COMMAND")
 	s.keys("C-c")

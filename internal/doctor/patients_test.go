@@ -7,12 +7,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/testenv"
 
 	"github.com/gosleuth/gosleuth/internal/testbin"
 )
@@ -27,9 +28,7 @@ func TestMain(m *testing.M) {
 // buildPatient builds testdata/patient once per test binary (testbin).
 func buildPatient(t *testing.T) string {
 	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("the doctor's sources need Linux")
-	}
+	testenv.Require(t, testenv.Linux)
 	return testbin.Build(t, "./testdata/patient")
 }
 
@@ -218,9 +217,7 @@ func steadyLoad(ctx context.Context, url string, rate int) {
 // runtime metrics, with the doctor's close looks, and checks each rule fires
 // from the source named.
 func TestPatientsInside(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("stack samples with kernel frames need root (CI runs as root)")
-	}
+	testenv.Require(t, testenv.Root, testenv.Tracefs)
 	type want struct {
 		rule   string
 		source Source

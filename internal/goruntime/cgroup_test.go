@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
 // TestCgroupQuota puts a busy patient in a cgroup limited to a tenth of a CPU and
@@ -16,9 +18,7 @@ import (
 // says it runs with, against the runtime's own value. Needs root and a
 // writable cgroup CPU controller (v1 cpu, or v2 with cpu enabled).
 func TestCgroupQuota(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a cgroup")
-	}
+	testenv.Require(t, testenv.Root)
 	name := "gosleuth-test-" + strconv.Itoa(os.Getpid())
 	var dir string
 	var v1 bool
@@ -28,10 +28,10 @@ func TestCgroupQuota(t *testing.T) {
 	case fileExists("/sys/fs/cgroup/cgroup.controllers") && fileExists("/sys/fs/cgroup/cpu.stat"):
 		dir = filepath.Join("/sys/fs/cgroup", name)
 	default:
-		t.Skip("no cgroup CPU controller found")
+		testenv.Missing(t, testenv.Root, "no writable cgroup CPU controller found")
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Skipf("cannot create a cgroup: %v", err)
+		testenv.Missing(t, testenv.Root, "cannot create a cgroup: "+err.Error())
 	}
 	defer os.Remove(dir)
 	var err error
@@ -41,7 +41,7 @@ func TestCgroupQuota(t *testing.T) {
 		err = os.WriteFile(filepath.Join(dir, "cpu.max"), []byte("10000 100000"), 0)
 	}
 	if err != nil {
-		t.Skipf("cannot set a CPU limit: %v", err)
+		testenv.Missing(t, testenv.Root, "cannot set a CPU limit: "+err.Error())
 	}
 	p := startPatient(t, nil, nil, "-mode", "gc", "-agent")
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(p.pid())), 0); err != nil {

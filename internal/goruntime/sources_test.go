@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/testenv"
+
 	"github.com/gosleuth/gosleuth/internal/goruntime/wire"
 )
 
@@ -304,9 +306,7 @@ func freePort(t *testing.T) int {
 // and its go_* metrics read.
 func TestNodeExporter(t *testing.T) {
 	const bin = "/usr/bin/prometheus-node-exporter"
-	if _, err := os.Stat(bin); err != nil {
-		t.Skip("prometheus-node-exporter not installed (apt-get install prometheus-node-exporter; .ci/run does)")
-	}
+	testenv.Require(t, testenv.NodeExporter)
 	bi, err := buildinfo.ReadFile(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -363,7 +363,7 @@ func TestNodeExporter(t *testing.T) {
 func TestGOMAXPROCSDetection(t *testing.T) {
 	taskset, err := exec.LookPath("taskset")
 	if err != nil {
-		t.Skip("taskset not installed")
+		t.Fatalf("taskset (util-linux) not found: %v", err)
 	}
 	tests := []struct {
 		name    string
@@ -531,9 +531,10 @@ func TestOldGoModLine(t *testing.T) {
 // after the PID it sees (1); gosleuth finds it through NSpid and checks
 // the peer's PID in its own namespace.
 func TestPIDNamespace(t *testing.T) {
+	testenv.Require(t, testenv.Root)
 	unshare, err := exec.LookPath("unshare")
-	if err != nil || os.Geteuid() != 0 {
-		t.Skip("needs root and unshare(1)")
+	if err != nil {
+		t.Fatalf("unshare (util-linux) not found: %v", err)
 	}
 	p := startPatient(t, nil, []string{unshare, "--pid", "--fork", "--mount-proc", "--kill-child"}, "-mode", "idle", "-agent")
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p.pid(), p.pid()))

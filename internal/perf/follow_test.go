@@ -5,11 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
 // TestFollowerFixture checks Poll's added/gone bookkeeping on a fake proc
@@ -96,11 +97,9 @@ func TestFollowerFixture(t *testing.T) {
 
 // TestFollowerLive follows a real shell that forks a sleeping child.
 func TestFollowerLive(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("needs /proc")
-	}
+	testenv.Require(t, testenv.Linux)
 	if _, err := os.Stat("/proc/self/task/" + itoa(os.Getpid()) + "/children"); err != nil {
-		t.Skipf("kernel without /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN): %v", err)
+		testenv.Missing(t, testenv.Linux, "kernel without /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN): "+err.Error())
 	}
 	cmd := exec.Command("sh", "-c", "sleep 30 & wait")
 	if err := cmd.Start(); err != nil {

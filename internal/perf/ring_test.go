@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/testenv"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -98,7 +100,7 @@ func TestRingSamplesOwnThread(t *testing.T) {
 	}
 	r, err := OpenRing(&attr, tid, 4)
 	if errors.Is(err, ErrPermission) {
-		t.Skipf("perf events not allowed here: %v", err)
+		testenv.Missing(t, testenv.Perf, err.Error())
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -9,10 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gosleuth/gosleuth/internal/tracefs"
 )
 
 // ErrPermission reports that the kernel refused a perf event or tracefs
@@ -20,74 +21,22 @@ import (
 // the access (root, CAP_PERFMON, perf_event_paranoid).
 var ErrPermission = errors.New("permission denied")
 
-// ErrNoTracefs reports that no tracefs mount was found.
-var ErrNoTracefs = errors.New("tracefs not mounted")
+// ErrNoTracefs reports that no tracefs mount was found (nor could be made).
+var ErrNoTracefs = tracefs.ErrNotMounted
 
-// tracefsCandidates are where tracefs is mounted on current and older systems.
-var tracefsCandidates = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
-
-// TracefsRoot returns the directory where tracefs is mounted. When no
-// tracefs is mounted and the caller may mount it (root), it mounts tracefs at
-// /sys/kernel/tracing first, as perf does on first use; a fresh machine
-// boots without it. MountedByUs reports whether that happened.
+// TracefsRoot returns the directory where tracefs is mounted, mounting it
+// first as root when none is (see tracefs.Root).
 func TracefsRoot() (string, error) {
-	tracefsOnce.Lock()
-	defer tracefsOnce.Unlock()
-	dir, err := findTracefs()
-	if err == nil || !errors.Is(err, ErrNoTracefs) {
-		return dir, err
+	dir, err := tracefs.Root()
+	if errors.Is(err, tracefs.ErrPermission) {
+		return "", fmt.Errorf("%w: %w", ErrPermission, err)
 	}
-	if merr := mountTracefs(tracefsCandidates[0]); merr != nil {
-		return "", fmt.Errorf("%w (mounting it at %s failed: %v)", err, tracefsCandidates[0], merr)
-	}
-	mountedByUs = true
-	return findTracefs()
+	return dir, err
 }
-
-var (
-	tracefsOnce sync.Mutex
-	mountedByUs bool
-)
 
 // MountedByUs reports whether this process mounted tracefs because none was
 // mounted (reports say so in their notes).
-func MountedByUs() bool {
-	tracefsOnce.Lock()
-	defer tracefsOnce.Unlock()
-	return mountedByUs
-}
-
-// mountTracefs mounts tracefs at dir. It needs CAP_SYS_ADMIN; the mount is
-// left in place (like perf's), so later runs find it.
-func mountTracefs(dir string) error {
-	if _, err := os.Stat(dir); err != nil {
-		return fmt.Errorf("stat mount point: %w", err)
-	}
-	if err := unix.Mount("nodev", dir, "tracefs", 0, ""); err != nil {
-		if errors.Is(err, unix.EBUSY) {
-			return nil // mounted meanwhile by someone else
-		}
-		return fmt.Errorf("mount tracefs: %w", err)
-	}
-	return nil
-}
-
-func findTracefs() (string, error) {
-	var firstErr error
-	for _, dir := range tracefsCandidates {
-		_, err := os.Stat(filepath.Join(dir, "events"))
-		if err == nil {
-			return dir, nil
-		}
-		if errors.Is(err, os.ErrPermission) && firstErr == nil {
-			firstErr = fmt.Errorf("read tracefs at %s: %w (tracefs is readable by root only unless mounted with gid=/mode=)", dir, ErrPermission)
-		}
-	}
-	if firstErr != nil {
-		return "", firstErr
-	}
-	return "", fmt.Errorf("find tracefs in %s: %w", strings.Join(tracefsCandidates, ", "), ErrNoTracefs)
-}
+func MountedByUs() bool { return tracefs.MountedByUs() }
 
 // TracepointID returns the perf config value of tracepoint group:name (for
 // example "raw_syscalls", "sys_enter") from tracefs events/GROUP/NAME/id.

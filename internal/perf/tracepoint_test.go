@@ -6,17 +6,18 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"path/filepath"
 	"runtime"
 	"syscall"
 	"testing"
+
+	"github.com/gosleuth/gosleuth/internal/testenv"
 
 	"golang.org/x/sys/unix"
 )
 
 func TestTracepointIDs(t *testing.T) {
-	if _, err := TracefsRoot(); err != nil {
-		t.Skipf("no tracefs here: %v", err)
-	}
+	testenv.Require(t, testenv.Tracefs)
 	id, err := TracepointID("raw_syscalls", "sys_enter")
 	if err != nil {
 		t.Fatal(err)
@@ -39,12 +40,10 @@ func TestTracepointIDs(t *testing.T) {
 // TestOpenTaskCounts counts this thread's getppid calls with a per-task
 // tracepoint counter: the count must be exact.
 func TestOpenTaskCounts(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("per-task tracepoint counters need root (tracefs ids and perf_event_paranoid)")
-	}
+	testenv.Require(t, testenv.Root, testenv.Tracefs)
 	id, err := TracepointID("syscalls", "sys_enter_getppid")
 	if err != nil {
-		t.Skipf("no getppid tracepoint: %v", err)
+		t.Fatalf("no getppid tracepoint: %v", err)
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -92,5 +91,31 @@ func TestRaiseFDLimit(t *testing.T) {
 	}
 	if lim.Cur != lim.Max || n != lim.Cur {
 		t.Fatalf("soft limit %d, hard %d, returned %d", lim.Cur, lim.Max, n)
+	}
+}
+
+// TestTracefsMountedWhenMissing unmounts tracefs, as a fresh machine boots
+// without it, and checks TracefsRoot mounts it again and says so.
+func TestTracefsMountedWhenMissing(t *testing.T) {
+	testenv.Require(t, testenv.Root, testenv.Tracefs)
+	dir, err := TracefsRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Unmount(dir, 0); err != nil {
+		t.Fatalf("unmount %s: %v", dir, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "events")); err == nil {
+		t.Fatalf("%s/events still there after unmount", dir)
+	}
+	dir, err = TracefsRoot()
+	if err != nil {
+		t.Fatalf("TracefsRoot after unmount: %v", err)
+	}
+	if !MountedByUs() {
+		t.Error("MountedByUs is false after TracefsRoot mounted tracefs")
+	}
+	if _, err := TracepointID("raw_syscalls", "sys_enter"); err != nil {
+		t.Errorf("raw_syscalls:sys_enter after the mount: %v", err)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
 // The fixtures under testdata/proc were captured with testdata/capture.sh
@@ -269,8 +271,9 @@ func startHelper(t *testing.T, mode string) *exec.Cmd {
 
 func requireProc(t *testing.T) {
 	t.Helper()
+	testenv.Require(t, testenv.Linux)
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Skip("needs a mounted /proc:", err)
+		testenv.Missing(t, testenv.Linux, "no mounted /proc: "+err.Error())
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
 // fakeProfile is a small symbolized profile: two threads, Go and kernel
@@ -58,9 +60,10 @@ func TestClassify(t *testing.T) {
 // TestFlamePageRuns runs the page's script in node with a stub DOM: it
 // must draw, zoom on click and report the share matched by a search.
 func TestFlamePageRuns(t *testing.T) {
+	testenv.Require(t, testenv.Node)
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not installed: cannot run the page's script")
+		t.Fatal(err)
 	}
 	var b bytes.Buffer
 	if err := fakeProfile().WriteFlameHTML(&b); err != nil {

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/testenv"
+
 	"github.com/google/pprof/profile"
 	"github.com/gosleuth/gosleuth/internal/perf"
 )
@@ -78,16 +80,12 @@ func startPatient(t *testing.T, bin string, args ...string) *exec.Cmd {
 
 func needPerf(t *testing.T) {
 	t.Helper()
-	if p, err := perf.Paranoid(); err != nil || (p > 2 && os.Getuid() != 0) {
-		t.Skipf("perf events unavailable (perf_event_paranoid %d, %v)", p, err)
-	}
+	testenv.Require(t, testenv.Perf)
 }
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Getuid() != 0 {
-		t.Skip("kernel stacks need root")
-	}
+	testenv.Require(t, testenv.Root)
 }
 
 // sampleFor profiles pid for d and symbolizes the result.
@@ -287,9 +285,7 @@ func TestSymbolsAgreeWithGosym(t *testing.T) {
 	for _, b := range builds {
 		t.Run(b.name, func(t *testing.T) {
 			if b.cgo {
-				if _, err := exec.LookPath("gcc"); err != nil {
-					t.Skip("no gcc for an external link")
-				}
+				testenv.Require(t, testenv.GCC)
 			}
 			bin := buildPatient(t, "getppid", b.flags...)
 			o, n, bad, inlined := compareWithGosym(t, bin, 1, 13)
@@ -520,7 +516,7 @@ func TestOffCPU(t *testing.T) {
 	d := 2 * time.Second
 	raw, err := Sample(context.Background(), Options{PID: cmd.Process.Pid, Duration: d, OffCPU: true})
 	if errors.Is(err, perf.ErrNoTracefs) || errors.Is(err, perf.ErrPermission) {
-		t.Skipf("no sched_switch tracepoint: %v", err)
+		testenv.Missing(t, testenv.Tracefs, "no sched_switch tracepoint: "+err.Error())
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -555,7 +551,7 @@ func TestOlderGoLayout(t *testing.T) {
 	const bin = "/usr/bin/prometheus-node-exporter"
 	out, err := exec.Command("go", "version", bin).Output()
 	if err != nil || !(bytes.Contains(out, []byte("go1.18")) || bytes.Contains(out, []byte("go1.19"))) {
-		t.Skipf("no Go 1.18/1.19 binary at %s (%s)", bin, bytes.TrimSpace(out))
+		testenv.Missing(t, testenv.NodeExporter, fmt.Sprintf("no Go 1.18/1.19 binary at %s (%s)", bin, bytes.TrimSpace(out)))
 	}
 	o, n, bad, inlined := compareWithGosym(t, bin, 7, 29)
 	if o.gt.go120 || o.gt.gofunc == 0 {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/testenv"
+
 	"github.com/gosleuth/gosleuth/internal/perf"
 
 	"github.com/gosleuth/gosleuth/internal/testbin"
@@ -86,12 +88,7 @@ func (p *patient) expect(t *testing.T, word string) {
 
 func needPerf(t *testing.T) {
 	t.Helper()
-	if os.Getuid() != 0 {
-		t.Skip("per-task syscall counters need root here (tracefs is root-only)")
-	}
-	if _, err := perf.TracefsRoot(); err != nil {
-		t.Skipf("no tracefs: %v", err)
-	}
+	testenv.Require(t, testenv.Root, testenv.Tracefs)
 }
 
 // countPatient attaches to a patient started with args, lets it work and

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gosleuth/gosleuth/internal/perf"
+	"github.com/gosleuth/gosleuth/internal/tracefs"
 )
 
 func probeKernel(f Feature) string {
@@ -27,7 +27,7 @@ func probeKernel(f Feature) string {
 		unix.Close(fd)
 		return ""
 	case Tracefs:
-		if _, err := perf.TracefsRoot(); err != nil {
+		if _, err := tracefs.Root(); err != nil {
 			return err.Error()
 		}
 		return ""

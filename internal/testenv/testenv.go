@@ -40,6 +40,11 @@ const (
 	Prometheus Feature = "prometheus" // prometheus and promtool on PATH
 	Tmux       Feature = "tmux"       // tmux on PATH (terminal UI tests)
 	Nobody     Feature = "nobody"     // root, so a test can run a command as user nobody
+	GCC        Feature = "gcc"        // gcc on PATH (cgo patients, external linking)
+	Node       Feature = "node"       // node on PATH (runs the flame graph page's script)
+	// NodeExporter is Debian's prometheus-node-exporter: a real stripped
+	// binary built by an older Go (1.19), for the layout readers.
+	NodeExporter Feature = "node-exporter"
 )
 
 // EnvRequire is the variable that lists the features whose absence fails a
@@ -131,9 +136,14 @@ func probe(f Feature) string {
 			}
 		}
 		return ""
-	case Tmux:
-		if _, err := exec.LookPath("tmux"); err != nil {
-			return "no tmux on PATH (apt-get install tmux)"
+	case Tmux, GCC, Node:
+		if _, err := exec.LookPath(string(f)); err != nil {
+			return "no " + string(f) + " on PATH"
+		}
+		return ""
+	case NodeExporter:
+		if _, err := os.Stat("/usr/bin/prometheus-node-exporter"); err != nil {
+			return "no /usr/bin/prometheus-node-exporter (apt-get install prometheus-node-exporter)"
 		}
 		return ""
 	}
