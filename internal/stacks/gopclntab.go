@@ -79,7 +79,6 @@ func newGoTable(tab []byte, text, gofunc uint64, mem memReader) (*goTable, error
 		}
 		return le.Uint64(tab[off:])
 	}
-	t.nfunc = int(word(0))
 	// word(2) was textStart up to Go 1.25; Go 1.26 stores 0 there.
 	if t.text == 0 {
 		t.text = word(2)
@@ -92,9 +91,17 @@ func newGoTable(tab []byte, text, gofunc uint64, mem memReader) (*goTable, error
 		return tab[off:]
 	}
 	t.funcnames, t.cutab, t.filetab, t.pctab, t.funcs = sub(3), sub(4), sub(5), sub(6), sub(7)
-	if t.funcnames == nil || t.funcs == nil || t.pctab == nil || len(t.funcs) < (t.nfunc+1)*8 || t.nfunc <= 0 {
+	if t.funcnames == nil || t.funcs == nil || t.pctab == nil {
 		return nil, fmt.Errorf("pclntab offsets: %w", errNoPclntab)
 	}
+	// The function table holds nfunc+1 entries of 8 bytes. The count comes
+	// from the binary (anyone's), so it is checked by division: a
+	// multiplication overflows for a count near 2^61 and lets find index
+	// outside the table.
+	if n := word(0); n == 0 || n > uint64(len(t.funcs)/8-1) {
+		return nil, fmt.Errorf("pclntab claims %d functions in a %d-byte table: %w", n, len(t.funcs), errNoPclntab)
+	}
+	t.nfunc = int(word(0))
 	if t.text == 0 {
 		return nil, fmt.Errorf("pclntab: text start unknown: %w", errNoPclntab)
 	}

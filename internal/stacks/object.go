@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"sync"
@@ -18,7 +19,8 @@ type object struct {
 	buildID string
 	loads   []elf.ProgHeader // PT_LOAD segments
 	segs    map[int][]byte   // loaded segment contents, by index in loads
-	f       *os.File
+	f       io.ReaderAt
+	size    int64 // of the file: no segment may claim more
 	ef      *elf.File
 	relocs  map[uint64]uint64 // R_X86_64_RELATIVE: slot address -> addend (PIE)
 	syms    []elfSym          // function symbols, sorted by address
@@ -44,7 +46,7 @@ var objectCache = struct {
 // or /proc/PID/exe to reach the target's view of the file system), or
 // returns the object already loaded with the same build ID.
 func loadObject(path string) (*object, error) {
-	f, ef, key, err := openObject(path)
+	f, size, ef, key, err := openObject(path)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +57,7 @@ func loadObject(path string) (*object, error) {
 		return o, nil
 	}
 	objectCache.Unlock()
-	o := parseObject(path, f, ef, key)
+	o := parseObject(path, f, size, ef, key)
 	objectCache.Lock()
 	if prev, ok := objectCache.m[key]; ok {
 		o = prev // another goroutine won the race; ours is dropped
@@ -66,30 +68,35 @@ func loadObject(path string) (*object, error) {
 	return o, nil
 }
 
-// openObject opens path as ELF and returns its cache key: the build ID, or
-// path, size and modification time when it has none.
-func openObject(path string) (*os.File, *elf.File, string, error) {
-	f, err := os.Open(path)
+// openObject opens path as ELF and returns its size and cache key: the build
+// ID, or path, size and modification time when it has none.
+func openObject(path string) (f *os.File, size int64, ef *elf.File, key string, err error) {
+	f, err = os.Open(path)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("open binary: %w", err)
+		return nil, 0, nil, "", fmt.Errorf("open binary: %w", err)
 	}
-	ef, err := elf.NewFile(f)
+	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, nil, "", fmt.Errorf("read ELF %s: %w", path, err)
+		return nil, 0, nil, "", fmt.Errorf("stat binary: %w", err)
 	}
-	key := buildID(ef)
+	ef, err = elf.NewFile(f)
+	if err != nil {
+		f.Close()
+		return nil, 0, nil, "", fmt.Errorf("read ELF %s: %w", path, err)
+	}
+	key = buildID(ef)
 	if key == "" {
-		if st, err := f.Stat(); err == nil {
-			key = fmt.Sprintf("%s:%d:%d", path, st.Size(), st.ModTime().UnixNano())
-		}
+		key = fmt.Sprintf("%s:%d:%d", path, st.Size(), st.ModTime().UnixNano())
 	}
-	return f, ef, key, nil
+	return f, st.Size(), ef, key, nil
 }
 
-// parseObject reads the symbol tables of an opened ELF file.
-func parseObject(path string, f *os.File, ef *elf.File, key string) *object {
-	o := &object{path: path, buildID: key, f: f, ef: ef, segs: map[int][]byte{}}
+// parseObject reads the symbol tables of an opened ELF file of size bytes.
+// The file may be anyone's (a binary another user runs), so every size and
+// offset in it is checked against the file before it is used.
+func parseObject(path string, f io.ReaderAt, size int64, ef *elf.File, key string) *object {
+	o := &object{path: path, buildID: key, f: f, size: size, ef: ef, segs: map[int][]byte{}}
 	for _, p := range ef.Progs {
 		if p.Type == elf.PT_LOAD {
 			o.loads = append(o.loads, p.ProgHeader)
@@ -152,9 +159,14 @@ func (o *object) segment(i int) []byte {
 		return b
 	}
 	p := o.loads[i]
-	b := make([]byte, p.Filesz)
-	if _, err := o.f.ReadAt(b, int64(p.Off)); err != nil {
-		b = nil
+	var b []byte
+	// A header may claim any size: read only what the file holds (a 1 TiB
+	// p_filesz must not become a 1 TiB allocation).
+	if _, ok := span(p.Off, p.Filesz, 0, uint64(o.size)); ok {
+		b = make([]byte, p.Filesz)
+		if _, err := o.f.ReadAt(b, int64(p.Off)); err != nil {
+			b = nil
+		}
 	}
 	o.segs[i] = b
 	return b
@@ -163,16 +175,25 @@ func (o *object) segment(i int) []byte {
 // read returns n bytes at link-time address vaddr from the file.
 func (o *object) read(vaddr uint64, n int) ([]byte, bool) {
 	for i, p := range o.loads {
-		if vaddr >= p.Vaddr && vaddr+uint64(n) <= p.Vaddr+p.Filesz {
+		if off, ok := span(vaddr, uint64(n), p.Vaddr, p.Filesz); ok {
 			b := o.segment(i)
 			if b == nil {
 				return nil, false
 			}
-			off := vaddr - p.Vaddr
 			return b[off : off+uint64(n)], true
 		}
 	}
 	return nil, false
+}
+
+// span reports whether [addr, addr+n) lies inside [base, base+size), and
+// the offset of addr from base; it never overflows, whatever the values.
+func span(addr, n, base, size uint64) (uint64, bool) {
+	if addr < base || n > size {
+		return 0, false
+	}
+	off := addr - base
+	return off, off <= size-n
 }
 
 // readPtr reads a pointer stored at vaddr, applying a relative relocation
@@ -317,9 +338,9 @@ func (o *object) findPclntab() (uint64, []byte) {
 // tail returns the bytes from vaddr to the end of its segment.
 func (o *object) tail(vaddr uint64) (uint64, []byte) {
 	for i, p := range o.loads {
-		if vaddr >= p.Vaddr && vaddr < p.Vaddr+p.Filesz {
+		if off, ok := span(vaddr, 1, p.Vaddr, p.Filesz); ok {
 			if b := o.segment(i); b != nil {
-				return vaddr, b[vaddr-p.Vaddr:]
+				return vaddr, b[off:]
 			}
 		}
 	}
@@ -365,8 +386,8 @@ func (o *object) findModuledata(tabAddr uint64) uint64 {
 // link-time virtual address.
 func (o *object) vaddr(fileOff uint64) (uint64, bool) {
 	for _, p := range o.loads {
-		if fileOff >= p.Off && fileOff < p.Off+p.Filesz {
-			return fileOff - p.Off + p.Vaddr, true
+		if off, ok := span(fileOff, 1, p.Off, p.Filesz); ok {
+			return p.Vaddr + off, true
 		}
 	}
 	return 0, false
