@@ -146,7 +146,12 @@ func readHead(br *bufio.Reader) (r response, length int64, chunked bool, err err
 			}
 			length = n
 		case equalFoldBytes(name, "transfer-encoding"):
-			chunked = containsFold(value, "chunked")
+			// Chunked framing applies when chunked is the last coding
+			// (RFC 9112 6.1), and never to HTTP/1.0, which has no
+			// Transfer-Encoding: such a body runs to the end of the
+			// connection, as net/http reads it.
+			last := value[bytes.LastIndexByte(value, ',')+1:]
+			chunked = !http10 && equalFoldBytes(bytes.TrimSpace(last), "chunked")
 		case equalFoldBytes(name, "connection"):
 			if containsFold(value, "close") {
 				r.close = true

@@ -159,12 +159,18 @@ func (r *Ring) Close() error {
 // readRecords walks the records in data (a power-of-two ring) from tail up
 // to head, which are free-running byte counters, and returns the new tail,
 // the number of records and the (possibly grown) scratch buffer used for
-// records that wrap. A truncated or zero-sized header stops the walk at
-// head so a corrupt ring cannot loop forever.
+// records that wrap. A truncated or zero-sized header, or counters more
+// than a ring apart, stop the walk at head so a corrupt ring cannot loop.
 func readRecords(data []byte, head, tail uint64, scratch []byte, fn func(uint32, uint16, []byte)) (uint64, int, []byte) {
 	size := uint64(len(data))
 	mask := size - 1
 	n := 0
+	if head-tail > size {
+		// The ring never holds more than its size: counters this far
+		// apart are corrupt, and walking them would lap the ring
+		// (for up to 2^64 bytes).
+		return head, 0, scratch
+	}
 	for head-tail >= recordHeaderSize {
 		var hdr [recordHeaderSize]byte
 		copyRing(hdr[:], data, tail&mask)

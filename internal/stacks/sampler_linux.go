@@ -653,7 +653,9 @@ func (s *sampler) parseSample(b []byte) (tid int, when uint64, fixed, ok bool) {
 		if len(b) >= 8 {
 			size := le.Uint64(b)
 			b = b[8:]
-			if size > 0 && uint64(len(b)) >= size+8 {
+			// size comes from the ring: compared without adding to it
+			// (size+8 overflows for a size near 2^64).
+			if size > 0 && size <= uint64(len(b)) && uint64(len(b))-size >= 8 {
 				stack := b[:size]
 				dyn := le.Uint64(b[size:])
 				if dyn < size {

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for a while, one after the other (two at a time would
+# starve the tests on a 2-core machine). CI runs it for ~15 s each; for the
+# long campaign (10 minutes each) run: bench/fuzz/run.sh 10m
+# New crashers are written under the package's testdata/fuzz/ by go test:
+# commit them with the fix, so they stay in the corpus.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+time=${1:-15s}
+targets=(
+  "./internal/stacks FuzzGoTable"       # pclntab of any binary on the host
+  "./internal/stacks FuzzObject"        # ELF headers and segments
+  "./internal/stacks FuzzParseSample"   # perf sample records
+  "./internal/perf FuzzReadRecords"     # the perf ring walk
+  "./internal/proc FuzzParsers"         # /proc stat, status, io, limits, cmdline
+  "./internal/goruntime FuzzParsers"    # /metrics pages, goroutine dumps, MemStats
+  "./internal/load FuzzReadResponse"    # HTTP/1 replies, against net/http
+)
+fail=0
+for t in "${targets[@]}"; do
+  set -- $t
+  echo "== fuzz $2 ($1) for $time"
+  if ! go test -run '^$' -fuzz "^$2\$" -fuzztime "$time" -parallel 1 "$1" 2>&1 | tail -n 3; then
+    fail=1
+  fi
+done
+exit $fail
