@@ -25,15 +25,26 @@ type command struct {
 	Flags func(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
-// usageError marks a bad command line: main exits 2 for it.
-type usageError struct{ err error }
+// usageError marks a bad command line: main exits 2 for it, after one line
+// and, when cmd is set, a pointer to the command's help.
+type usageError struct {
+	err error
+	cmd string
+}
 
 func (u usageError) Error() string { return u.err.Error() }
 func (u usageError) Unwrap() error { return u.err }
 
 func usagef(format string, args ...any) error {
-	return usageError{fmt.Errorf(format, args...)}
+	return usageError{err: fmt.Errorf(format, args...)}
 }
+
+// checkFailed marks a run that worked but whose check failed (a finding at
+// or above doctor --fail-on, an SLA that load did not meet): main exits 3,
+// so a deploy gate can tell it from a failure to run (1) and bad usage (2).
+type checkFailed struct{ msg string }
+
+func (c checkFailed) Error() string { return c.msg }
 
 // commands is the table "gosleuth NAME" dispatches on, in help order.
 var commands []*command
@@ -66,16 +77,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usagef("unknown command %q: run 'gosleuth help' for the list", name)
 	}
 	fs := flag.NewFlagSet("gosleuth "+c.Name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The flag package's own messages are dropped: a bad flag is reported
+	// once, in one line, with a pointer to the help (exitCode).
+	fs.SetOutput(io.Discard)
 	runFn := c.Flags(fs)
-	fs.Usage = func() { printCommandHelp(fs.Output(), c, fs) }
 	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			printCommandHelp(stdout, c, fs)
 			return nil
 		}
-		return usageError{err}
+		return usageError{err: err, cmd: c.Name}
 	}
-	return runFn(ctx, fs.Args(), stdout, stderr)
+	err := runFn(ctx, fs.Args(), stdout, stderr)
+	var u usageError
+	if errors.As(err, &u) && u.cmd == "" {
+		u.cmd = c.Name
+		return u
+	}
+	return err
 }
 
 func printUsage(w io.Writer) {

@@ -37,6 +37,7 @@ Rule ids: ` + ruleIDs(),
 			maxLooks := fs.Int("max-looks", 4, "on a whole-host run, look closely at most at `N` processes (0: /proc only)")
 			pprofURL := fs.String("pprof-url", "", "read runtime metrics of the one --pid from this net/http/pprof `URL`")
 			metricsURL := fs.String("metrics-url", "", "read runtime metrics of the one --pid from this Prometheus /metrics `URL`")
+			failOn := fs.String("fail-on", "", "exit with status 3 when a finding reaches this `severity` (warn or critical): a deploy gate")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				if len(args) > 0 {
 					return usagef("doctor takes no arguments (got %q); use --pid", args[0])
@@ -57,6 +58,13 @@ Rule ids: ` + ruleIDs(),
 				case "text", "json", "markdown":
 				default:
 					return usagef("--format must be text, json or markdown, got %q", *format)
+				}
+				var gate doctor.Severity
+				if *failOn != "" {
+					var err error
+					if gate, err = doctor.ParseSeverity(*failOn); err != nil || gate == doctor.Info {
+						return usagef("--fail-on must be warn or critical, got %q", *failOn)
+					}
 				}
 				if *out != "" {
 					if err := atomicfile.CheckWritable(*out); err != nil {
@@ -97,10 +105,19 @@ Rule ids: ` + ruleIDs(),
 					return err
 				}
 				if *out != "" {
-					return atomicfile.WriteBytes(*out, buf.Bytes())
+					err = atomicfile.WriteBytes(*out, buf.Bytes())
+				} else {
+					_, err = stdout.Write(buf.Bytes())
 				}
-				_, err = stdout.Write(buf.Bytes())
-				return err
+				if err != nil {
+					return err
+				}
+				if *failOn != "" {
+					if n := rep.Count(gate); n > 0 {
+						return checkFailed{fmt.Sprintf("doctor: %d finding(s) at %s or above", n, gate)}
+					}
+				}
+				return nil
 			}
 		},
 	})

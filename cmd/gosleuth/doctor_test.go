@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
@@ -61,7 +62,8 @@ func TestDoctorReport(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "report.json")
 	pid := strconv.Itoa(sleeper.Process.Pid)
-	_, stderr, code := runChild(t, os.Args[0], nil, "doctor", "--pid", pid, "--duration", "1s", "--format", "json", "-o", out)
+	// --fail-on warn passes: a sleeping process has nothing to report.
+	_, stderr, code := runChild(t, os.Args[0], nil, "doctor", "--pid", pid, "--duration", "1s", "--format", "json", "-o", out, "--fail-on", "warn")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -98,5 +100,22 @@ func TestDoctorReport(t *testing.T) {
 	_, stderr, code = runChild(t, os.Args[0], nil, "doctor", "--pid", pid, "--duration", "1h", "-o", "/nonexistent/dir/r.json")
 	if code != 1 || !strings.Contains(stderr, "cannot write") {
 		t.Errorf("unwritable output: code %d stderr %q", code, stderr)
+	}
+}
+
+// TestDoctorFailOn runs the doctor with --fail-on warn on a 1 ms ticker:
+// the idle-wakeups warning makes it exit with status 3 (a deploy gate),
+// the report still written.
+func TestDoctorFailOn(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	bin := testbin.Build(t, "../../internal/doctor/testdata/patient")
+	p := exec.Command(bin, "ticker")
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Process.Kill(); p.Wait() })
+	stdout, stderr, code := runChild(t, os.Args[0], nil, "doctor", "--pid", strconv.Itoa(p.Process.Pid), "--duration", "3s", "--fail-on", "warn")
+	if code != 3 || !strings.Contains(stdout, "idle-wakeups") || !strings.Contains(stderr, "finding(s) at warn or above") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }

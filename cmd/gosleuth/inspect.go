@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/atomicfile"
 	"github.com/gosleuth/gosleuth/internal/goruntime"
 )
 
@@ -39,6 +40,7 @@ text and null in JSON. Ctrl-C ends the window early.`,
 			metricsURL := fs.String("metrics-url", "", "Prometheus /metrics `URL` of the process")
 			groups := fs.Int("groups", 10, "goroutine groups to show (0: no dump)")
 			root := fs.String("proc", "/proc", "procfs mount `path`")
+			out := fs.String("o", "", "write the report (in --format) to `FILE`, completely or not at all")
 			trace := fs.String("trace", "", "write the agent's FlightRecorder snapshot (execution trace of the last seconds) to `FILE` at the end of the window")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				switch {
@@ -55,6 +57,13 @@ text and null in JSON. Ctrl-C ends the window early.`,
 				case *pprofURL != "" && *metricsURL != "":
 					return usagef("give --pprof-url or --metrics-url, not both")
 				}
+				for _, p := range []string{*out, *trace} {
+					if p != "" {
+						if err := atomicfile.CheckWritable(p); err != nil {
+							return err
+						}
+					}
+				}
 				if runtime.GOOS != "linux" {
 					return errors.New("inspect reads /proc and runs on Linux only")
 				}
@@ -67,10 +76,20 @@ text and null in JSON. Ctrl-C ends the window early.`,
 				if err != nil {
 					return err
 				}
+				write := rep.WriteText
 				if *format == "json" {
-					return rep.WriteJSON(stdout)
+					write = rep.WriteJSON
 				}
-				return rep.WriteText(stdout)
+				if *out != "" {
+					err = atomicfile.Write(*out, write)
+				} else {
+					err = write(stdout)
+				}
+				if err == nil && rep.TraceErr != nil {
+					// The trace was asked for: not writing it is a failure.
+					err = rep.TraceErr
+				}
+				return err
 			}
 		},
 	})

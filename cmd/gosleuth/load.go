@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/atomicfile"
 	"github.com/gosleuth/gosleuth/internal/goruntime"
 	"github.com/gosleuth/gosleuth/internal/load"
 )
@@ -52,12 +53,12 @@ a step is invalid), then bisects between the last passing and the first
 failing rate 3 times and reports the highest rate that meets the SLA.
 
 --duration is required (at most 1h) and bounds the whole run. Ctrl-C stops
-the run and writes the report of what ran. With -o DIR: report.txt,
+the run and writes the report of what ran. With --out-dir DIR: report.txt,
 report.json, series.csv, latency.hlog, step-NN.hgrm and report.html (opens
 offline).`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
 			rate := fs.String("rate", "", "requests per `second` (5000, 5k) or max for a closed loop; the first step of a ramp")
-			duration := fs.String("duration", "", "total `duration` of the run (required, at most 1h)")
+			duration := fs.Duration("duration", 0, "total `duration` of the run (required, at most 1h)")
 			conns := fs.Int("connections", 50, "connections (and workers); never exceeded")
 			method := fs.String("method", "GET", "request `method`")
 			var headers headerList
@@ -69,20 +70,21 @@ offline).`,
 			sla := fs.String("sla", "", "latency objective such as `p99<=15ms` (with --step: search the highest rate that meets it)")
 			watch := fs.Int("watch", 0, "`PID` of the target to sample (default: the local process listening on the URL's port; -1: none)")
 			format := fs.String("format", "text", "report `format` on stdout: text or json")
-			outDir := fs.String("o", "", "write every report file into `DIR`")
+			out := fs.String("o", "", "write the report (in --format) to `FILE`, completely or not at all (- for stdout)")
+			outDir := fs.String("out-dir", "", "write every report file into `DIR` (created if missing)")
 			timeout := fs.Duration("timeout", 10*time.Second, "per-request `timeout`")
 			proto := fs.String("http", "auto", "`protocol`: auto (HTTP/1.1 for http://, ALPN for https://), http1 or h2 (h2c for http://)")
 			insecure := fs.Bool("insecure", false, "skip TLS certificate verification")
 			warmup := fs.Duration("warmup", 0, "`time` dropped from the start of each step (default: 10% of the step, 1-5s)")
 			quiet := fs.Bool("quiet", false, "no live line on stderr")
-			pprofURL := fs.String("pprof", "", "the target's net/http/pprof `URL`, for GC cycles and pauses")
-			metricsURL := fs.String("metrics", "", "the target's Prometheus /metrics `URL` (client_golang go_* metrics), for GC cycles and pauses")
+			pprofURL := fs.String("pprof-url", "", "the target's net/http/pprof `URL`, for GC cycles and pauses")
+			metricsURL := fs.String("metrics-url", "", "the target's Prometheus /metrics `URL` (client_golang go_* metrics), for GC cycles and pauses")
 			maxLag := fs.Duration("max-lag", time.Millisecond, "a step whose generator lag p99 exceeds `this` is invalid")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				// Flags may follow the URL: parse what comes after it.
 				for len(args) > 1 && strings.HasPrefix(args[1], "-") {
 					if err := fs.Parse(args[1:]); err != nil {
-						return usageError{err}
+						return usageError{err: err}
 					}
 					args = append(args[:1], fs.Args()...)
 				}
@@ -91,27 +93,39 @@ offline).`,
 				}
 				u, err := load.ParseURL(args[0])
 				if err != nil {
-					return usageError{err}
+					return usageError{err: err}
 				}
 				if *rate == "" {
 					return usagef("--rate is required (requests per second, or max)")
 				}
 				r, err := load.ParseRate(*rate)
 				if err != nil {
-					return usageError{err}
+					return usageError{err: err}
 				}
-				if *duration == "" {
-					return usagef("--duration is required (for example 30s)")
+				if *duration <= 0 {
+					return usagef("--duration is required and must be positive (for example 30s)")
 				}
-				d, err := time.ParseDuration(*duration)
-				if err != nil || d <= 0 {
-					return usagef("--duration %q: want a positive duration such as 30s", *duration)
-				}
+				d := *duration
 				if d > load.MaxDuration {
 					return usagef("--duration %s is above the limit of %s", d, load.MaxDuration)
 				}
 				if *format != "text" && *format != "json" {
 					return usagef("--format must be text or json, got %q", *format)
+				}
+				// Output paths are checked before the run: a long run must
+				// not end with nowhere to write its report.
+				if *out != "" {
+					if err := atomicfile.CheckWritable(*out); err != nil {
+						return err
+					}
+				}
+				if *outDir != "" {
+					if err := os.MkdirAll(*outDir, 0o755); err != nil {
+						return fmt.Errorf("create --out-dir: %w", err)
+					}
+					if err := atomicfile.CheckDir(*outDir); err != nil {
+						return err
+					}
 				}
 				if *timeout <= 0 {
 					return usagef("--timeout must be positive")
@@ -128,7 +142,7 @@ offline).`,
 				plan := load.Plan{Rate: r, Duration: d}
 				if *step != "" {
 					if plan.Step, err = load.ParseStep(*step); err != nil {
-						return usageError{err}
+						return usageError{err: err}
 					}
 				}
 				if *maxRate != "" {
@@ -139,7 +153,7 @@ offline).`,
 				if *sla != "" {
 					s, err := load.ParseSLA(*sla)
 					if err != nil {
-						return usageError{err}
+						return usageError{err: err}
 					}
 					plan.SLA = &s
 				}
@@ -194,9 +208,9 @@ offline).`,
 				}
 				if err != nil {
 					if errors.Is(err, load.ErrBadInput) {
-						return usageError{err}
+						return usageError{err: err}
 					}
-					return fmt.Errorf("load %s: %w", u, err)
+					return fmt.Errorf("load %s: %w", u.Redacted(), err)
 				}
 				if cfg.OnTick != nil {
 					fmt.Fprint(stderr, "\r\033[K")
@@ -206,10 +220,22 @@ offline).`,
 						return err
 					}
 				}
+				write := rep.WriteText
 				if *format == "json" {
-					return rep.WriteJSON(stdout, false)
+					write = func(w io.Writer) error { return rep.WriteJSON(w, false) }
 				}
-				return rep.WriteText(stdout)
+				if *out != "" {
+					err = atomicfile.Write(*out, write)
+				} else {
+					err = write(stdout)
+				}
+				if err != nil {
+					return err
+				}
+				if *sla != "" && rep.SLAFailed() {
+					return checkFailed{fmt.Sprintf("load %s: the SLA %s was not met", u.Redacted(), *sla)}
+				}
+				return nil
 			}
 		},
 	})

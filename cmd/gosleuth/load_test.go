@@ -31,7 +31,7 @@ func TestLoadBadInput(t *testing.T) {
 		{"negative rate", []string{"load", u, "--rate", "-5", "--duration", "1s"}, "must be above 0"},
 		{"bad rate", []string{"load", u, "--rate", "fast", "--duration", "1s"}, "want requests per second"},
 		{"no duration", []string{"load", u, "--rate", "10"}, "--duration is required"},
-		{"bad duration", []string{"load", u, "--rate", "10", "--duration", "soon"}, "want a positive duration"},
+		{"bad duration", []string{"load", u, "--rate", "10", "--duration", "soon"}, "invalid value \"soon\" for flag -duration"},
 		{"long duration", []string{"load", u, "--rate", "10", "--duration", "2h"}, "above the limit"},
 		{"bad sla", []string{"load", u, "--rate", "10", "--duration", "1s", "--sla", "p99>=3ms"}, "want pNN<=DURATION"},
 		{"bad step", []string{"load", u, "--rate", "10", "--duration", "1s", "--step", "+10"}, "want +RATE/DURATION"},
@@ -61,7 +61,7 @@ func TestLoadBadInput(t *testing.T) {
 }
 
 // TestLoadRun runs the command against a server in this process: the JSON
-// report on stdout and the files in -o DIR.
+// report on stdout and the files in --out-dir DIR.
 func TestLoadRun(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Test") != "1" || r.Method != "POST" {
@@ -75,7 +75,7 @@ func TestLoadRun(t *testing.T) {
 	var out, errb bytes.Buffer
 	err := run(context.Background(), []string{"load", srv.URL + "/x", "--rate", "50", "--duration", "2s",
 		"--connections", "4", "--method", "post", "--header", "X-Test: 1", "--body", "{}", "--format", "json",
-		"-o", dir}, &out, &errb)
+		"--out-dir", dir}, &out, &errb)
 	if err != nil {
 		t.Fatalf("%v\nstderr: %s", err, errb.String())
 	}
@@ -171,5 +171,27 @@ func TestLoadInterrupt(t *testing.T) {
 	}
 	if !rep.Interrupted || len(rep.Steps) != 1 || rep.Steps[0].Requests == 0 {
 		t.Errorf("report %+v", rep)
+	}
+}
+
+// TestLoadSLAGate checks a --sla that is not met exits with status 3 (a
+// deploy gate), after writing the report to -o FILE.
+func TestLoadSLAGate(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(20 * time.Millisecond)
+	}))
+	defer srv.Close()
+	out := filepath.Join(t.TempDir(), "report.txt")
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"load", srv.URL, "--rate", "20", "--duration", "2s",
+		"--connections", "4", "--sla", "p99<=1ms", "--quiet", "-o", out}, &stdout, &stderr)
+	if code := exitCode(err, &stderr); code != 3 {
+		t.Fatalf("exit %d (%v), want 3; stderr %s", code, err, stderr.String())
+	}
+	if b, rerr := os.ReadFile(out); rerr != nil || !bytes.Contains(b, []byte("FAIL")) {
+		t.Errorf("report file: %v\n%s", rerr, b)
+	}
+	if !strings.Contains(stderr.String(), "SLA p99<=1ms was not met") {
+		t.Errorf("stderr %q", stderr.String())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -25,15 +26,24 @@ func mainExit(args []string) int {
 }
 
 // exitCode prints err the way every subcommand reports failure and maps it
-// to the process exit status: 0 success, 2 usage error, 1 anything else.
-func exitCode(err error, stderr *os.File) int {
+// to the process exit status: 0 success, 2 usage error, 3 a check that
+// failed (doctor --fail-on, load --sla), 1 anything else.
+func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
 	var u usageError
 	if errors.As(err, &u) {
 		fmt.Fprintf(stderr, "gosleuth: %v\n", u.err)
+		if u.cmd != "" {
+			fmt.Fprintf(stderr, "run 'gosleuth help %s' for its flags\n", u.cmd)
+		}
 		return 2
+	}
+	var c checkFailed
+	if errors.As(err, &c) {
+		fmt.Fprintf(stderr, "gosleuth: %v\n", err)
+		return 3
 	}
 	fmt.Fprintf(stderr, "gosleuth: %v\n", err)
 	return 1

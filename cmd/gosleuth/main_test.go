@@ -173,3 +173,22 @@ func nobodyBinary(t *testing.T) string {
 	}
 	return bin
 }
+
+// TestBadFlagOneLine checks a bad flag value is reported once, in one line,
+// with a pointer to the command's help, and exit status 2.
+func TestBadFlagOneLine(t *testing.T) {
+	for _, args := range [][]string{
+		{"profile", "--duration", "soon"},
+		{"doctor", "--pid", "abc"},
+		{"load", "--no-such-flag"},
+		{"doctor", "--fail-on", "sometimes"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := exitCode(run(context.Background(), args, &stdout, &stderr), &stderr)
+		lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+		if code != 2 || len(lines) != 2 || !strings.HasPrefix(lines[0], "gosleuth: ") ||
+			lines[1] != "run 'gosleuth help "+args[0]+"' for its flags" {
+			t.Errorf("%v: exit %d, stderr:\n%s", args, code, stderr.String())
+		}
+	}
+}

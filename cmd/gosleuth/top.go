@@ -84,7 +84,7 @@ executables needs root; those cells show '-' otherwise.`,
 				}
 				col, err := top.ParseColumn(*sortBy)
 				if err != nil {
-					return usageError{err}
+					return usageError{err: err}
 				}
 				if runtime.GOOS != "linux" {
 					return errors.New("top reads /proc and runs on Linux only")

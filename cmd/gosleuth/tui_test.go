@@ -25,23 +25,30 @@ func newTmux(t *testing.T, w, h string, args ...string) *tmuxSession {
 	t.Helper()
 	testenv.Require(t, testenv.Tmux)
 	s := &tmuxSession{t: t, name: "gosleuth-test-" + strings.ReplaceAll(t.Name(), "/", "-")}
-	exec.Command("tmux", "kill-session", "-t", s.name).Run()
+	s.tmux("kill-session", "-t", s.name).Run()
 	env := "GOSLEUTH_CLI_ARGS=" + strings.Join(args, "\n")
 	// The shell stays after the program exits, so the test can see what the
 	// terminal was left with.
-	cmd := exec.Command("tmux", "new-session", "-d", "-s", s.name, "-x", w, "-y", h,
+	cmd := s.tmux("new-session", "-d", "-s", s.name, "-x", w, "-y", h,
 		"env", env, "TERM=xterm-256color", os.Args[0], "-test.run=^$")
 	cmd.Env = os.Environ()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("tmux: %v: %s", err, out)
 	}
-	exec.Command("tmux", "set-option", "-t", s.name, "remain-on-exit", "on").Run()
-	t.Cleanup(func() { exec.Command("tmux", "kill-session", "-t", s.name).Run() })
+	s.tmux("set-option", "-t", s.name, "remain-on-exit", "on").Run()
+	t.Cleanup(func() { s.tmux("kill-session", "-t", s.name).Run() })
 	return s
 }
 
+// tmux runs a tmux command on the session's own server (-L): each test has a
+// server of its own, so one test's last kill-session cannot stop the server
+// another test is starting a session on.
+func (s *tmuxSession) tmux(args ...string) *exec.Cmd {
+	return exec.Command("tmux", append([]string{"-L", s.name}, args...)...)
+}
+
 func (s *tmuxSession) screen() string {
-	out, err := exec.Command("tmux", "capture-pane", "-p", "-t", s.name).Output()
+	out, err := s.tmux("capture-pane", "-p", "-t", s.name).Output()
 	if err != nil {
 		s.t.Fatalf("capture-pane: %v", err)
 	}
@@ -72,7 +79,7 @@ func (s *tmuxSession) waitUntil(what string, ok func(string) bool) string {
 
 func (s *tmuxSession) keys(k ...string) {
 	args := append([]string{"send-keys", "-t", s.name}, k...)
-	if err := exec.Command("tmux", args...).Run(); err != nil {
+	if err := s.tmux(args...).Run(); err != nil {
 		s.t.Fatalf("send-keys: %v", err)
 	}
 }
@@ -80,7 +87,7 @@ func (s *tmuxSession) keys(k ...string) {
 // waitDead waits up to 5 s for the program in the pane to exit.
 func (s *tmuxSession) waitDead() bool {
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-		out, _ := exec.Command("tmux", "display-message", "-p", "-t", s.name, "#{pane_dead}").Output()
+		out, _ := s.tmux("display-message", "-p", "-t", s.name, "#{pane_dead}").Output()
 		if strings.TrimSpace(string(out)) == "1" {
 			return true
 		}
@@ -139,7 +146,7 @@ func TestTUI(t *testing.T) {
 func TestTUITooSmallAndResize(t *testing.T) {
 	s := newTmux(t, "30", "6", "top", "--interval", "200ms")
 	s.waitFor("terminal too small")
-	if err := exec.Command("tmux", "resize-window", "-t", s.name, "-x", "150", "-y", "30").Run(); err != nil {
+	if err := s.tmux("resize-window", "-t", s.name, "-x", "150", "-y", "30").Run(); err != nil {
 		testenv.Missing(t, testenv.Tmux, "tmux cannot resize a detached window here: "+err.Error())
 	}
 	s.waitFor("COMMAND")
@@ -154,7 +161,7 @@ func TestTUITooSmallAndResize(t *testing.T) {
 func TestTUISigterm(t *testing.T) {
 	s := newTmux(t, "120", "30", "top", "--interval", "200ms")
 	s.waitFor("COMMAND")
-	out, err := exec.Command("tmux", "display-message", "-p", "-t", s.name, "#{pane_pid}").Output()
+	out, err := s.tmux("display-message", "-p", "-t", s.name, "#{pane_pid}").Output()
 	if err != nil {
 		t.Fatal(err)
 	}

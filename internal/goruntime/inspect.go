@@ -56,7 +56,9 @@ type Report struct {
 	Dump   *GoroutineDump    `json:"goroutines,omitempty"`
 	// Notes say what was ignored or could not be read; Hint how to get more.
 	Notes []string `json:"notes,omitempty"`
-	Hint  string   `json:"hint,omitempty"`
+	// TraceErr says why the execution trace asked for was not written.
+	TraceErr error  `json:"-"`
+	Hint     string `json:"hint,omitempty"`
 }
 
 // Inspect discovers process opts.PID, connects to a runtime source when
@@ -143,7 +145,9 @@ func Inspect(ctx context.Context, opts InspectOptions) (*Report, error) {
 		}
 	}
 	if opts.TracePath != "" {
-		r.Notes = append(r.Notes, saveTrace(endCtx, src, opts.TracePath))
+		note, err := saveTrace(endCtx, src, opts.TracePath)
+		r.Notes = append(r.Notes, note)
+		r.TraceErr = err
 	}
 	if src != nil && opts.Groups > 0 {
 		d, err := src.Goroutines(endCtx)
@@ -164,19 +168,22 @@ func Inspect(ctx context.Context, opts InspectOptions) (*Report, error) {
 
 // saveTrace writes the source's FlightRecorder snapshot to path and says
 // what happened.
-func saveTrace(ctx context.Context, src Source, path string) string {
+func saveTrace(ctx context.Context, src Source, path string) (string, error) {
 	fr, ok := src.(FlightRecorder)
 	if !ok {
-		return "no execution trace: it needs the gosleuth agent with Options.FlightRecorder"
+		err := errors.New("no execution trace: it needs the gosleuth agent with Options.FlightRecorder")
+		return err.Error(), err
 	}
 	b, err := fr.FlightRecording(ctx)
 	if err != nil {
-		return fmt.Sprintf("no execution trace: %v", err)
+		err = fmt.Errorf("no execution trace: %w", err)
+		return err.Error(), err
 	}
 	if err := atomicfile.WriteBytes(path, b); err != nil {
-		return fmt.Sprintf("no execution trace: %v", err)
+		err = fmt.Errorf("no execution trace: %w", err)
+		return err.Error(), err
 	}
-	return fmt.Sprintf("execution trace of the last seconds written to %s (%d bytes): go tool trace %s", path, len(b), path)
+	return fmt.Sprintf("execution trace of the last seconds written to %s (%d bytes): go tool trace %s", path, len(b), path), nil
 }
 
 // procView extracts pid's figures from two snapshots.

@@ -85,7 +85,7 @@ func newReport(e *Engine) *Report {
 	default:
 		proto = "TLS (h2 or http/1.1 by ALPN)"
 	}
-	return &Report{URL: c.URL.String(), Method: c.Method, Connections: c.Connections, Proto: proto,
+	return &Report{URL: c.URL.Redacted(), Method: c.Method, Connections: c.Connections, Proto: proto,
 		Start: e.base, tick: c.Tick}
 }
 
@@ -297,4 +297,18 @@ func (e *Engine) search(ctx context.Context, plan Plan, rep *Report) {
 		slices.Sort(s)
 		sr.MaxRate, sr.Min, sr.Max, sr.Found = s[len(s)/2], s[0], s[len(s)-1], true
 	}
+}
+
+// SLAFailed reports whether the run had an SLA and did not meet it: a
+// search that found no passing rate, or a step that missed it.
+func (r *Report) SLAFailed() bool {
+	if r.SLA != nil {
+		return !r.SLA.Found
+	}
+	for _, s := range r.Steps {
+		if s.SLA != nil && !s.SLA.Met {
+			return true
+		}
+	}
+	return false
 }
