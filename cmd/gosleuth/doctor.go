@@ -9,6 +9,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/termsafe"
+
 	"github.com/gosleuth/gosleuth/internal/atomicfile"
 	"github.com/gosleuth/gosleuth/internal/doctor"
 )
@@ -79,7 +81,7 @@ Rule ids: ` + ruleIDs(),
 					cfg.Looks = nil // /proc only
 				}
 				if isTerminal(stderr) {
-					cfg.Progress = func(s string) { fmt.Fprintf(stderr, "\r\x1b[K%s", s) }
+					cfg.Progress = func(s string) { fmt.Fprintf(stderr, "\r\x1b[K%s", termsafe.String(s)) }
 				}
 				ws, host, notes, err := doctor.Collect(ctx, cfg)
 				if cfg.Progress != nil {

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/gosleuth/gosleuth/internal/termsafe"
 )
 
 func main() {
@@ -25,7 +27,8 @@ func mainExit(args []string) int {
 	return exitCode(run(ctx, args, os.Stdout, os.Stderr), os.Stderr)
 }
 
-// exitCode prints err the way every subcommand reports failure and maps it
+// exitCode prints err (escaped: errors quote paths and names that other
+// users choose) the way every subcommand reports failure and maps it
 // to the process exit status: 0 success, 2 usage error, 3 a check that
 // failed (doctor --fail-on, load --sla), 1 anything else.
 func exitCode(err error, stderr io.Writer) int {
@@ -34,7 +37,7 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	var u usageError
 	if errors.As(err, &u) {
-		fmt.Fprintf(stderr, "gosleuth: %v\n", u.err)
+		fmt.Fprintf(stderr, "gosleuth: %s\n", termsafe.String(u.err.Error()))
 		if u.cmd != "" {
 			fmt.Fprintf(stderr, "run 'gosleuth help %s' for its flags\n", u.cmd)
 		}
@@ -42,9 +45,9 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	var c checkFailed
 	if errors.As(err, &c) {
-		fmt.Fprintf(stderr, "gosleuth: %v\n", err)
+		fmt.Fprintf(stderr, "gosleuth: %s\n", termsafe.String(err.Error()))
 		return 3
 	}
-	fmt.Fprintf(stderr, "gosleuth: %v\n", err)
+	fmt.Fprintf(stderr, "gosleuth: %s\n", termsafe.String(err.Error()))
 	return 1
 }

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/termsafe"
 )
 
 // Report is the doctor's verdict.
@@ -230,9 +233,6 @@ func (r *Report) WriteText(w io.Writer, colour bool) error {
 		}
 		for _, f := range p.Findings {
 			sev := strings.ToUpper(f.Severity.String())
-			if colour {
-				sev = sevColour[f.Severity] + sev + "\x1b[0m"
-			}
 			fmt.Fprintf(&b, "  %-8s %s: %s\n", sev, f.ID, f.Title)
 			fmt.Fprintf(&b, "           evidence: %s\n", evidenceText(f.Evidence))
 			fmt.Fprintf(&b, "           cause: %s\n", f.Cause)
@@ -259,7 +259,14 @@ func (r *Report) WriteText(w io.Writer, colour bool) error {
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}
-	_, err := io.WriteString(w, b.String())
+	// Names, command lines, paths and function names in the report are
+	// other users' text: escaped before they reach a terminal. Colour is
+	// added after, so its own escapes are the only ones.
+	text := termsafe.String(b.String())
+	if colour {
+		text = colourSeverities(text)
+	}
+	_, err := io.WriteString(w, text)
 	if err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
@@ -309,7 +316,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			fmt.Fprintf(&b, "- %s\n", n)
 		}
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, termsafe.String(b.String()))
 	if err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
@@ -362,4 +369,16 @@ func pidList(pids []int) string {
 
 func formatMB(b uint64) string {
 	return fmt.Sprintf("%.1fM", float64(b)/(1<<20))
+}
+
+// severityLine matches the first line of a finding in the text report.
+var severityLine = regexp.MustCompile(`(?m)^  (INFO|WARN|CRITICAL)( +)`)
+
+// colourSeverities colours the severity word that starts each finding.
+func colourSeverities(text string) string {
+	return severityLine.ReplaceAllStringFunc(text, func(m string) string {
+		sub := severityLine.FindStringSubmatch(m)
+		sev, _ := ParseSeverity(sub[1])
+		return "  " + sevColour[sev] + sub[1] + "\x1b[0m" + sub[2]
+	})
 }

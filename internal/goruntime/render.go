@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/gosleuth/gosleuth/internal/termsafe"
 )
 
 // WriteJSON writes the report as one indented JSON object. Figures unknown
@@ -77,7 +79,8 @@ func windowJSON(w *Window) map[string]any {
 
 // WriteText writes the report for people.
 func (r *Report) WriteText(out io.Writer) error {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	// Names, paths and goroutine labels are the target's: escaped.
+	w := tabwriter.NewWriter(termsafe.NewWriter(out), 0, 4, 2, ' ', 0)
 	f := r.Facts
 	fmt.Fprintf(w, "process\t%d (%s)  %s\n", f.PID, f.Comm, f.Exe)
 	if f.IsGo {

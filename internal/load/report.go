@@ -13,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gosleuth/gosleuth/internal/termsafe"
+
 	"github.com/gosleuth/gosleuth/internal/atomicfile"
 )
 
@@ -137,7 +139,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Interrupted {
 		b.WriteString("interrupted: the report covers what ran\n")
 	}
-	_, err := w.Write(b.Bytes())
+	_, err := io.WriteString(w, termsafe.String(b.String())) // error texts quote the server
 	return err
 }
 

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/gosleuth/gosleuth/internal/termsafe"
 )
 
 // Summary is the terminal and JSON view of a profile.
@@ -229,7 +231,7 @@ func (s *Summary) WriteText(w io.Writer) error {
 	for _, n := range s.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, termsafe.String(b.String())) // names come from the target's binary
 	return err
 }
 

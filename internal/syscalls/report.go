@@ -7,6 +7,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/gosleuth/gosleuth/internal/termsafe"
 )
 
 // Modes a Report can come from.
@@ -238,7 +240,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Unattributed > 0 {
 		fmt.Fprintf(&b, "\nunattributed: %d calls made by threads before gosleuth found them (in the exact total, in no thread's counts)\n", r.Unattributed)
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, termsafe.String(b.String())) // comm and command are the target's
 	return err
 }
 

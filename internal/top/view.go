@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gosleuth/gosleuth/internal/termsafe"
+
 	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
@@ -374,14 +376,15 @@ func (v *View) text(r Row, c Column) string {
 		}
 		return strings.TrimPrefix(p.GoVersion, "go")
 	case ColCommand:
+		// Any user names their process and writes its command line.
 		if r.Task != nil {
-			return r.Prefix + r.Task.Comm
+			return r.Prefix + termsafe.String(r.Task.Comm)
 		}
 		cmd := p.Cmdline
 		if cmd == "" {
 			cmd = "[" + p.Comm + "]"
 		}
-		return r.Prefix + cmd
+		return r.Prefix + termsafe.String(cmd)
 	}
 	return ""
 }
