@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -296,6 +297,13 @@ func TestErrorKinds(t *testing.T) {
 			if tt.kind == "http" && s.Status["503"] != s.Requests {
 				t.Errorf("status %v, want all 503", s.Status)
 			}
+			// A server that refuses or resets is never "the generator
+			// fell behind".
+			if tt.kind == "refused" || tt.kind == "reset" {
+				if s.GeneratorLate || strings.Contains(strings.Join(s.Invalid, "; "), "generator fell behind") {
+					t.Errorf("invalid because %q, generator late %v", s.Invalid, s.GeneratorLate)
+				}
+			}
 		})
 	}
 }
@@ -508,5 +516,41 @@ func TestLagRule(t *testing.T) {
 	s := runStep(t, Config{URL: u, Connections: 2, MaxLag: time.Nanosecond, Warmup: testTick}, 100, time.Second)
 	if s.Valid || !s.GeneratorLate || !strings.Contains(strings.Join(s.Invalid, " "), "generator lag") {
 		t.Errorf("valid %v late %v reasons %v", s.Valid, s.GeneratorLate, s.Invalid)
+	}
+}
+
+// TestHungServer: requests a server never answers are counted when the run
+// ends (after waiting a request timeout for them), as timeouts, and make
+// the step invalid; a server that stops answering halfway likewise.
+func TestHungServer(t *testing.T) {
+	never := func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
+	var n atomic.Int64
+	halfway := func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) > 10 {
+			<-r.Context().Done()
+			return
+		}
+		w.Write([]byte("ok"))
+	}
+	for _, tt := range []struct {
+		name string
+		h    http.HandlerFunc
+	}{{"never", never}, {"halfway", halfway}} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, u := serve(t, tt.h)
+			s := runStep(t, Config{URL: u, Connections: 50, Timeout: 3 * time.Second, Warmup: testTick}, 40, time.Second)
+			if s.Valid || s.InFlightAtEnd == 0 || s.ErrorKinds["timeout"] != s.InFlightAtEnd || s.Errors != s.InFlightAtEnd {
+				t.Errorf("valid %v, unanswered %d (in flight at end %d), errors %v, reasons %q",
+					s.Valid, s.Unanswered, s.InFlightAtEnd, s.ErrorKinds, s.Invalid)
+			}
+		})
+	}
+}
+
+func TestClassifyNoFDs(t *testing.T) {
+	for _, err := range []error{syscall.EMFILE, &net.OpError{Op: "dial", Err: os.NewSyscallError("socket", syscall.ENFILE)}} {
+		if k := classify(err); k != ErrNoFDs {
+			t.Errorf("classify(%v) = %s, want %s", err, k, ErrNoFDs)
+		}
 	}
 }

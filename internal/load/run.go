@@ -123,6 +123,7 @@ func withEngine(cfg Config, plan Plan, fn func(*Engine, *Report)) (*Report, erro
 	defer e.Close()
 	rep := newReport(e)
 	fn(e, rep)
+	e.countUnanswered(rep)
 	e.finish(rep)
 	return rep, nil
 }
@@ -311,4 +312,37 @@ func (r *Report) SLAFailed() bool {
 		}
 	}
 	return false
+}
+
+// countUnanswered waits, up to the request timeout, for the requests still
+// in flight when the last step ended, and adds what became of them to that
+// step: errors (timeouts, mostly) by kind, and those still unanswered after
+// the wait as timeouts too. Either makes the step invalid: a server that
+// hangs must not look fast because its slowest requests were never finished.
+func (e *Engine) countUnanswered(rep *Report) {
+	if len(rep.Steps) == 0 || e.inFlight.Load() == 0 {
+		return
+	}
+	last := rep.Steps[len(rep.Steps)-1]
+	last.InFlightAtEnd = e.inFlight.Load()
+	wait := e.cfg.Timeout
+	if last.Interrupted {
+		wait = min(wait, time.Second) // the user asked to stop
+	}
+	e.Drain(context.Background(), wait)
+	e.collect() // what finished while we waited
+	failed := e.tick.errors()
+	for i, v := range e.tick.errs {
+		if v > 0 {
+			last.ErrorKinds[ErrKind(i).String()] += v
+		}
+	}
+	n := e.inFlight.Load()
+	last.Unanswered = n
+	last.ErrorKinds[ErrTimeout.String()] += n
+	last.Errors += failed + n
+	if failed+n > 0 {
+		last.invalid(fmt.Sprintf("%d of the %d requests in flight at the end failed or got no answer within %s (counted as errors)",
+			failed+n, last.InFlightAtEnd, wait))
+	}
 }

@@ -44,11 +44,18 @@ const (
 	ErrTimeout                 // no response within Config.Timeout
 	ErrHTTP                    // status >= 400 (also counted per status)
 	ErrProtocol                // malformed response
+	ErrNoFDs                   // the generator ran out of file descriptors (EMFILE, ENFILE)
 	ErrOther                   // anything else (DNS, TLS, ...)
 	numErrKinds
 )
 
-var errKindNames = [numErrKinds]string{"refused", "reset", "timeout", "http", "protocol", "other"}
+var errKindNames = [numErrKinds]string{"refused", "reset", "timeout", "http", "protocol", "too-many-open-files", "other"}
+
+// connectionFailure reports whether k is a failure to connect or to keep a
+// connection (as opposed to a slow or bad answer).
+func (k ErrKind) connectionFailure() bool {
+	return k == ErrRefused || k == ErrReset || k == ErrNoFDs
+}
 
 // String returns the kind's name as used in reports ("refused", ...).
 func (k ErrKind) String() string { return errKindNames[k] }
@@ -67,6 +74,8 @@ func classify(err error) ErrKind {
 		return ErrTimeout
 	case errors.Is(err, errMalformed):
 		return ErrProtocol
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		return ErrNoFDs
 	}
 	return ErrOther
 }

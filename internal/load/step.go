@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
@@ -89,6 +90,11 @@ type StepResult struct {
 	// generator itself (its lag, or a rate shortfall while connections were
 	// free): worth repeating, usually a busy machine.
 	GeneratorLate bool `json:"generator_late,omitempty"`
+	// InFlightAtEnd counts requests sent and not yet answered when the
+	// run's last step ended; Unanswered those still without an answer a
+	// request timeout later (counted as timeouts in Errors).
+	InFlightAtEnd int64 `json:"in_flight_at_end,omitempty"`
+	Unanswered    int64 `json:"unanswered,omitempty"`
 	// Latency is corrected (from the intended send time), Uncorrected from
 	// the actual send.
 	Latency     Percentiles `json:"latency_ms"`
@@ -323,24 +329,46 @@ func (e *Engine) Step(ctx context.Context, phase string, rate float64, dur time.
 	if res.Seconds == 0 {
 		res.invalid("no measured interval after the warm-up")
 	}
+	// Requests that found no connection were never sent, and re-dialling
+	// delays the next: when connections fail, the server (or the
+	// generator's descriptor limit) is the cause of a shortfall or lag.
+	var connErrs []string
+	for i, v := range agg.errs {
+		if k := ErrKind(i); v > 0 && k.connectionFailure() {
+			connErrs = append(connErrs, fmt.Sprintf("%d %s", v, k))
+		}
+	}
 	// Two requests of slack: a short window's count moves by one or two
 	// with where its edges fall.
 	if rate > 0 && res.Seconds > 0 && res.AchievedRate*res.Seconds < minAchieved*rate*res.Seconds-2 {
 		why := "the generator fell behind"
-		if res.MaxInFlight >= int64(c.Connections) || res.MaxBacklog > 0 {
+		switch {
+		case len(connErrs) > 0:
+			// Requests that found no connection were never sent: the
+			// server (or the generator's descriptor limit) is the cause.
+			why = "connections failed (" + strings.Join(connErrs, ", ") + ")"
+		case res.MaxInFlight >= int64(c.Connections) || res.MaxBacklog > 0:
 			why = "all connections were busy (server saturated, or too few connections)"
-		} else {
+		default:
 			res.GeneratorLate = true
 		}
 		res.invalid(fmt.Sprintf("achieved %.1f%% of the target rate: %s", 100*res.AchievedRate/rate, why))
 	}
 	if rate > 0 && res.Lag.P99 > float64(c.MaxLag)/1e6 {
-		res.GeneratorLate = true
-		res.invalid(fmt.Sprintf("generator lag p99 %.2f ms > %s: the generator was late, latency is not the server's alone",
-			res.Lag.P99, c.MaxLag))
+		if len(connErrs) > 0 {
+			res.invalid(fmt.Sprintf("generator lag p99 %.2f ms > %s while connections failed (%s)",
+				res.Lag.P99, c.MaxLag, strings.Join(connErrs, ", ")))
+		} else {
+			res.GeneratorLate = true
+			res.invalid(fmt.Sprintf("generator lag p99 %.2f ms > %s: the generator was late, latency is not the server's alone",
+				res.Lag.P99, c.MaxLag))
+		}
 	}
 	if res.Interrupted {
 		res.invalid("interrupted")
+	}
+	if res.Seconds > 0 && sentPrev > sentMeasured0 && agg.done == 0 {
+		res.invalid("no request was answered")
 	}
 	return res
 }
