@@ -26,6 +26,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,7 +45,7 @@ type node struct {
 }
 
 func main() {
-	mode := flag.String("mode", "idle", "behaviour: idle, gc, herd, mutex, leak, godebug")
+	mode := flag.String("mode", "idle", "behaviour: idle, gc, herd, mutex, leak, many, godebug")
 	useAgent := flag.Bool("agent", false, "start the gosleuth agent")
 	usePprof := flag.Bool("pprof", false, "serve net/http/pprof and expvar")
 	useProm := flag.Bool("prom", false, "serve Prometheus /metrics")
@@ -88,6 +89,8 @@ func main() {
 		contend(8)
 	case "leak":
 		go leak(200)
+	case "many": // 200,000 parked goroutines, and a 1 ms ticker that notes how late it runs
+		go many(200_000)
 	case "godebug":
 		go func() {
 			// With GODEBUG=randseednop=0, each call is a non-default
@@ -145,8 +148,28 @@ func report() {
 	out["NumGC"] = ms.NumGC
 	out["NumGoroutine"] = runtime.NumGoroutine()
 	out["HeapObjects"] = ms.HeapObjects
+	out["MaxTickGapNS"] = maxTickGap.Swap(0)
 	b, _ := json.Marshal(out)
 	fmt.Printf("self %s\n", b)
+}
+
+// maxTickGap is the longest gap between two ticks of many's 1 ms ticker
+// since the last report: a stopped world shows as a gap of its length.
+var maxTickGap atomic.Int64
+
+// many parks n goroutines and runs a 1 ms ticker measuring its own gaps.
+func many(n int) {
+	block := make(chan struct{})
+	for range n {
+		go func() { <-block }()
+	}
+	last := time.Now()
+	for now := range time.Tick(time.Millisecond) {
+		if gap := now.Sub(last).Nanoseconds(); gap > maxTickGap.Load() {
+			maxTickGap.Store(gap)
+		}
+		last = now
+	}
 }
 
 // gcHeavy keeps a pointer-heavy live heap and allocates garbage in bursts,
