@@ -38,7 +38,7 @@ func (SyscallsLook) Look(ctx context.Context, pid int, d time.Duration, w *Windo
 		}
 	}
 	attachMu.Lock()
-	c, err := syscalls.NewCounter(pid, syscalls.CounterOptions{Events: events})
+	c, err := syscalls.NewCounter(pid, syscalls.CounterOptions{Events: events, ThreadsOnly: true})
 	attachMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("count syscalls: %w", err)

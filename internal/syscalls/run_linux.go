@@ -194,12 +194,15 @@ type exactSource struct {
 	counter  *Counter
 	follower *perf.Follower
 	perTask  bool
-	procRoot string
-	sum      []uint64
-	lastPoll time.Time
-	later    int
-	first    map[int]bool
-	sampler  *Sampler // --errors, --latency
+	// childrenTotal: per-syscall counters follow threads only; the
+	// inherited total covers child processes too.
+	childrenTotal bool
+	procRoot      string
+	sum           []uint64
+	lastPoll      time.Time
+	later         int
+	first         map[int]bool
+	sampler       *Sampler // --errors, --latency
 }
 
 func openExact(cfg Config, pid int, r *Report) (*exactSource, error) {
@@ -226,6 +229,12 @@ func openExact(cfg Config, pid int, r *Report) (*exactSource, error) {
 	if cfg.Threads && totErr == nil {
 		opts.Total = &tot
 	}
+	// A running process's children are counted in one inherited total, not
+	// per syscall: copying ~360 events into every child at fork slowed a
+	// forking target 86x. A command started by gosleuth is counted whole.
+	if !cfg.Threads && len(cfg.Command) == 0 && totErr == nil {
+		opts.ThreadsOnly, opts.Total = true, &tot
+	}
 	r.Mode = ModeExact
 	c, err := NewCounter(pid, opts)
 	if errors.Is(err, ErrTooManyFDs) && totErr == nil {
@@ -238,13 +247,19 @@ func openExact(cfg Config, pid int, r *Report) (*exactSource, error) {
 		return nil, err
 	}
 	s := &exactSource{counter: c, perTask: cfg.Threads && r.Mode == ModeExact, procRoot: cfg.ProcRoot, sum: make([]uint64, len(opts.Events))}
+	s.childrenTotal = opts.ThreadsOnly && r.Mode == ModeExact && !c.ChildrenCopied
 	switch {
 	case r.Mode == ModeTotals:
 		r.Mechanism = "perf counters on raw_syscalls:sys_enter, one per thread, inherited by threads and children started later"
 	case cfg.Threads:
 		r.Mechanism = fmt.Sprintf("perf counters on %d syscalls:sys_enter_* tracepoints per thread, own counts per thread (new threads found every 10 ms), plus an inherited raw_syscalls:sys_enter total", len(evs))
+	case s.childrenTotal:
+		r.Mechanism = fmt.Sprintf("perf counters on %d syscalls:sys_enter_* tracepoints per thread, inherited by threads started later; child processes counted in one inherited raw_syscalls:sys_enter total", len(evs))
 	default:
 		r.Mechanism = fmt.Sprintf("perf counters on %d syscalls:sys_enter_* tracepoints per thread, inherited by threads and children started later", len(evs))
+		if c.ChildrenCopied {
+			r.Notes = append(r.Notes, "this kernel has no inherit_thread (Linux 5.13): every counter is copied into each child process at fork, which slows a forking target")
+		}
 	}
 	if len(cfg.Only) > 0 {
 		names := strings.Join(cfg.Only, ",")
@@ -344,6 +359,12 @@ func (s *exactSource) report(r *Report, seconds float64) error {
 			}
 			r.Syscalls = append(r.Syscalls, Row{Name: name, Nr: -1, Count: r.Total - named})
 		}
+		finishRows(r.Syscalls, r.Total, seconds)
+	}
+	if s.childrenTotal && total > r.Total {
+		// The inherited total also saw the child processes' calls.
+		r.Syscalls = append(r.Syscalls, Row{Name: "(child processes)", Nr: -1, Count: total - r.Total})
+		r.Total = total
 		finishRows(r.Syscalls, r.Total, seconds)
 	}
 	if s.perTask {
