@@ -186,7 +186,7 @@ func Collect(ctx context.Context, cfg Config) ([]*Window, *Host, []string, error
 			progress(fmt.Sprintf("observing %d processes: %.0f of %.0f s", len(snap.Procs), now.Sub(start).Seconds(), cfg.Duration.Seconds()))
 			if !picked && !now.Before(pick) && len(cfg.Looks) > 0 && end.Sub(now) >= time.Second {
 				picked = true
-				h := &Host{CPUs: onlineCPUs(), Start: start, End: now}
+				h := &Host{CPUs: onlineCPUs(), Start: start, End: now, Root: os.Geteuid() == 0}
 				var cands []*Window
 				for k, a := range accs {
 					if a.gone || int(k.pid) == os.Getpid() || (len(wanted) > 0 && !wanted[int(k.pid)]) {
@@ -224,7 +224,7 @@ func Collect(ctx context.Context, cfg Config) ([]*Window, *Host, []string, error
 	cancelLooks()
 	looksWG.Wait()
 
-	host := &Host{CPUs: onlineCPUs(), Procs: len(snap.Procs), Tasks: len(snap.Tasks), Start: start, End: snap.Time}
+	host := &Host{CPUs: onlineCPUs(), Procs: len(snap.Procs), Tasks: len(snap.Tasks), Start: start, End: snap.Time, Root: os.Geteuid() == 0}
 	var out []*Window
 	self := os.Getpid()
 	for k, a := range accs {

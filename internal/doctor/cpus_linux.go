@@ -3,6 +3,7 @@ package doctor
 import (
 	"runtime"
 
+	"github.com/gosleuth/gosleuth/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,4 +16,11 @@ func allowedCPUs(pid int) int {
 	return set.Count()
 }
 
-func onlineCPUs() int { return runtime.NumCPU() }
+// onlineCPUs is the host's online CPU count (not gosleuth's own affinity,
+// which runtime.NumCPU gives), falling back to runtime.NumCPU.
+func onlineCPUs() int {
+	if c, err := proc.OnlineCPUs(); err == nil {
+		return len(c)
+	}
+	return runtime.NumCPU()
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -132,14 +133,31 @@ type Unchecked struct {
 // skipped.
 const notLookedWhy = "not looked at closely (a whole-host run looks only at the processes /proc flags and busy Go processes; name it with --pid)"
 
+// rootWhy says why a source was missing although gosleuth ran as root:
+// what a rule asks for is then not a privilege but something the close
+// look could not get.
+func rootWhy(w *Window, why string) string {
+	need := asRootHint.ReplaceAllString(why, "")
+	if w.Exited {
+		return need + ": the process exited before its close look"
+	}
+	return need + ": the close look ran as root but could not get it (see the notes)"
+}
+
+// asRootHint matches the "run as root" advice in a rule's Missing text.
+var asRootHint = regexp.MustCompile(` ?\(run as root\)|: run as root.*$`)
+
 // Evaluate runs every rule on w and returns the findings (worst first) and
 // the rules it could not decide.
 func Evaluate(w *Window, h *Host) (found []Finding, unchecked []Unchecked) {
 	for _, r := range rules {
 		if r.Missing != nil {
 			if why := r.Missing(w); why != "" {
-				if w.NotLooked {
+				switch {
+				case w.NotLooked:
 					why = notLookedWhy
+				case h != nil && h.Root && strings.Contains(why, "run as root"):
+					why = rootWhy(w, why)
 				}
 				unchecked = append(unchecked, Unchecked{PID: w.PID, Rule: r.ID, Why: why})
 				continue

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -247,6 +248,30 @@ func TestRuleIDsStable(t *testing.T) {
 	for i, r := range rs {
 		if r.ID != want[i] || r.Summary == "" {
 			t.Errorf("rule %d = %q (%q), want %q with a summary", i, r.ID, r.Summary, want[i])
+		}
+	}
+}
+
+// TestUncheckedReasonsFitPrivilege: as root, a rule left undecided never
+// tells the user to run as root; without root it does.
+func TestUncheckedReasonsFitPrivilege(t *testing.T) {
+	w := win(10, func(w *Window) {})
+	for _, root := range []bool{false, true} {
+		_, un := Evaluate(w, &Host{CPUs: 2, Root: root})
+		if len(un) == 0 {
+			t.Fatal("nothing left undecided on a window without syscalls or stacks")
+		}
+		says := 0
+		for _, u := range un {
+			if strings.Contains(u.Why, "run as root") {
+				says++
+				if root {
+					t.Errorf("as root, %s: %q", u.Rule, u.Why)
+				}
+			}
+		}
+		if !root && says == 0 {
+			t.Errorf("without root no reason says how to get stacks or syscalls: %+v", un)
 		}
 	}
 }

@@ -24,6 +24,9 @@ type Host struct {
 	Procs, Tasks int
 	// Start and End bound the observation.
 	Start, End time.Time
+	// Root is true when gosleuth ran as root: the reasons given for rules
+	// left undecided must not then say "run as root".
+	Root bool
 }
 
 // Point is one reading of a process's levels, T seconds after the window

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 // Facts is what gosleuth learns about a process from outside, without its
@@ -201,30 +203,11 @@ func parseStatus(b []byte, f *Facts) {
 			}
 		case "Cpus_allowed_list":
 			f.AllowedCPUList = string(v)
-			f.AllowedCPUs = countCPUList(string(v))
-		}
-	}
-}
-
-// countCPUList counts the CPUs of a list such as "0-3,8,10-11"; 0 when
-// malformed.
-func countCPUList(s string) int {
-	n := 0
-	for _, part := range strings.Split(strings.TrimSpace(s), ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return 0
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return 0
+			if cpus, err := proc.ParseCPUList(string(v)); err == nil {
+				f.AllowedCPUs = len(cpus)
 			}
 		}
-		n += b - a + 1
 	}
-	return n
 }
 
 // countCPUMask counts the bits of a hexadecimal mask such as "ff,ffffffff";

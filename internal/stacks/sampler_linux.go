@@ -392,7 +392,7 @@ const cpuRingPages = 16
 
 // openCPUs opens one cpu-clock event per online CPU for all tasks.
 func (s *sampler) openCPUs() error {
-	cpus, err := onlineCPUs()
+	cpus, err := proc.OnlineCPUs()
 	if err != nil {
 		return err
 	}
@@ -418,36 +418,6 @@ func (s *sampler) openCPUs() error {
 		return fmt.Errorf("open cpu-clock event on CPU %d: %w", cpu, err)
 	}
 	return nil
-}
-
-// onlineCPUs lists the online CPUs from sysfs ("0-3,6").
-func onlineCPUs() ([]int, error) {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		return nil, fmt.Errorf("list online CPUs: %w", err)
-	}
-	return parseCPUList(strings.TrimSpace(string(b)))
-}
-
-func parseCPUList(s string) ([]int, error) {
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, found := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("parse CPU list %q: %w", s, err)
-		}
-		b := a
-		if found {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("parse CPU list %q: bad range %q", s, part)
-			}
-		}
-		for c := a; c <= b; c++ {
-			out = append(out, c)
-		}
-	}
-	return out, nil
 }
 
 // pickup records how long after its start a thread that began during the

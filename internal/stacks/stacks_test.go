@@ -562,27 +562,6 @@ func TestOlderGoLayout(t *testing.T) {
 	}
 }
 
-func TestParseCPUList(t *testing.T) {
-	tests := []struct {
-		in   string
-		want []int
-		bad  bool
-	}{
-		{"0", []int{0}, false},
-		{"0-3", []int{0, 1, 2, 3}, false},
-		{"0-1,4,6-7", []int{0, 1, 4, 6, 7}, false},
-		{"", nil, true},
-		{"3-1", nil, true},
-		{"a", nil, true},
-	}
-	for _, tt := range tests {
-		got, err := parseCPUList(tt.in)
-		if (err != nil) != tt.bad || fmt.Sprint(got) != fmt.Sprint(tt.want) {
-			t.Errorf("parseCPUList(%q) = %v, %v; want %v (error %v)", tt.in, got, err, tt.want, tt.bad)
-		}
-	}
-}
-
 // TestPerCPUAndPerThreadAgree samples the same patient both ways: the
 // per-CPU events (root) and per-thread events see the same stacks.
 func TestPerCPUAndPerThreadAgree(t *testing.T) {

@@ -205,7 +205,7 @@ func fdBudget(limit uint64) int {
 	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
 		open = len(ents)
 	}
-	return int(limit) - open - 64
+	return max(0, int(limit)-open-64)
 }
 
 func (c *Counter) listTasks() ([]int, error) {

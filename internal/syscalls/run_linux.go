@@ -183,10 +183,19 @@ func open(cfg Config, pid int, r *Report) (source, error) {
 	if errors.Is(err, unix.ESRCH) {
 		return nil, fmt.Errorf("process %d %w", pid, ErrNotFound)
 	}
-	if cfg.Mode == "exact" || !errors.Is(err, perf.ErrPermission) {
+	if cfg.Mode == "exact" {
 		return nil, err
 	}
-	return openProc(cfg, pid, r, fmt.Sprintf("exact counting is not allowed (%v); run as root, or give gosleuth CAP_PERFMON and read access to tracefs, for exact per-syscall counts", err))
+	// Auto mode degrades to the approximate /proc mode whatever stopped
+	// exact counting (privilege, no tracefs, descriptors), and says why.
+	why := fmt.Sprintf("exact counting failed (%v)", err)
+	switch {
+	case errors.Is(err, perf.ErrPermission) && os.Geteuid() != 0:
+		why = fmt.Sprintf("exact counting is not allowed (%v); run as root, or give gosleuth CAP_PERFMON and read access to tracefs, for exact per-syscall counts", err)
+	case errors.Is(err, perf.ErrNoTracefs):
+		why = fmt.Sprintf("exact counting needs tracefs (%v); mount it (mount -t tracefs nodev /sys/kernel/tracing) or run as root, which mounts it", err)
+	}
+	return openProc(cfg, pid, r, why)
 }
 
 // exactSource counts with a Counter.

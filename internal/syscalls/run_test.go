@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,5 +47,34 @@ func TestRunFallsBackToTotals(t *testing.T) {
 	}
 	if rep.Mode != ModeTotals || len(rep.Notes) == 0 || rep.Total < 2000 {
 		t.Errorf("mode %q, total %d, notes %q: want %s, >= 2000 calls and a note", rep.Mode, rep.Total, rep.Notes, ModeTotals)
+	}
+}
+
+// TestRunFallsBackToProc lowers RLIMIT_NOFILE (soft and hard) to 64: not
+// even one counter per thread fits. Auto mode must still report, in the
+// approximate /proc mode, and say why (it exited 1 with "-10 available").
+func TestRunFallsBackToProc(t *testing.T) {
+	needPerf(t)
+	p := startPatient(t, "-threads", "2", "-calls", "1000")
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	low := unix.Rlimit{Cur: 64, Max: 64}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatalf("cannot lower RLIMIT_NOFILE: %v", err)
+	}
+	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &old) // root may raise the hard limit again
+	var out, errb bytes.Buffer
+	cfg := Config{PID: p.cmd.Process.Pid, Duration: 300 * time.Millisecond, JSON: true}
+	if err := Run(context.Background(), cfg, &out, &errb); err != nil {
+		t.Fatalf("auto mode failed instead of falling back: %v", err)
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if rep.Mode != ModeProc || !strings.Contains(rep.Reason, "descriptors") || regexp.MustCompile(`-\d+ available`).MatchString(rep.Reason) {
+		t.Errorf("mode %q, reason %q: want %s and why", rep.Mode, rep.Reason, ModeProc)
 	}
 }
