@@ -109,14 +109,19 @@ func Listen(opts Options) (*Agent, error) {
 		dir = wire.SocketDir(os.Geteuid(), os.Getenv("XDG_RUNTIME_DIR"))
 	}
 	if err := privateDir(dir); err != nil {
-		if opts.Dir != "" || os.Getenv("XDG_RUNTIME_DIR") == "" {
+		if opts.Dir != "" {
 			return nil, err
 		}
-		// The runtime directory is unusable (read-only, someone else's):
-		// fall back to /tmp/gosleuth-UID, which gosleuth searches too.
-		dir = wire.SocketDir(os.Geteuid(), "")
-		if err2 := privateDir(dir); err2 != nil {
-			return nil, fmt.Errorf("%w; %w", err, err2)
+		// The usual directory is unusable (read-only, or someone else's:
+		// any user can create /tmp/gosleuth-UID first). Fall back to
+		// /tmp/gosleuth-UID, then to a directory of our own whose name
+		// cannot be guessed; gosleuth searches all of them.
+		dir, err = fallbackDir(err)
+		if err != nil {
+			return nil, err
+		}
+		if opts.Logf != nil {
+			opts.Logf("gosleuth agent: socket directory moved to %s", dir)
 		}
 	}
 	sweepStale(dir)
@@ -233,6 +238,25 @@ func sweepStale(dir string) {
 			os.Remove(p)
 		}
 	}
+}
+
+// fallbackDir returns a private socket directory when the usual one failed
+// with first.
+func fallbackDir(first error) (string, error) {
+	uid := os.Geteuid()
+	if os.Getenv("XDG_RUNTIME_DIR") != "" {
+		if dir := wire.SocketDir(uid, ""); privateDir(dir) == nil {
+			return dir, nil
+		}
+	}
+	dir, err := os.MkdirTemp("/tmp", wire.FallbackPattern(uid))
+	if err != nil {
+		return "", fmt.Errorf("%w; create a private socket dir: %w", first, err)
+	}
+	if err := privateDir(dir); err != nil {
+		return "", fmt.Errorf("%w; %w", first, err)
+	}
+	return dir, nil
 }
 
 // privateDir makes sure dir exists, is a directory (not a symlink) owned by

@@ -109,6 +109,11 @@ func agentDirs(f *Facts, extra []string) []string {
 		dirs = append(dirs, wire.SocketDir(f.UID, f.XDGRuntimeDir))
 	}
 	dirs = append(dirs, wire.SocketDir(f.UID, "/run/user/"+strconv.Itoa(f.UID)), wire.SocketDir(f.UID, ""))
+	// Fallback directories of an agent whose usual one was squatted (the
+	// owner check below keeps out those made by someone else).
+	if more, err := filepath.Glob(wire.FallbackGlob(f.UID)); err == nil {
+		dirs = append(dirs, more...)
+	}
 	seen := map[string]bool{}
 	out := dirs[:0]
 	for _, d := range dirs {

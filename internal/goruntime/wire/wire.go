@@ -51,6 +51,15 @@ func SocketDir(uid int, xdgRuntimeDir string) string {
 	return filepath.Join("/tmp", "gosleuth-"+strconv.Itoa(uid))
 }
 
+// FallbackPattern is the os.MkdirTemp pattern of the private directory an
+// agent makes when SocketDir is unusable (another user created
+// /tmp/gosleuth-UID first, say): its name cannot be guessed ahead, so it
+// cannot be squatted. FallbackGlob finds such directories.
+func FallbackPattern(uid int) string { return "gosleuth-" + strconv.Itoa(uid) + ".*" }
+
+// FallbackGlob is the filepath.Glob pattern of uid's fallback directories.
+func FallbackGlob(uid int) string { return filepath.Join("/tmp", FallbackPattern(uid)) }
+
 // SocketName returns the file name of the socket of the agent in process
 // pid (as the process sees its own PID).
 func SocketName(pid int) string { return strconv.Itoa(pid) + ".sock" }

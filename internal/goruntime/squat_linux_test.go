@@ -1,0 +1,66 @@
+package goruntime
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/goruntime/wire"
+	"github.com/gosleuth/gosleuth/internal/testenv"
+)
+
+// TestAgentDirSquatted: another user created the agent's socket directory
+// (/tmp/gosleuth-UID) first. The agent must still listen, in a private
+// directory of its own, and gosleuth must still find it (it used to stop
+// silently).
+func TestAgentDirSquatted(t *testing.T) {
+	testenv.Require(t, testenv.Root)
+	const uid = 54321 // a user no other test runs as
+	squat := wire.SocketDir(uid, "")
+	if err := os.Mkdir(squat, 0o755); err != nil { // root's, not uid's
+		t.Fatalf("squat %s: %v", squat, err)
+	}
+	t.Cleanup(func() {
+		os.RemoveAll(squat)
+		if more, _ := filepath.Glob(wire.FallbackGlob(uid)); len(more) > 0 {
+			for _, d := range more {
+				os.RemoveAll(d)
+			}
+		}
+	})
+	cmd := exec.Command(buildPatient(t), "-mode", "idle", "-agent")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	cmd.Env = []string{"PATH=/usr/bin:/bin"} // no XDG_RUNTIME_DIR: /tmp it is
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("patient: %v", err)
+	}
+	sock := strings.TrimSpace(strings.TrimPrefix(line, "ready "))
+	if !strings.HasPrefix(sock, "/tmp/gosleuth-54321.") {
+		t.Fatalf("agent socket %q: want a private fallback directory", sock)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rep, err := Inspect(ctx, InspectOptions{PID: cmd.Process.Pid, Duration: 200 * time.Millisecond, Groups: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Source != "agent" {
+		t.Errorf("gosleuth did not find the agent in %s: source %q, hint %q, notes %q", sock, rep.Source, rep.Hint, rep.Notes)
+	}
+}
