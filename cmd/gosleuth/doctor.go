@@ -73,6 +73,9 @@ Rule ids: ` + ruleIDs(),
 						return err
 					}
 				}
+				if err := checkTargets(*procRoot, pids...); err != nil {
+					return err
+				}
 				cfg := doctor.Config{
 					PIDs: pids, Duration: *duration, ProcRoot: *procRoot,
 					MaxLooks: *maxLooks, Looks: doctorLooks(*pprofURL, *metricsURL),

@@ -68,6 +68,9 @@ text and null in JSON. Ctrl-C ends the window early.`,
 				if runtime.GOOS != "linux" {
 					return errors.New("inspect reads /proc and runs on Linux only")
 				}
+				if err := checkTargets(*root, *pid); err != nil {
+					return err
+				}
 				g := *groups
 				if g == 0 {
 					g = -1

@@ -171,6 +171,9 @@ offline).`,
 				}
 				switch {
 				case *watch > 0:
+					if err := checkTargets("/proc", *watch); err != nil {
+						return err
+					}
 					cfg.Watch = *watch
 				case *watch == 0 && load.IsLocalHost(u.Hostname()):
 					port, _ := strconv.Atoi(u.Port())

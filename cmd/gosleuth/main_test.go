@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gosleuth/gosleuth/internal/testenv"
 
@@ -189,6 +191,40 @@ func TestBadFlagOneLine(t *testing.T) {
 		if code != 2 || len(lines) != 2 || !strings.HasPrefix(lines[0], "gosleuth: ") ||
 			lines[1] != "run 'gosleuth help "+args[0]+"' for its flags" {
 			t.Errorf("%v: exit %d, stderr:\n%s", args, code, stderr.String())
+		}
+	}
+}
+
+// TestOneMessagePerCondition runs every command against a PID that does
+// not exist, a kernel thread and a zombie: each condition gets one line,
+// the same from every command, and exit status 1.
+func TestOneMessagePerCondition(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	z := exec.Command("true")
+	if err := z.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer z.Wait()
+	time.Sleep(200 * time.Millisecond) // exited, not reaped: a zombie
+	zombie := strconv.Itoa(z.Process.Pid)
+	for _, tc := range []struct{ pid, want string }{
+		{"999999", "gosleuth: process 999999 not found\n"},
+		{"2", "gosleuth: process 2 is a kernel thread: it has no user space, executable or Go runtime to observe\n"},
+		{zombie, "gosleuth: process " + zombie + " is a zombie (exited, not yet reaped by its parent): nothing left to observe\n"},
+	} {
+		for _, args := range [][]string{
+			{"top", "--pid", tc.pid, "--once"},
+			{"doctor", "--pid", tc.pid, "--duration", "1s"},
+			{"syscalls", "--pid", tc.pid, "--duration", "1s"},
+			{"profile", "--pid", tc.pid, "--duration", "1s", "-o", filepath.Join(t.TempDir(), "p.pb.gz")},
+			{"inspect", "--pid", tc.pid, "--duration", "1s"},
+			{"load", "http://127.0.0.1:1/", "--rate", "1", "--duration", "1s", "--watch", tc.pid},
+		} {
+			var stdout, stderr bytes.Buffer
+			code := exitCode(run(context.Background(), args, &stdout, &stderr), &stderr)
+			if code != 1 || stderr.String() != tc.want {
+				t.Errorf("%s --pid %s: exit %d, stderr %q, want %q", args[0], tc.pid, code, stderr.String(), tc.want)
+			}
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/atomicfile"
@@ -89,6 +90,11 @@ becomes a [kernel time, not sampled] leaf.`,
 				}
 				if *offEvery < 1 {
 					return usagef("--off-cpu-every must be at least 1")
+				}
+				if *pid > 0 && runtime.GOOS == "linux" {
+					if err := checkTargets("/proc", *pid); err != nil {
+						return err
+					}
 				}
 				if *events != "auto" && *events != "thread" && *events != "cpu" {
 					return usagef("--events must be auto, thread or cpu, got %q", *events)

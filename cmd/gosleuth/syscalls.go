@@ -65,6 +65,11 @@ On a terminal the table is redrawn every --interval.`,
 				if runtime.GOOS != "linux" {
 					return errors.New("syscalls needs Linux")
 				}
+				if cfg.PID > 0 {
+					if err := checkTargets(*root, cfg.PID); err != nil {
+						return err
+					}
+				}
 				cfg.Live = !cfg.JSON && isTerminal(stdout)
 				if err := syscalls.Run(ctx, cfg, stdout, stderr); err != nil {
 					return fmt.Errorf("syscalls: %w", err)

@@ -12,11 +12,24 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/top"
 	"golang.org/x/term"
 )
 
 // pidList is a flag holding PIDs, given as a comma list or repeated.
+// checkTargets returns why the first of pids cannot be watched (gone, a
+// zombie, a kernel thread), worded the same by every command: "process
+// 999999 not found".
+func checkTargets(procRoot string, pids ...int) error {
+	for _, pid := range pids {
+		if err := proc.CheckTarget(procRoot, pid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 type pidList []int
 
 func (p *pidList) String() string { return fmt.Sprint([]int(*p)) }
@@ -88,6 +101,9 @@ executables needs root; those cells show '-' otherwise.`,
 				}
 				if runtime.GOOS != "linux" {
 					return errors.New("top reads /proc and runs on Linux only")
+				}
+				if err := checkTargets(*root, pids...); err != nil {
+					return err
 				}
 				cfg := top.Config{
 					Interval: *interval,

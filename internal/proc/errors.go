@@ -4,18 +4,18 @@ import "errors"
 
 // The error vocabulary every gosleuth command shares. Each is defined on
 // every platform so that code on any system can test for it with errors.Is,
-// and each command prints one message per condition (see Describe in
-// cmd/gosleuth).
+// and each command prints one message per condition. The texts read after
+// "process PID " ("process 2 is a kernel thread...").
 var (
 	// ErrProcessGone reports that a process or thread does not exist (never
 	// did, or exited).
-	ErrProcessGone = errors.New("process not found")
+	ErrProcessGone = errors.New("not found")
 	// ErrZombie reports a process that has exited but not been reaped: it
 	// has no threads, memory or descriptors left to observe.
-	ErrZombie = errors.New("process is a zombie (exited, not yet reaped by its parent)")
+	ErrZombie = errors.New("is a zombie (exited, not yet reaped by its parent): nothing left to observe")
 	// ErrKernelThread reports a kernel thread: it has no user space, no
 	// executable and no Go runtime.
-	ErrKernelThread = errors.New("process is a kernel thread")
+	ErrKernelThread = errors.New("is a kernel thread: it has no user space, executable or Go runtime to observe")
 	// ErrNotSupported reports a feature this system or kernel lacks.
 	ErrNotSupported = errors.New("not supported on this system")
 	// ErrPermission reports that the kernel refused access for lack of
