@@ -81,7 +81,7 @@ func testInspectTrace(t *testing.T, bin string) {
 	path := filepath.Join(t.TempDir(), "x.trace")
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"inspect", "--pid", strconv.Itoa(cmd.Process.Pid), "--duration", "1s",
-		"--trace", path, "--groups", "2"}, &out, &bytes.Buffer{}); err != nil {
+		"--trace", path, "--groups", "2", "--dump-max", "-1"}, &out, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range []string{"runtime", "sched latency", "mutex wait", "goroutines by stack", "sync.Cond.Wait", "written to " + path} {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -31,10 +32,10 @@ func TestRunFallsBackToTotals(t *testing.T) {
 	}
 	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
 	var out, errb bytes.Buffer
-	// The patient works once counting has started and well before the
-	// window ends.
+	// The patient works once counting has started (its worker threads
+	// exit after their calls: calls made before the attach are lost).
 	go func() {
-		time.Sleep(500 * time.Millisecond)
+		waitForPerfEvents(5 * time.Second)
 		io.WriteString(p.in, "go\n")
 	}()
 	cfg := Config{PID: p.cmd.Process.Pid, Duration: 3 * time.Second, JSON: true}
@@ -76,5 +77,18 @@ func TestRunFallsBackToProc(t *testing.T) {
 	}
 	if rep.Mode != ModeProc || !strings.Contains(rep.Reason, "descriptors") || regexp.MustCompile(`-\d+ available`).MatchString(rep.Reason) {
 		t.Errorf("mode %q, reason %q: want %s and why", rep.Mode, rep.Reason, ModeProc)
+	}
+}
+
+// waitForPerfEvents waits, at most d, until this process holds a perf
+// event descriptor: the counter has attached.
+func waitForPerfEvents(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		ents, _ := os.ReadDir("/proc/self/fd")
+		for _, e := range ents {
+			if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); l == "anon_inode:[perf_event]" {
+				return
+			}
+		}
 	}
 }
