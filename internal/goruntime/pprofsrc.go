@@ -50,7 +50,7 @@ func newPprofSource(ctx context.Context, client *http.Client, raw string) (*ppro
 	p = strings.TrimSuffix(p, "/")
 	root := u.Scheme + "://" + u.Host + p
 	s := &pprofSource{client: client, base: root + "/debug/pprof/"}
-	body, err := httpGet(ctx, client, s.base+"goroutine?debug=1", 256<<20)
+	body, err := httpGetHead(ctx, client, s.base+"goroutine?debug=1", 4096)
 	if err != nil {
 		return nil, fmt.Errorf("pprof endpoint unreachable or not net/http/pprof: %w", err)
 	}
@@ -101,7 +101,7 @@ type memStats struct {
 }
 
 func (s *pprofSource) Read(ctx context.Context) (*Sample, error) {
-	g, err := httpGet(ctx, s.client, s.base+"goroutine?debug=1", 256<<20)
+	g, err := httpGetHead(ctx, s.client, s.base+"goroutine?debug=1", 4096)
 	if err != nil {
 		return nil, fmt.Errorf("read goroutine count: %w", err)
 	}

@@ -139,6 +139,30 @@ func httpGet(ctx context.Context, client *http.Client, url string, limit int64) 
 	return body, nil
 }
 
+// httpGetHead returns at most the first n bytes of url's reply, for replies
+// of which only the first line is read (a debug=1 goroutine profile's
+// "goroutine profile: total N"): a huge or endless reply then costs n
+// bytes, not the 256 MiB cap (600 MB of RSS to reject before).
+func httpGetHead(ctx context.Context, client *http.Client, url string, n int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build request for %s: %w", url, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, n))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("get %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body[:min(len(body), 200)])))
+	}
+	return body, nil
+}
+
 // parseAgentMetrics decodes the agent's metrics text (see package wire).
 func parseAgentMetrics(b []byte) (pid int, t time.Time, goVersion string, m map[string]Metric, err error) {
 	var d metricsDecoder
