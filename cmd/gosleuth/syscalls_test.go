@@ -409,3 +409,19 @@ func TestSyscallsErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSyscallsOtherUsersProcess runs the CLI as user nobody on root's
+// process: nothing of it is readable, so it must fail with one line
+// saying so (it printed an all-zero report and exited 0).
+func TestSyscallsOtherUsersProcess(t *testing.T) {
+	needRoot(t)
+	p := exec.Command("sleep", "30")
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.Process.Kill(); p.Wait() }()
+	_, stderr, code := runChild(t, nobodyBinary(t), nobody, "syscalls", "--pid", strconv.Itoa(p.Process.Pid), "--duration", "1s")
+	if code != 1 || !strings.Contains(stderr, "permission denied") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}

@@ -488,10 +488,18 @@ func openProc(cfg Config, pid int, r *Report, why string) (*procSource, error) {
 	r.Mechanism = "approximate, from /proc: syscr/syscw of /proc/PID/io and 100 Hz samples of /proc/PID/task/*/syscall"
 	r.Reason = why
 	r.Threads = s.sampler.Threads()
+	noIO := false
 	if p := s.first.Find(int32(pid)); p == nil || p.Known&proc.KnownIO == 0 {
+		noIO = true
 		r.Notes = append(r.Notes, "cannot read /proc/PID/io of this process: read/write counts unknown")
 	}
 	if s.sampler.Threads() == 0 {
+		if noIO {
+			// Nothing at all can be measured: an all-zero report would
+			// read as a process that makes no syscalls.
+			rd.Close()
+			return nil, fmt.Errorf("count syscalls of process %d: %w: neither its /proc/PID/io nor its threads' syscall files are readable by this user (run as root or as the process's user)", pid, proc.ErrPermission)
+		}
 		r.Notes = append(r.Notes, "cannot read /proc/PID/task/*/syscall of this process (needs the same user, or ptrace access): no wait profile")
 	}
 	return s, nil
