@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
+	github.com/cilium/ebpf v0.22.0
 	github.com/gdamore/tcell/v2 v2.13.10
 	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe
 	github.com/prometheus/client_golang v1.25.0

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -40,6 +41,10 @@ func (SyscallsLook) Look(ctx context.Context, pid int, d time.Duration, w *Windo
 	attachMu.Lock()
 	c, err := syscalls.NewCounter(pid, syscalls.CounterOptions{Events: events, ThreadsOnly: true})
 	attachMu.Unlock()
+	if errors.Is(err, syscalls.ErrTooManyFDs) {
+		// Thousands of threads: one BPF program counts them all.
+		return bpfLook(ctx, pid, d, w)
+	}
 	if err != nil {
 		return fmt.Errorf("count syscalls: %w", err)
 	}
@@ -72,5 +77,36 @@ func (SyscallsLook) Look(ctx context.Context, pid int, d time.Duration, w *Windo
 		}
 	}
 	w.Syscalls = &Syscalls{Seconds: sec, Counts: counts, Mechanism: "per-task tracepoint counters"}
+	return nil
+}
+
+// bpfLook counts the syscalls of a process with too many threads for one
+// perf counter per syscall and thread (2,000 threads need 76,000
+// descriptors) with the BPF counter, keeping the names the rules read.
+func bpfLook(ctx context.Context, pid int, d time.Duration, w *Window) error {
+	c, err := syscalls.NewBPFCounter(pid)
+	if err != nil {
+		return fmt.Errorf("count syscalls (too many threads for per-task counters): %w", err)
+	}
+	defer c.Close()
+	start := time.Now()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	byNr, err := c.Read()
+	sec := time.Since(start).Seconds()
+	if err != nil {
+		return err
+	}
+	counts := map[string]uint64{}
+	for nr, n := range byNr {
+		if name := syscalls.Name(syscalls.HostArch, nr); slices.Contains(doctorSyscalls, name) {
+			counts[name] += n
+		}
+	}
+	w.Syscalls = &Syscalls{Seconds: sec, Counts: counts, Mechanism: "one BPF program on raw_syscalls:sys_enter (too many threads for per-task counters)"}
 	return nil
 }

@@ -180,10 +180,12 @@ func main() {
 			}()
 		}
 		defer runtime.KeepAlive(cache)
-	case "herd": // scheduler-overhead: 2,000 goroutines woken together 200 times a second
+	case "herd": // scheduler-overhead: 4,000 goroutines woken together 200 times a second
+		// (with 2,000 it took 7-11% of a core: 25-35 stack samples in a
+		// 3.5 s look, too near the 20-sample floor to decide reliably)
 		var mu sync.Mutex
 		wake := make(chan struct{})
-		for range 2000 {
+		for range 4000 {
 			go func() {
 				for {
 					mu.Lock()
