@@ -554,3 +554,13 @@ func TestClassifyNoFDs(t *testing.T) {
 		}
 	}
 }
+
+// TestNothingSent: a rate so low that no request falls in the measured
+// interval leaves the step invalid, not valid with p99 0.
+func TestNothingSent(t *testing.T) {
+	_, u := serve(t, hello)
+	s := runStep(t, Config{URL: u, Connections: 1, Warmup: testTick}, 0.001, time.Second)
+	if s.Valid || s.Requests != 0 {
+		t.Errorf("valid %v with %d requests, reasons %q", s.Valid, s.Requests, s.Invalid)
+	}
+}

@@ -367,7 +367,11 @@ func (e *Engine) Step(ctx context.Context, phase string, rate float64, dur time.
 	if res.Interrupted {
 		res.invalid("interrupted")
 	}
-	if res.Seconds > 0 && sentPrev > sentMeasured0 && agg.done == 0 {
+	switch {
+	case res.Seconds > 0 && sentPrev == sentMeasured0 && rate > 0:
+		// --rate 0.001 over 10 s: percentiles of nothing are not 0 ms.
+		res.invalid("no request was sent in the measured interval")
+	case res.Seconds > 0 && sentPrev > sentMeasured0 && agg.done == 0:
 		res.invalid("no request was answered")
 	}
 	return res
