@@ -49,12 +49,7 @@ func (SyscallsLook) Look(ctx context.Context, pid int, d time.Duration, w *Windo
 		return fmt.Errorf("count syscalls: %w", err)
 	}
 	start := time.Now()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	sleepCtx(ctx, d)
 	sum := make([]uint64, len(events))
 	_, _, rerr := c.Read(sum, false)
 	sec := time.Since(start).Seconds()
@@ -90,12 +85,7 @@ func bpfLook(ctx context.Context, pid int, d time.Duration, w *Window) error {
 	}
 	defer c.Close()
 	start := time.Now()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	sleepCtx(ctx, d)
 	byNr, err := c.Read()
 	sec := time.Since(start).Seconds()
 	if err != nil {
@@ -109,4 +99,14 @@ func bpfLook(ctx context.Context, pid int, d time.Duration, w *Window) error {
 	}
 	w.Syscalls = &Syscalls{Seconds: sec, Counts: counts, Mechanism: "one BPF program on raw_syscalls:sys_enter (too many threads for per-task counters)"}
 	return nil
+}
+
+// sleepCtx waits d, or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

@@ -116,22 +116,9 @@ func Connect(ctx context.Context, pid int, opts Options) (Source, []string, erro
 // httpGet fetches url and returns the body (at most limit bytes), failing
 // on a non-200 status.
 func httpGet(ctx context.Context, client *http.Client, url string, limit int64) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := getBody(ctx, client, url, limit+1)
 	if err != nil {
-		return nil, fmt.Errorf("build request for %s: %w", url, err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		msg := strings.TrimSpace(string(body[:min(len(body), 200)]))
-		return nil, fmt.Errorf("get %s: %s: %s", url, resp.Status, msg)
+		return nil, err
 	}
 	if int64(len(body)) > limit {
 		return nil, fmt.Errorf("get %s: reply larger than %d bytes", url, limit)
@@ -139,11 +126,9 @@ func httpGet(ctx context.Context, client *http.Client, url string, limit int64) 
 	return body, nil
 }
 
-// httpGetHead returns at most the first n bytes of url's reply, for replies
-// of which only the first line is read (a debug=1 goroutine profile's
-// "goroutine profile: total N"): a huge or endless reply then costs n
-// bytes, not the 256 MiB cap (600 MB of RSS to reject before).
-func httpGetHead(ctx context.Context, client *http.Client, url string, n int64) ([]byte, error) {
+// getBody GETs url and returns at most n bytes of its body; a status other
+// than 200 is an error quoting the start of the body.
+func getBody(ctx context.Context, client *http.Client, url string, n int64) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("build request for %s: %w", url, err)
@@ -161,6 +146,14 @@ func httpGetHead(ctx context.Context, client *http.Client, url string, n int64) 
 		return nil, fmt.Errorf("get %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body[:min(len(body), 200)])))
 	}
 	return body, nil
+}
+
+// httpGetHead returns at most the first n bytes of url's reply, for replies
+// of which only the first line is read (a debug=1 goroutine profile's
+// "goroutine profile: total N"): a huge or endless reply then costs n
+// bytes, not the 256 MiB cap (600 MB of RSS to reject before).
+func httpGetHead(ctx context.Context, client *http.Client, url string, n int64) ([]byte, error) {
+	return getBody(ctx, client, url, n)
 }
 
 // parseAgentMetrics decodes the agent's metrics text (see package wire).
