@@ -39,3 +39,33 @@ func CheckTarget(root string, pid int) error {
 	}
 	return nil
 }
+
+// Identity is what tells one process from another that later has its PID,
+// and an exec from the program before it.
+type Identity struct {
+	// StartTime is when the process started, in ClockTicks after boot.
+	StartTime uint64
+	// Exe is where /proc/PID/exe points ("" when unreadable).
+	Exe string
+}
+
+// ReadIdentity reads pid's Identity under the proc mount root.
+func ReadIdentity(root string, pid int) (Identity, error) {
+	if root == "" {
+		root = "/proc"
+	}
+	dir := filepath.Join(root, strconv.Itoa(pid))
+	b, err := os.ReadFile(filepath.Join(dir, "stat"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Identity{}, fmt.Errorf("process %d %w", pid, ErrProcessGone)
+	}
+	if err != nil {
+		return Identity{}, fmt.Errorf("read process %d: %w", pid, err)
+	}
+	var s statFields
+	if err := parseStat(b, &s); err != nil {
+		return Identity{}, fmt.Errorf("read process %d: %w", pid, err)
+	}
+	exe, _ := os.Readlink(filepath.Join(dir, "exe"))
+	return Identity{StartTime: s.StartTime, Exe: exe}, nil
+}

@@ -82,6 +82,7 @@ func Sample(ctx context.Context, opts Options) (*Raw, error) {
 		userOnly: opts.UserOnly,
 	}
 	defer s.closeAll()
+	id0, idErr := proc.ReadIdentity("", pid)
 	s.raw.maps = s.loadMaps(nil)
 	perf.RaiseFDLimit() // one descriptor per thread; best effort
 
@@ -232,6 +233,18 @@ loop:
 	if s.raw.Exited {
 		s.raw.Notes = append(s.raw.Notes, fmt.Sprintf("process %d exited after %s: the profile holds what was sampled until then",
 			pid, s.raw.End.Sub(s.raw.Start).Round(time.Millisecond)))
+	}
+	// An exec or a PID reuse during the window changes what addresses
+	// mean: say so rather than print names that may be wrong.
+	if id1, err := proc.ReadIdentity("", pid); err == nil && idErr == nil && !s.raw.Exited {
+		switch {
+		case id1.StartTime != id0.StartTime:
+			s.raw.Notes = append(s.raw.Notes, fmt.Sprintf("process %d exited during the profile and its PID now belongs to another process (%s): samples after the exit are that process's, and their names may be wrong",
+				pid, id1.Exe))
+		case id1.Exe != id0.Exe:
+			s.raw.Notes = append(s.raw.Notes, fmt.Sprintf("process %d executed a new program during the profile (%s, then %s): samples from before the exec may carry the new program's names",
+				pid, id0.Exe, id1.Exe))
+		}
 	}
 	return s.raw, nil
 }
