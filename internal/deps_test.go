@@ -26,6 +26,7 @@ var layer = map[string]string{
 	"internal/atomicfile":     "helper",
 	"internal/testbin":        "test",
 	"internal/testenv":        "test",
+	"internal/golden":         "test",
 	"internal/proc":           "source",
 	"internal/perf":           "source",
 	"internal/syscalls":       "source",

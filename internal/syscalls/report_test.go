@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/gosleuth/gosleuth/internal/golden"
 )
 
 func TestRows(t *testing.T) {
@@ -71,6 +73,8 @@ func TestReportOutputs(t *testing.T) {
 			t.Errorf("JSON row lacks %q", k)
 		}
 	}
+	golden.Check(t, "report.txt", text.Bytes())
+	golden.Check(t, "report.json", js.Bytes())
 }
 
 func TestProcSamplerParse(t *testing.T) {

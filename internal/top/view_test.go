@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/golden"
 	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
@@ -238,4 +239,19 @@ func TestRunNotFound(t *testing.T) {
 	if !errors.Is(err, ErrNotFound) || err.Error() != "process 536870912 not found" {
 		t.Errorf("error = %v", err)
 	}
+}
+
+// TestTableGolden pins the table top prints (header and rows, tree with
+// threads) over the fixture host.
+func TestTableGolden(t *testing.T) {
+	snap, rates := fixtureRates(t)
+	v := View{Sort: ColPID, Tree: true, Threads: true}
+	var b strings.Builder
+	b.WriteString(FormatLine(Header(), 0) + "\n")
+	var cells []string
+	for _, r := range v.Rows(snap, rates) {
+		cells = v.Cells(r, cells)
+		b.WriteString(FormatLine(cells, 0) + "\n")
+	}
+	golden.Check(t, "table.txt", []byte(b.String()))
 }
