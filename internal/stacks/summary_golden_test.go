@@ -15,8 +15,8 @@ func TestSummaryGolden(t *testing.T) {
 	s := &Summary{PID: 4242, Exe: "/usr/local/bin/svc", Seconds: 30, Hz: 99, Samples: 2970, Lost: 3, Threads: 9,
 		NewThreads: 2, PickupMaxMS: 0.4, SampledCPU: 3.0, ProcCPU: &procCPU, ProcUser: &user, ProcSystem: &sys, Coverage: &cov,
 		KernelShare: 0.34, UserShare: 0.41, Classes: map[string]float64{"user": 0.41, "syscall": 0.3, "gc background marking": 0.2, "scheduler": 0.09},
-		Top: []TopFunc{{Function: "crypto/sha256.blockSHANI", FlatShare: 0.22, CumShare: 0.22}, {Function: "evil\x1b]0;x\x07", FlatShare: 0.01, CumShare: 0.01}},
-		TopCum: []TopFunc{{Function: "main.handle", FlatShare: 0.02, CumShare: 0.61}},
+		Top:              []TopFunc{{Function: "crypto/sha256.blockSHANI", FlatShare: 0.22, CumShare: 0.22}, {Function: "evil\x1b]0;x\x07", FlatShare: 0.01, CumShare: 0.01}},
+		TopCum:           []TopFunc{{Function: "main.handle", FlatShare: 0.02, CumShare: 0.61}},
 		LeafCallersFixed: 12, GoFrames: 9000, GoFramesUnresolved: 0, Notes: []string{"kernel mode was sampled"}}
 	var text, js bytes.Buffer
 	if err := s.WriteText(&text); err != nil {
