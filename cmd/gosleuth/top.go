@@ -105,6 +105,13 @@ executables needs root; those cells show '-' otherwise.`,
 				if err := checkTargets(*root, pids...); err != nil {
 					return err
 				}
+				// One collector loop needs one P; more only add idle
+				// threads that spin and park (gosleuth must not show the
+				// waste it looks for). The command sets it, not the
+				// library: tests and other callers keep theirs.
+				if os.Getenv("GOMAXPROCS") == "" {
+					runtime.GOMAXPROCS(1)
+				}
 				cfg := top.Config{
 					Interval: *interval,
 					PIDs:     pids,

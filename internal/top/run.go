@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"runtime"
 	"strings"
 	"time"
 
@@ -112,18 +110,13 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
 	}
-	// One collector loop needs one P; more only add idle threads that spin
-	// and park (gosleuth must not show the waste it looks for).
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
 	s, err := newSampler(&cfg)
 	if err != nil {
 		return err
 	}
 	defer s.close()
 	if cfg.Interactive && !cfg.Once && !cfg.JSON {
-		return runTUI(ctx, &cfg, s)
+		return runTUI(ctx, &cfg, s, stderr)
 	}
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	defer w.Flush()

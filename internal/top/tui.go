@@ -3,6 +3,7 @@ package top
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -29,7 +30,7 @@ type tui struct {
 	exited    string
 }
 
-func runTUI(ctx context.Context, cfg *Config, s *sampler) (err error) {
+func runTUI(ctx context.Context, cfg *Config, s *sampler, stderr io.Writer) (err error) {
 	scr, err := tcell.NewScreen()
 	if err != nil {
 		return fmt.Errorf("open terminal: %w", err)
@@ -72,7 +73,7 @@ func runTUI(ctx context.Context, cfg *Config, s *sampler) (err error) {
 			if s.allExited() {
 				u.exited = joinInts(s.lastExited)
 				scr.Fini()
-				fmt.Printf("gosleuth: process %s exited\n", u.exited)
+				fmt.Fprintf(stderr, "gosleuth: process %s exited\n", u.exited)
 				return nil
 			}
 		}
