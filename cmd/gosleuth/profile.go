@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/atomicfile"
+	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/stacks"
 	"golang.org/x/term"
 )
@@ -111,7 +112,7 @@ becomes a [kernel time, not sampled] leaf.`,
 				if len(args) > 0 {
 					cmd := exec.Command(args[0], args[1:]...)
 					cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stderr, stderr
-					l, err := stacks.StartStopped(cmd)
+					l, err := proc.StartStopped(cmd)
 					if err != nil {
 						return err
 					}

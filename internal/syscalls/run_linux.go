@@ -10,11 +10,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/perf"
@@ -549,9 +547,6 @@ func (s *procSource) close() {
 // attaches the source, and lets it run. done is closed once it has been
 // waited for.
 func startCommand(cfg Config, r *Report, stdout, stderr io.Writer) (*exec.Cmd, source, chan struct{}, error) {
-	// ptrace requests must come from the thread that started the child.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
 	cmd.Stdin = cfg.Stdin
 	cmd.Stdout = stdout
@@ -559,27 +554,23 @@ func startCommand(cfg Config, r *Report, stdout, stderr io.Writer) (*exec.Cmd, s
 		cmd.Stdout = stderr
 	}
 	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
-	if err := cmd.Start(); err != nil {
-		return nil, nil, nil, fmt.Errorf("start %s: %w", cfg.Command[0], err)
+	l, err := proc.StartStopped(cmd)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	pid := cmd.Process.Pid
-	var ws syscall.WaitStatus
-	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil || !ws.Stopped() {
-		cmd.Process.Kill()
-		return nil, nil, nil, fmt.Errorf("wait for %s to start: %v (status %v)", cfg.Command[0], err, ws)
-	}
 	r.PID = pid
 	r.Comm = comm(cfg.ProcRoot, pid)
 	src, err := open(cfg, pid, r)
 	if err != nil {
-		syscall.PtraceDetach(pid)
+		l.Resume()
 		cmd.Wait()
 		return nil, nil, nil, err
 	}
-	if err := syscall.PtraceDetach(pid); err != nil {
+	if err := l.Resume(); err != nil {
 		src.close()
 		cmd.Process.Kill()
+		cmd.Wait()
 		return nil, nil, nil, fmt.Errorf("let %s run: %w", cfg.Command[0], err)
 	}
 	r.Notes = append(r.Notes, "counting started right after execve: the execve call itself is not counted")

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package stacks
+package proc
 
 import "os/exec"
 

@@ -1,6 +1,6 @@
 //go:build linux
 
-package stacks
+package proc
 
 import (
 	"errors"
@@ -12,8 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Launched is a command started stopped at its first instruction, so
-// sampling can begin before it runs.
+// Launched is a command started stopped at its first instruction (after
+// exec, under ptrace), so counting or sampling can begin before it runs:
+// one implementation for profile and syscalls.
 type Launched struct {
 	Cmd *exec.Cmd
 }
