@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 // ErrExited reports that every process a Follower tracks has exited.
@@ -160,17 +162,9 @@ func (f *Follower) listTasks(pid int) ([]int, error) {
 	return tids, nil
 }
 
-// zombie reports whether process pid's stat says Z (zombie) or X (dead).
+// zombie reports whether process pid has exited and awaits its reaping.
 func (f *Follower) zombie(pid int) bool {
-	b, err := os.ReadFile(filepath.Join(f.root, strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 >= len(b) {
-		return false
-	}
-	return b[i+2] == 'Z' || b[i+2] == 'X'
+	return errors.Is(proc.CheckTarget(f.root, pid), proc.ErrZombie)
 }
 
 func (f *Follower) exists(pid int) bool {

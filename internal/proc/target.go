@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -27,14 +28,16 @@ func CheckTarget(root string, pid int) error {
 	if err != nil {
 		return fmt.Errorf("read process %d: %w", pid, err)
 	}
+	// The state follows the last ')' (a comm may hold parentheses); it is
+	// read first, so a zombie is told even from a short stat line.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X') {
+		return fmt.Errorf("process %d %w", pid, ErrZombie)
+	}
 	var s statFields
 	if err := parseStat(b, &s); err != nil {
 		return fmt.Errorf("read process %d: %w", pid, err)
 	}
-	switch {
-	case s.State == 'Z' || s.State == 'X':
-		return fmt.Errorf("process %d %w", pid, ErrZombie)
-	case s.Flags&pfKthread != 0:
+	if s.Flags&pfKthread != 0 {
 		return fmt.Errorf("process %d %w", pid, ErrKernelThread)
 	}
 	return nil

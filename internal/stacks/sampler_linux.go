@@ -750,15 +750,8 @@ func (s *sampler) loadMaps(prev []mapping) []mapping {
 	return ms
 }
 
-// zombie reports whether process pid has exited (state Z or X) or is gone.
+// zombie reports whether process pid has exited (a zombie, or gone).
 func zombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return false
-	}
-	return b[i+2] == 'Z' || b[i+2] == 'X'
+	err := proc.CheckTarget("", pid)
+	return errors.Is(err, proc.ErrZombie) || errors.Is(err, proc.ErrProcessGone)
 }
