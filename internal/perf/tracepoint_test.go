@@ -5,6 +5,7 @@ package perf
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -95,27 +96,46 @@ func TestRaiseFDLimit(t *testing.T) {
 }
 
 // TestTracefsMountedWhenMissing unmounts tracefs, as a fresh machine boots
-// without it, and checks TracefsRoot mounts it again and says so.
+// without it, and checks TracefsRoot mounts it again and says so. It works
+// in a mount namespace of its own (on a thread that is then discarded), so
+// tests of other packages running meanwhile keep their tracefs.
 func TestTracefsMountedWhenMissing(t *testing.T) {
 	testenv.Require(t, testenv.Root, testenv.Tracefs)
-	dir, err := TracefsRoot()
-	if err != nil {
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread, in its own namespace, ends with
+		// the goroutine.
+		runtime.LockOSThread()
+		errc <- func() error {
+			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+				return fmt.Errorf("unshare the mount namespace: %w", err)
+			}
+			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+				return fmt.Errorf("make mounts private: %w", err)
+			}
+			dir, err := TracefsRoot()
+			if err != nil {
+				return err
+			}
+			if err := unix.Unmount(dir, 0); err != nil {
+				return fmt.Errorf("unmount %s: %w", dir, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "events")); err == nil {
+				return fmt.Errorf("%s/events still there after unmount", dir)
+			}
+			if _, err := TracefsRoot(); err != nil {
+				return fmt.Errorf("TracefsRoot after unmount: %w", err)
+			}
+			if !MountedByUs() {
+				return errors.New("MountedByUs is false after TracefsRoot mounted tracefs")
+			}
+			if _, err := TracepointID("raw_syscalls", "sys_enter"); err != nil {
+				return fmt.Errorf("raw_syscalls:sys_enter after the mount: %w", err)
+			}
+			return nil
+		}()
+	}()
+	if err := <-errc; err != nil {
 		t.Fatal(err)
-	}
-	if err := unix.Unmount(dir, 0); err != nil {
-		t.Fatalf("unmount %s: %v", dir, err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "events")); err == nil {
-		t.Fatalf("%s/events still there after unmount", dir)
-	}
-	dir, err = TracefsRoot()
-	if err != nil {
-		t.Fatalf("TracefsRoot after unmount: %v", err)
-	}
-	if !MountedByUs() {
-		t.Error("MountedByUs is false after TracefsRoot mounted tracefs")
-	}
-	if _, err := TracepointID("raw_syscalls", "sys_enter"); err != nil {
-		t.Errorf("raw_syscalls:sys_enter after the mount: %v", err)
 	}
 }
