@@ -234,6 +234,15 @@ func (l RuntimeLook) Look(ctx context.Context, pid int, d time.Duration, w *Wind
 	if err != nil {
 		return fmt.Errorf("read runtime metrics: %w", err)
 	}
+	w.Runtime, w.Go = RuntimeOf(src.Kind(), a, b, w.Go)
+	return nil
+}
+
+// RuntimeOf turns two runtime samples of a process, a before b, taken from
+// a source of the given kind, into the window's Runtime, and returns the
+// GoFacts with the live GOMAXPROCS when the source gives it (else goFacts
+// unchanged).
+func RuntimeOf(kind string, a, b *goruntime.Sample, goFacts *GoFacts) (*Runtime, *GoFacts) {
 	win := goruntime.NewWindow(a, b)
 	nan := math.NaN()
 	known := func(k goruntime.Known, v float64) float64 {
@@ -243,7 +252,7 @@ func (l RuntimeLook) Look(ctx context.Context, pid int, d time.Duration, w *Wind
 		return v
 	}
 	rt := &Runtime{
-		From:            src.Kind(),
+		From:            kind,
 		Seconds:         win.Duration.Seconds(),
 		GoroutinesStart: known(goruntime.KnownGoroutines, float64(a.Goroutines)),
 		GoroutinesEnd:   known(goruntime.KnownGoroutines, float64(b.Goroutines)),
@@ -270,9 +279,8 @@ func (l RuntimeLook) Look(ctx context.Context, pid int, d time.Duration, w *Wind
 	if win.Known&goruntime.KnownCPUClasses == 0 {
 		rt.GCCPUShare, rt.AssistShare = nan, nan
 	}
-	w.Runtime = rt
 	if win.Known&goruntime.KnownGOMAXPROCS != 0 && win.GOMAXPROCS > 0 {
-		w.Go = &GoFacts{GOMAXPROCS: int(win.GOMAXPROCS), GOMAXPROCSFrom: "runtime (" + src.Kind() + ")"}
+		goFacts = &GoFacts{GOMAXPROCS: int(win.GOMAXPROCS), GOMAXPROCSFrom: "runtime (" + kind + ")"}
 	}
-	return nil
+	return rt, goFacts
 }

@@ -72,14 +72,27 @@ func (p *Profile) flameTree() *flameNode {
 	return root
 }
 
+// FlameJSON returns the flame graph's tree as JSON, as the flame graph
+// pages read it: {"n": name, "v": samples, "k": kind, "c": [children]},
+// kind 0 for Go and other user code, 1 for kernel frames, 2 for other
+// native or unknown frames; the root is "all", then threads, then frames
+// from the outermost in, siblings sorted by name.
+func (p *Profile) FlameJSON() ([]byte, error) {
+	tree, err := json.Marshal(p.flameTree())
+	if err != nil {
+		return nil, fmt.Errorf("encode flame graph: %w", err)
+	}
+	return tree, nil
+}
+
 // WriteFlameHTML writes a self-contained flame graph page (no network
 // access needed to view it): click a frame to zoom, type in the search box
 // to highlight matching frames and see their share; kernel frames are blue,
 // Go frames warm, other native or unknown frames green.
 func (p *Profile) WriteFlameHTML(w io.Writer) error {
-	tree, err := json.Marshal(p.flameTree())
+	tree, err := p.FlameJSON()
 	if err != nil {
-		return fmt.Errorf("encode flame graph: %w", err)
+		return err
 	}
 	title := fmt.Sprintf("gosleuth profile: pid %d %s, %.1fs at %d Hz, %d samples",
 		p.PID, p.Exe, p.End.Sub(p.Start).Seconds(), p.Hz, p.Samples)
