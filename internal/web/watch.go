@@ -1,0 +1,324 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/goruntime"
+	"github.com/gosleuth/gosleuth/internal/proc"
+)
+
+// watch is one process's history and its sampler. The sampler runs while
+// at least one viewer holds the watch (and for Config.Linger after the last
+// one leaves); the history outlives it, so a viewer who comes back, or the
+// page of a process that exited, sees the past at once.
+type watch struct {
+	s     *Server
+	pid   int
+	start uint64 // the process's start time: a reused PID is another watch
+	facts *goruntime.Facts
+
+	life // its mutex guards the rest
+	ring *ring
+
+	comm, cmdline string
+	exited        bool
+	exitedAt      time.Time
+	runtimeFrom   string // "agent", "pprof", ...: the Go runtime source, "" when none
+	runtimeWhy    string // why there is none
+	exactWant     bool   // a viewer asked for exact syscall counts
+	exactOn       bool
+	exactWhy      string // why exact counting is off or failed
+	exactMech     string
+	findings      findings
+	samplerErr    string
+}
+
+// newWatch reads what is known of pid before any sampling.
+func newWatch(s *Server, pid int, id proc.Identity, f *goruntime.Facts) *watch {
+	return &watch{
+		s: s, pid: pid, start: id.StartTime, facts: f,
+		ring: newRing(s.capacity),
+		comm: f.Comm,
+	}
+}
+
+// acquire registers a viewer and starts the sampler if it is not running
+// and the process has not exited.
+func (w *watch) acquire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.acquireLocked(!w.exited, &w.s.wg, w.run)
+}
+
+func (w *watch) release() { w.life.release(w.s.cfg.Linger) }
+
+// sampler holds what the sampling goroutine keeps between ticks.
+type sampler struct {
+	r          *proc.Reader
+	prev, cur  *proc.Snapshot
+	rates      proc.Rates
+	rt         goruntime.Source
+	rtNext     time.Time // when to look for a runtime source again
+	rtHist     []*goruntime.Sample
+	rtFirst    *goruntime.Sample
+	exact      exactCounter
+	exactLast  map[string]uint64
+	exactTot   uint64
+	exactBase  map[string]uint64 // counts when exact counting started
+	exactT0    time.Time
+	exactLastT time.Time
+	ticks      int
+}
+
+// run samples the process every Config.Interval until stopc is closed or
+// the process exits.
+func (w *watch) run(stopc chan struct{}) {
+	sm := &sampler{prev: new(proc.Snapshot), cur: new(proc.Snapshot)}
+	defer sm.close()
+	fail := func(err error) {
+		w.mu.Lock()
+		w.samplerErr = err.Error()
+		w.running = false
+		w.notifyLocked()
+		w.mu.Unlock()
+	}
+	r, err := proc.NewReader(proc.Options{Root: w.s.cfg.ProcRoot, PIDs: []int{w.pid}, FullEvery: 5})
+	if err != nil {
+		fail(err)
+		return
+	}
+	sm.r = r
+	if err := r.Snapshot(sm.cur); err != nil {
+		fail(err)
+		return
+	}
+	if p := sm.cur.Find(int32(w.pid)); p == nil || p.StartTime != w.start || p.State == 'Z' {
+		w.markExited(time.Now())
+		return
+	}
+	w.mu.Lock()
+	if w.ring.seq > 0 {
+		// A gap: the lines break here rather than join across the time
+		// nobody watched.
+		gap := blank(float64(sm.cur.Time.UnixMilli()) / 1e3)
+		w.ring.add(&gap)
+	}
+	w.samplerErr = ""
+	w.mu.Unlock()
+	w.s.samplers.Add(1)
+	defer w.s.samplers.Add(-1)
+
+	tick := time.NewTicker(w.s.cfg.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stopc:
+			return
+		case <-tick.C:
+		}
+		if w.step(sm) {
+			return
+		}
+	}
+}
+
+// step takes one reading and records it; it reports true when the
+// process is gone.
+func (w *watch) step(sm *sampler) (gone bool) {
+	sm.prev, sm.cur = sm.cur, sm.prev
+	if err := sm.r.Snapshot(sm.cur); err != nil {
+		w.mu.Lock()
+		w.samplerErr = err.Error()
+		w.mu.Unlock()
+		return false
+	}
+	p := sm.cur.Find(int32(w.pid))
+	if p == nil || p.StartTime != w.start || p.State == 'Z' {
+		w.markExited(sm.cur.Time)
+		return true
+	}
+	sm.rates.Compute(sm.prev, sm.cur)
+	var rate *proc.ProcRate
+	for i := range sm.rates.Procs {
+		if sm.rates.Procs[i].Proc == p {
+			rate = &sm.rates.Procs[i]
+		}
+	}
+	now := sm.cur.Time
+	pt := blank(float64(now.UnixMilli()) / 1e3)
+	if rate != nil && !rate.New {
+		pt[colUsr], pt[colSys] = rate.UserPct, rate.SysPct
+		pt[colCUsr], pt[colCSys] = rate.ChildUserPct, rate.ChildSysPct
+		pt[colWake], pt[colInvol] = rate.VolPerSec, rate.InvolPerSec
+		pt[colRunQ] = rate.RunQueuePct
+		if sp := sm.prev.Find(int32(w.pid)); sp != nil && sp.Known&p.Known&proc.KnownIO != 0 {
+			sec := sm.rates.Interval.Seconds()
+			pt[colSysR] = float64(p.SyscR-min(sp.SyscR, p.SyscR)) / sec
+			pt[colSysW] = float64(p.SyscW-min(sp.SyscW, p.SyscW)) / sec
+		}
+	}
+	pt[colThreads] = float64(p.Threads)
+	pt[colRSS] = float64(p.RSSBytes)
+	if p.Known&proc.KnownFDs != 0 {
+		pt[colFDs] = float64(p.FDs)
+	}
+	if p.Known&proc.KnownFDLimit != 0 && p.FDLimit != proc.Unlimited {
+		pt[colFDLimit] = float64(p.FDLimit)
+	}
+	if w.facts.GOMAXPROCS > 0 {
+		pt[colMaxProcs] = float64(w.facts.GOMAXPROCS)
+	}
+	w.readRuntime(sm, &pt, now)
+	w.readExact(sm, &pt, now)
+
+	w.mu.Lock()
+	w.comm, w.cmdline = p.Comm, p.Cmdline
+	w.ring.add(&pt)
+	w.mu.Unlock()
+	sm.ticks++
+	if sm.ticks%w.s.cfg.EvalEvery == 0 {
+		w.evaluate(sm, false)
+	}
+	w.mu.Lock()
+	w.notifyLocked()
+	w.mu.Unlock()
+	return false
+}
+
+// markExited records that the process went away; the history stays.
+func (w *watch) markExited(t time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.exited {
+		w.exited, w.exitedAt = true, t
+	}
+	w.running = false
+	w.notifyLocked()
+}
+
+// readRuntime reads the Go runtime source, if the process has one, into pt.
+func (w *watch) readRuntime(sm *sampler, pt *point, now time.Time) {
+	if !w.facts.IsGo {
+		return
+	}
+	if sm.rt == nil {
+		if now.Before(sm.rtNext) {
+			return
+		}
+		sm.rtNext = now.Add(30 * time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		src, _, err := goruntime.Connect(ctx, w.pid, goruntime.Options{ProcRoot: w.s.cfg.ProcRoot, Facts: w.facts})
+		cancel()
+		w.mu.Lock()
+		if err != nil {
+			w.runtimeWhy = "no runtime source: " + err.Error() + " (import github.com/gosleuth/gosleuth/agent in the program to see its GC, heap, goroutines and scheduling latency)"
+			if errors.Is(err, goruntime.ErrNoSource) {
+				w.runtimeWhy = "no runtime source (import github.com/gosleuth/gosleuth/agent in the program to see its GC, heap, goroutines and scheduling latency)"
+			}
+		} else {
+			w.runtimeFrom, w.runtimeWhy = src.Kind(), ""
+		}
+		w.mu.Unlock()
+		if err != nil {
+			return
+		}
+		sm.rt = src
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	s, err := sm.rt.Read(ctx)
+	cancel()
+	if err != nil {
+		sm.rt.Close()
+		sm.rt = nil
+		w.mu.Lock()
+		w.runtimeFrom, w.runtimeWhy = "", "runtime source lost: "+err.Error()
+		w.mu.Unlock()
+		return
+	}
+	if sm.rtFirst == nil {
+		sm.rtFirst = s
+	}
+	const keep = 64
+	if len(sm.rtHist) == keep {
+		copy(sm.rtHist, sm.rtHist[1:])
+		sm.rtHist = sm.rtHist[:keep-1]
+	}
+	sm.rtHist = append(sm.rtHist, s)
+	k := s.Known
+	if k.Has(goruntime.KnownGoroutines) {
+		pt[colGoroutines] = float64(s.Goroutines)
+	}
+	if k.Has(goruntime.KnownGOMAXPROCS) && s.GOMAXPROCS > 0 {
+		pt[colMaxProcs] = float64(s.GOMAXPROCS)
+	}
+	if k.Has(goruntime.KnownHeapLive) {
+		pt[colHeapLive] = float64(s.HeapLive)
+	}
+	if k.Has(goruntime.KnownHeapGoal) {
+		pt[colHeapGoal] = float64(s.HeapGoal)
+	}
+	if k.Has(goruntime.KnownHeapAlloc) {
+		pt[colHeapAlloc] = float64(s.HeapAlloc)
+	}
+	n := len(sm.rtHist)
+	if n < 2 {
+		return
+	}
+	prev := sm.rtHist[n-2]
+	if k.Has(goruntime.KnownGCCycles) && prev.Known.Has(goruntime.KnownGCCycles) {
+		if dt := s.Time.Sub(prev.Time).Seconds(); dt > 0 {
+			pt[colGCCycles] = float64(s.GCCycles-min(prev.GCCycles, s.GCCycles)) / dt
+		}
+	}
+	// The GC's CPU share needs two completed cycles (the runtime's CPU
+	// classes move only at the end of one): the shortest recent stretch
+	// that holds two.
+	for i := n - 2; i >= 0; i-- {
+		a := sm.rtHist[i]
+		if s.GCCycles >= a.GCCycles+2 {
+			if win := goruntime.NewWindow(a, s); !math.IsNaN(win.GCCPUShare) {
+				pt[colGCShare] = 100 * win.GCCPUShare
+			}
+			break
+		}
+	}
+	if k.Has(goruntime.KnownSchedLatency) {
+		a := sm.rtHist[max(0, n-6)]
+		if win := goruntime.NewWindow(a, s); win.Known.Has(goruntime.KnownSchedLatency) && !math.IsNaN(win.SchedP99) {
+			pt[colSchedP99] = 1e3 * win.SchedP99
+		}
+	}
+}
+
+func (sm *sampler) close() {
+	if sm.r != nil {
+		sm.r.Close()
+	}
+	if sm.rt != nil {
+		sm.rt.Close()
+	}
+	if sm.exact != nil {
+		// Releasing tracepoint events waits for the kernel's grace
+		// periods: not on the way out of a request.
+		go sm.exact.close()
+	}
+}
+
+// setExact asks the sampler to start or stop exact syscall counting.
+func (w *watch) setExact(on bool) error {
+	if on && os.Geteuid() != 0 {
+		return fmt.Errorf("exact syscall counts need root (per-task tracepoint counters): %w", proc.ErrPermission)
+	}
+	w.mu.Lock()
+	w.exactWant = on
+	if !on {
+		w.exactWhy = ""
+	}
+	w.mu.Unlock()
+	return nil
+}
