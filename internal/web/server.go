@@ -121,7 +121,7 @@ func New(cfg Config) (*Server, error) {
 func loadAssets() (map[string]*asset, error) {
 	out := map[string]*asset{}
 	err := fs.WalkDir(assetFS, "assets", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || strings.HasSuffix(p, ".LICENSE") {
+		if err != nil || d.IsDir() || strings.HasSuffix(p, ".LICENSE") || path.Base(p) == "README" {
 			return err
 		}
 		b, err := assetFS.ReadFile(p)
