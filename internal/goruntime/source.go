@@ -148,6 +148,36 @@ func getBody(ctx context.Context, client *http.Client, url string, n int64) ([]b
 	return body, nil
 }
 
+// httpStream GETs url and hands its body to parse, failing on a non-200
+// status and when the body is longer than limit bytes: the body is never
+// held whole, so its size costs only what parse keeps.
+func httpStream(ctx context.Context, client *http.Client, url string, limit int64, parse func(io.Reader) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("build request for %s: %w", url, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		head, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return fmt.Errorf("get %s: %s: %s", url, resp.Status, strings.TrimSpace(string(head)))
+	}
+	lr := &io.LimitedReader{R: resp.Body, N: limit + 1}
+	if err := parse(lr); err != nil {
+		if lr.N <= 0 {
+			return fmt.Errorf("get %s: reply larger than %d bytes", url, limit)
+		}
+		return err
+	}
+	if lr.N <= 0 {
+		return fmt.Errorf("get %s: reply larger than %d bytes", url, limit)
+	}
+	return nil
+}
+
 // httpGetHead returns at most the first n bytes of url's reply, for replies
 // of which only the first line is read (a debug=1 goroutine profile's
 // "goroutine profile: total N"): a huge or endless reply then costs n
