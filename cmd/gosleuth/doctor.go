@@ -13,6 +13,7 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/atomicfile"
 	"github.com/gosleuth/gosleuth/internal/doctor"
+	"github.com/gosleuth/gosleuth/internal/tracefs"
 )
 
 func init() {
@@ -96,6 +97,9 @@ Rule ids: ` + ruleIDs(),
 					}
 					return err
 				}
+				if tracefs.MountedByUs() {
+					notes = append(notes, "tracefs was not mounted: gosleuth mounted it at "+tracefsRoot()+" to count syscalls (it stays mounted)")
+				}
 				rep := doctor.Diagnose(ws, host, notes, len(pids) > 0)
 				var buf bytes.Buffer
 				switch *format {
@@ -137,4 +141,13 @@ func ruleIDs() string {
 		s += r.ID
 	}
 	return s
+}
+
+// tracefsRoot names where tracefs is mounted, for the report's note.
+func tracefsRoot() string {
+	root, err := tracefs.Root()
+	if err != nil {
+		return "?"
+	}
+	return root
 }

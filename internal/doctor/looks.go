@@ -1,10 +1,12 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -87,8 +89,80 @@ func firstCaller(frames []stacks.SymFrame) string {
 	return ""
 }
 
+// stdlibPkg reports whether a package path is the standard library's (its
+// first element has no dot), main excepted.
+func stdlibPkg(pkg string) bool {
+	first, _, _ := strings.Cut(pkg, "/")
+	return pkg != "main" && !strings.Contains(first, ".")
+}
+
+// ownFrame reports whether f is the program's own code: a Go frame outside
+// the standard library (package main, or another module's package; which
+// module is the program's own is not known here, so libraries from other
+// modules count as own code too).
+func ownFrame(f stacks.SymFrame) bool {
+	if f.Kernel || f.Unknown {
+		return false
+	}
+	pkg := funcPkg(f.Func)
+	return pkg != "" && !stdlibPkg(pkg)
+}
+
+// siteFrame returns the frame that names the code responsible for a stack:
+// the program's own frame nearest the leaf, else the first caller outside
+// the runtime and utility packages.
+func siteFrame(frames []stacks.SymFrame) (stacks.SymFrame, bool) {
+	for _, f := range frames {
+		if ownFrame(f) {
+			return f, true
+		}
+	}
+	for _, f := range frames {
+		if f.Kernel || f.Unknown {
+			continue
+		}
+		if pkg := funcPkg(f.Func); pkg != "" && !utilityPkg(pkg) {
+			return f, true
+		}
+	}
+	return stacks.SymFrame{}, false
+}
+
+// isTimerFrame reports whether fn waits on or fires a timer: time.Sleep,
+// tickers and timers, and the runtime's timer code.
+func isTimerFrame(fn string) bool {
+	return strings.HasPrefix(fn, "time.") || fn == "runtime.timeSleep" || strings.HasPrefix(fn, "runtime.(*timer") ||
+		fn == "runtime.checkTimers" || fn == "runtime.resetForSleep"
+}
+
+// isNewprocFrame reports whether fn starts a goroutine (a go statement).
+func isNewprocFrame(fn string) bool { return fn == "runtime.newproc" || fn == "runtime.newproc1" }
+
+// libCallOf returns the outermost call in a stack (frames leaf first) from
+// the program's own code into a library: the index of the caller frame,
+// or -1. The callee is frames[i-1]; runtime functions are not library
+// calls, except makeslice (a buffer allocated per call).
+func libCallOf(frames []stacks.SymFrame) int {
+	for i := len(frames) - 1; i > 0; i-- {
+		if !ownFrame(frames[i]) {
+			continue
+		}
+		c := frames[i-1]
+		if c.Kernel || c.Unknown || ownFrame(c) {
+			continue
+		}
+		pkg := funcPkg(c.Func)
+		if pkg == "" || strings.HasPrefix(pkg, "internal/") || strings.HasPrefix(pkg, "vendor/") ||
+			(strings.HasPrefix(pkg, "runtime") && c.Func != "runtime.makeslice") {
+			continue
+		}
+		return i
+	}
+	return -1
+}
+
 func summarizeStacks(p *stacks.Profile) *Stacks {
-	s := &Stacks{Seconds: p.End.Sub(p.Start).Seconds(), Classes: map[string]float64{}, Callers: map[string][]Share{}}
+	s := &Stacks{Seconds: p.End.Sub(p.Start).Seconds(), Classes: map[string]float64{}, Callers: map[string][]Share{}, Sites: map[string][]Site{}}
 	var total, kernel float64
 	pkgs := map[string]float64{}
 	funcs := map[string]float64{}
@@ -103,6 +177,23 @@ func summarizeStacks(p *stacks.Profile) *Stacks {
 		}
 		callers[class][fn] += n
 	}
+	sites := map[string]map[Site]float64{}
+	addSite := func(key string, frames []stacks.SymFrame, n float64) {
+		f, ok := siteFrame(frames)
+		if !ok {
+			return
+		}
+		if sites[key] == nil {
+			sites[key] = map[Site]float64{}
+		}
+		sites[key][Site{Func: f.Func, File: f.File, Line: f.Line}] += n
+	}
+	type libKey struct {
+		callee string
+		caller Site
+	}
+	libs := map[libKey]float64{}
+	libLeaves := map[libKey]map[string]float64{}
 	for _, st := range p.Stacks {
 		n := float64(st.Count)
 		total += n
@@ -113,6 +204,7 @@ func summarizeStacks(p *stacks.Profile) *Stacks {
 		case stacks.ClassGCAssist:
 			s.Classes[ClassGCAssist] += n
 			addCaller(ClassGCAssist, firstCaller(st.Frames), n)
+			addSite(ClassGCAssist, st.Frames, n)
 		case stacks.ClassScheduler, stacks.ClassIdle:
 			s.Classes[ClassScheduler] += n
 		case stacks.ClassUser:
@@ -122,12 +214,32 @@ func summarizeStacks(p *stacks.Profile) *Stacks {
 			if !f.Kernel && isLockFrame(f.Func) {
 				s.Classes[ClassLock] += n
 				addCaller(ClassLock, firstCaller(st.Frames), n)
+				addSite(ClassLock, st.Frames, n)
 				break
 			}
 		}
-		// The code that runs at all in a process woken by timers is the
-		// loop that sleeps or waits on the ticker.
-		addCaller("timer", firstCaller(st.Frames), n)
+		for _, f := range st.Frames {
+			if !f.Kernel && isTimerFrame(f.Func) {
+				addCaller("timer", firstCaller(st.Frames), n)
+				addSite("timer", st.Frames, n)
+				break
+			}
+		}
+		for _, f := range st.Frames {
+			if !f.Kernel && isNewprocFrame(f.Func) {
+				addSite("newproc", st.Frames, n)
+				break
+			}
+		}
+		if i := libCallOf(st.Frames); i >= 0 {
+			f := st.Frames[i]
+			k := libKey{st.Frames[i-1].Func, Site{Func: f.Func, File: f.File, Line: f.Line}}
+			libs[k] += n
+			if libLeaves[k] == nil {
+				libLeaves[k] = map[string]float64{}
+			}
+			libLeaves[k][st.Frames[0].Func] += n
+		}
 		inKernel := len(st.Frames) > 0 && st.Frames[0].Kernel
 		if inKernel {
 			kernel += n
@@ -140,6 +252,9 @@ func summarizeStacks(p *stacks.Profile) *Stacks {
 			}
 			if path != "syscall unknown" {
 				kpaths[path] += n
+				if strings.HasPrefix(path, stacks.ClassSyscallPrefix) {
+					addSite(path, st.Frames, n)
+				}
 			}
 			addCaller("kernel", firstCaller(st.Frames), n)
 			continue
@@ -178,7 +293,36 @@ func summarizeStacks(p *stacks.Profile) *Stacks {
 	for class, m := range callers {
 		s.Callers[class] = shares(m, total)
 	}
+	for key, m := range sites {
+		s.Sites[key] = siteShares(m, total)
+	}
+	for k, v := range libs {
+		s.LibCalls = append(s.LibCalls, LibCall{Callee: k.callee, Caller: k.caller, Share: v / total, Leaves: shares(libLeaves[k], v)})
+	}
+	slices.SortFunc(s.LibCalls, func(a, b LibCall) int {
+		return cmp.Or(cmp.Compare(b.Share, a.Share), cmp.Compare(a.Callee, b.Callee), cmp.Compare(a.Caller.Func, b.Caller.Func), cmp.Compare(a.Caller.Line, b.Caller.Line))
+	})
+	if len(s.LibCalls) > 10 {
+		s.LibCalls = s.LibCalls[:10]
+	}
 	return s
+}
+
+// siteShares turns counts per site into shares of total, largest first, at
+// most 5.
+func siteShares(m map[Site]float64, total float64) []Site {
+	out := make([]Site, 0, len(m))
+	for k, v := range m {
+		k.Share = v / total
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b Site) int {
+		return cmp.Or(cmp.Compare(b.Share, a.Share), cmp.Compare(a.Func, b.Func), cmp.Compare(a.Line, b.Line))
+	})
+	if len(out) > 5 {
+		out = out[:5]
+	}
+	return out
 }
 
 // shares turns counts into shares of total, largest first, at most 10.

@@ -233,8 +233,18 @@ func (r *Report) WriteText(w io.Writer, colour bool) error {
 		}
 		for _, f := range p.Findings {
 			sev := strings.ToUpper(f.Severity.String())
-			fmt.Fprintf(&b, "  %-8s %s: %s\n", sev, f.ID, f.Title)
+			kind := ""
+			if f.Kind == "symptom" {
+				kind = " (symptom: no cause found)"
+			}
+			fmt.Fprintf(&b, "  %-8s %s%s: %s\n", sev, f.ID, kind, f.Title)
 			fmt.Fprintf(&b, "           evidence: %s\n", evidenceText(f.Evidence))
+			for _, s := range f.Symptoms {
+				fmt.Fprintf(&b, "           explains %s: %s [%s]\n", s.ID, s.Observed, evidenceText(s.Evidence))
+			}
+			for _, c := range f.Code {
+				fmt.Fprintf(&b, "           code: %s\n", codeText(c))
+			}
 			fmt.Fprintf(&b, "           cause: %s\n", f.Cause)
 			fmt.Fprintf(&b, "           fix: %s\n", f.Fix)
 			fmt.Fprintf(&b, "           sources: %s; confidence %s\n", joinSources(f.Sources), f.Confidence)
@@ -290,10 +300,26 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, "\n\nCPU %.1f%% (sys %.1f%%), %.0f wake-ups/s, %d threads, RSS %s. Sources: %s.\n",
 			p.CPUPct, p.SysPct, p.WakeupsPerSec, p.Threads, formatMB(p.RSSBytes), joinSources(p.Sources))
 		for _, f := range p.Findings {
-			fmt.Fprintf(&b, "\n### %s `%s`: %s\n\n", strings.ToUpper(f.Severity.String()), f.ID, f.Title)
+			kind := ""
+			if f.Kind == "symptom" {
+				kind = " (symptom: no cause found)"
+			}
+			fmt.Fprintf(&b, "\n### %s `%s`%s: %s\n\n", strings.ToUpper(f.Severity.String()), f.ID, kind, f.Title)
 			b.WriteString("| evidence | value |\n|---|---|\n")
 			for _, e := range f.Evidence {
 				fmt.Fprintf(&b, "| %s | %v %s |\n", e.Name, e.Value, e.Unit)
+			}
+			if len(f.Symptoms) > 0 {
+				b.WriteString("\nExplains:\n\n")
+				for _, s := range f.Symptoms {
+					fmt.Fprintf(&b, "- `%s`: %s (%s)\n", s.ID, s.Observed, evidenceText(s.Evidence))
+				}
+			}
+			if len(f.Code) > 0 {
+				b.WriteString("\nCode:\n\n")
+				for _, c := range f.Code {
+					fmt.Fprintf(&b, "- %s\n", codeText(c))
+				}
 			}
 			fmt.Fprintf(&b, "\n**Cause.** %s\n\n**Fix.** %s\n\nSources: %s; confidence %s.\n", f.Cause, f.Fix, joinSources(f.Sources), f.Confidence)
 		}
@@ -321,6 +347,20 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
+}
+
+// codeText writes a code reference with its role, share and source:
+// "main.worker (main.go:42) contends for the lock, 6% of samples, from stack samples".
+func codeText(c CodeRef) string {
+	t := c.String() + " " + c.Role
+	if c.Share > 0 {
+		unit := "of samples"
+		if c.From == "probes" {
+			unit = "of calls"
+		}
+		t += fmt.Sprintf(", %.0f%% %s", 100*c.Share, unit)
+	}
+	return t + " (from " + c.From + ")"
 }
 
 func evidenceText(l EvidenceList) string {

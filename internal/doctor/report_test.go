@@ -26,9 +26,26 @@ func goldenReport() *Report {
 	gone := win(10, func(w *Window) {
 		w.PID, w.Comm, w.Exited = 4444, "gone", true
 	})
+	// Eight goroutines on one mutex: the lock is the cause, and the
+	// wake-ups and kernel time are its symptoms, not a timer loop.
+	locked := win(10, func(w *Window) {
+		w.PID, w.Comm = 4545, "locked"
+		w.VolCtxsw = 150000
+		w.UserSec, w.SysSec = 1.5, 3
+		w.IOCalls = 5
+		w.Syscalls = &Syscalls{Seconds: 5, Counts: map[string]uint64{"futex": 195000, "nanosleep": 20000}}
+		w.Stacks = &Stacks{Samples: 400, KernelShare: 0.6,
+			Classes:     map[string]float64{ClassUserCode: 0.1, ClassLock: 0.08, ClassScheduler: 0.05},
+			KernelPaths: []Share{{"syscall futex", 0.5}, {"syscall nanosleep", 0.1}},
+			Sites: map[string][]Site{ClassLock: {
+				{Func: "main.(*cache).get", File: "/src/app/cache.go", Line: 41, Share: 0.06},
+				{Func: "main.(*cache).put", File: "/src/app/cache.go", Line: 57, Share: 0.02},
+			}},
+		}
+	})
 	t0 := time.Unix(1000, 0)
-	h := &Host{CPUs: 2, Procs: 3, Tasks: 18, Start: t0, End: t0.Add(10 * time.Second), Root: true}
-	return Diagnose([]*Window{ticker, evil, gone}, h, []string{"tracefs mounted by gosleuth"}, true)
+	h := &Host{CPUs: 2, Procs: 4, Tasks: 26, Start: t0, End: t0.Add(10 * time.Second), Root: true}
+	return Diagnose([]*Window{ticker, evil, gone, locked}, h, []string{"tracefs mounted by gosleuth"}, true)
 }
 
 func TestReportGolden(t *testing.T) {

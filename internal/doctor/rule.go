@@ -94,6 +94,50 @@ type Finding struct {
 	// Cores is the CPU (in cores) the problem costs, when it can be put as
 	// CPU; 0 otherwise. The host summary adds these up.
 	Cores float64 `json:"cpu_cores,omitempty"`
+	// Kind is "cause" for a finding that names why (a timer loop, a
+	// contended lock, a leak), "symptom" for one that reports only what
+	// was seen (kernel time, RSS growth) and that no cause explained.
+	Kind string `json:"kind"`
+	// Symptoms are the other findings this cause explains: they are not
+	// reported again on their own.
+	Symptoms []Symptom `json:"symptoms,omitempty"`
+	// Code names the code responsible, largest share first.
+	Code []CodeRef `json:"code,omitempty"`
+	// Observed states what a rule saw without naming a cause, for when the
+	// finding becomes a symptom of another ("wakes 15,298 times a second").
+	Observed string `json:"-"`
+}
+
+// Symptom is a finding explained by a cause, with its own evidence.
+type Symptom struct {
+	ID       string       `json:"id"`
+	Severity Severity     `json:"severity"`
+	Observed string       `json:"observed"`
+	Evidence EvidenceList `json:"evidence"`
+}
+
+// CodeRef is a place in the program responsible for a finding.
+type CodeRef struct {
+	// Func is the Go function; File and Line the line of the call, when
+	// the binary has line tables.
+	Func string `json:"func"`
+	File string `json:"file,omitempty"`
+	Line int    `json:"line,omitempty"`
+	// Role says what the code does there ("waits on the lock").
+	Role string `json:"role"`
+	// Share is the fraction of the evidence found there (of stack samples,
+	// or of probed calls), 0 when not measured.
+	Share float64 `json:"share,omitempty"`
+	// From names how it was found: "stack samples" or "probes".
+	From string `json:"from"`
+}
+
+// String writes the reference as "func (file:line)".
+func (c CodeRef) String() string {
+	if c.File == "" {
+		return c.Func
+	}
+	return fmt.Sprintf("%s (%s:%d)", c.Func, c.File, c.Line)
 }
 
 // Rule is one check in the registry.
@@ -108,6 +152,10 @@ type Rule struct {
 	Missing func(w *Window) string
 	// Check returns the finding, or nil when there is nothing to report.
 	Check func(w *Window, h *Host) *Finding
+	// Symptom is true for a rule that reports what it saw without naming a
+	// cause (kernel time, RSS growth): a cause found in the same process
+	// may explain it.
+	Symptom bool
 }
 
 // rules is the registry, in id order.
@@ -168,9 +216,19 @@ func Evaluate(w *Window, h *Host) (found []Finding, unchecked []Unchecked) {
 			if f.Confidence == "" {
 				f.Confidence = "medium"
 			}
+			f.Kind = "cause"
+			if r.Symptom {
+				f.Kind = "symptom"
+			}
 			found = append(found, *f)
 		}
 	}
-	slices.SortStableFunc(found, func(a, b Finding) int { return int(b.Severity - a.Severity) })
+	found = explain(found)
+	slices.SortStableFunc(found, func(a, b Finding) int {
+		if c := int(b.Severity - a.Severity); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Kind, b.Kind) // causes before symptoms
+	})
 	return found, unchecked
 }

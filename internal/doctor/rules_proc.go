@@ -1,8 +1,10 @@
 package doctor
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -27,13 +29,30 @@ const (
 	idleSysShare     = 0.5
 	// Without io counters: a stricter bound on CPU per wake-up.
 	idleCPUPerWakeupNoIO = 20e-6
-	// With stack samples: the program's own code at most this share.
-	idleUserCodeShare = 0.5
+	// With stack samples: the program's own code at most this share. A
+	// timer loop's ticks run almost no user code (0-5% of its few samples);
+	// eight goroutines handing a mutex over spent 31% in user code.
+	idleUserCodeShare = 0.2
+	// With syscall counts: Go waits for its next timer in the netpoller
+	// (epoll_pwait with a timeout), so a timer loop returns from epoll
+	// about every other wake-up (0.4 per wake-up measured on 1 ms tickers,
+	// sleep loops and AfterFunc). Wake-ups that are goroutines handed over
+	// through futex (a mutex, a channel) without epoll are not timers.
+	idleEpollPerWakeup = 0.1
 
 	// Kernel time: report when the process uses at least this much of a
 	// core and the kernel's share of its CPU is at least kernelShareInfo.
 	kernelMinCores  = 0.05
 	kernelShareInfo = 0.5
+	// Without syscall counts, the kernel stack samples decide instead: the
+	// data-less syscalls' share of the kernel samples (lower confidence:
+	// shares of time, not counts of calls).
+	kernelChurnSampleShare = 0.6
+	// Reopen churn from kernel samples: open+close at least this share of
+	// all samples (a loop of os.ReadFile on /proc files: openat alone took
+	// 16% of samples), with at least minSiteSamples samples.
+	reopenSampleInfo = 0.05
+	reopenSampleWarn = 0.10
 	// Warn when syscalls that move no data make up this share of calls and
 	// the kernel time is at least kernelChurnCores.
 	kernelChurnWarn  = 0.6
@@ -71,21 +90,21 @@ const (
 
 func init() {
 	register(&Rule{ID: "idle-wakeups", Summary: "timer or sleep loops waking a process that has nothing to do", Check: checkIdleWakeups})
-	register(&Rule{ID: "kernel-time", Summary: "a large share of CPU in the kernel, which Go's pprof does not break down", Check: checkKernelTime})
-	register(&Rule{ID: "file-reopen-churn", Summary: "the same files opened and closed over and over", Missing: needSyscalls, Check: checkReopen})
+	register(&Rule{ID: "kernel-time", Summary: "a large share of CPU in the kernel, which Go's pprof does not break down", Check: checkKernelTime, Symptom: true})
+	register(&Rule{ID: "file-reopen-churn", Summary: "the same files opened and closed over and over", Missing: needSyscallsOrStacks, Check: checkReopen})
 	register(&Rule{ID: "exec-hot-path", Summary: "child processes started at a high rate", Check: checkExec})
 	register(&Rule{ID: "fd-limit", Summary: "open descriptors near the process's own soft limit", Missing: needFDs, Check: checkFDLimit})
 	register(&Rule{ID: "fd-leak", Summary: "open descriptors rising steadily", Missing: needFDs, Check: checkFDLeak})
-	register(&Rule{ID: "memory-growth", Summary: "resident memory rising steadily", Check: checkMemoryGrowth})
+	register(&Rule{ID: "memory-growth", Summary: "resident memory rising steadily", Check: checkMemoryGrowth, Symptom: true})
 	register(&Rule{ID: "thread-explosion", Summary: "OS threads far above GOMAXPROCS", Check: checkThreads})
 	register(&Rule{ID: "gomaxprocs-oversized", Summary: "GOMAXPROCS above the CPUs the process may use, or far above what it uses", Check: checkGOMAXPROCS})
 }
 
-func needSyscalls(w *Window) string {
-	if w.Syscalls != nil {
+func needSyscallsOrStacks(w *Window) string {
+	if w.Syscalls != nil || w.Stacks != nil {
 		return ""
 	}
-	return "needs exact syscall counts: run as root (or with CAP_PERFMON and tracefs access)"
+	return "needs exact syscall counts or kernel stack samples: run as root (or with CAP_PERFMON and tracefs access)"
 }
 
 func needFDs(w *Window) string {
@@ -137,14 +156,19 @@ func checkIdleWakeups(w *Window, h *Host) *Finding {
 	}
 	if s, ok := classShare(w, ClassUserCode); ok {
 		if s > idleUserCodeShare {
-			return nil
+			return nil // the wake-ups run the program's code: work, not idling
 		}
 		ev = append(ev, Evidence{"user_code_share_pct", pct(s), "% of samples"})
 	}
 	sources := []Source{SourceProc}
 	if rate, ok := w.Syscalls.Rate(timerSyscalls...); ok {
+		epoll, _ := w.Syscalls.Rate("epoll_pwait", "epoll_pwait2", "epoll_wait")
+		if epoll < idleEpollPerWakeup*wps {
+			// Handed over through futex, not woken by a timer.
+			return nil
+		}
 		total := float64(w.Syscalls.Total()) / w.Syscalls.Seconds
-		ev = append(ev, Evidence{"timer_syscalls_per_s", round(rate, 0), "/s"})
+		ev = append(ev, Evidence{"timer_syscalls_per_s", round(rate, 0), "/s"}, Evidence{"netpoll_waits_per_wakeup", round(epoll/wps, 2), ""})
 		if total > 0 && rate/total < 0.5 {
 			confidence = "low"
 		} else {
@@ -157,13 +181,9 @@ func checkIdleWakeups(w *Window, h *Host) *Finding {
 		}
 		sources = append(sources, SourceSyscalls)
 	}
-	where := ""
-	if w.Stacks != nil {
-		if c := w.Stacks.Callers["timer"]; len(c) > 0 {
-			where = c[0].Name
-			ev = append(ev, Evidence{"timer_caller", where, ""})
-			sources = append(sources, SourceStacks)
-		}
+	code := codeAt(w, "timer", "waits on a timer or sleeps")
+	if len(code) > 0 {
+		sources = append(sources, SourceStacks)
 	}
 	sev := Info
 	if wps >= idleWakeupsWarn {
@@ -180,10 +200,12 @@ func checkIdleWakeups(w *Window, h *Host) *Finding {
 	f := &Finding{
 		Severity:   sev,
 		Title:      fmt.Sprintf("wakes %.0f times a second with almost nothing to do", wps),
+		Observed:   fmt.Sprintf("wakes %.0f times a second at %.0f us of CPU each", wps, cpuPerWake*1e6),
 		Evidence:   ev,
 		Sources:    sources,
 		Confidence: confidence,
 		Cores:      w.Cores(),
+		Code:       code,
 	}
 	if w.IsGo() {
 		f.Cause = fmt.Sprintf("A short-period timer or sleep loop (about every %.2g ms). In Go each tick parks and wakes an OS thread (futex, epoll_pwait), so the cost grows with GOMAXPROCS: a 1 ms ticker burned 15-30%% of a core on many-core hosts.", period*1e3)
@@ -192,8 +214,8 @@ func checkIdleWakeups(w *Window, h *Host) *Finding {
 		f.Cause = fmt.Sprintf("A short-period timer or polling loop (about every %.2g ms) wakes the process with nothing to do.", period*1e3)
 		f.Fix = "Make the period coarser or wait on an event (epoll, futex, a condition variable) instead of polling."
 	}
-	if where != "" {
-		f.Cause += " Stack samples point at " + where + "."
+	if len(code) == 0 && w.IsGo() {
+		f.Cause += " " + noCodeWhy(w, "the timer")
 	}
 	return f
 }
@@ -221,6 +243,8 @@ func checkKernelTime(w *Window, h *Host) *Finding {
 	sev := Info
 	confidence := "medium"
 	cause := fmt.Sprintf("%.0f%% of this process's CPU is spent in the kernel, where Go's pprof sees only the syscall entry, not why it is slow.", 100*share)
+	churnMsg := " Most syscalls move no data (%s): the kernel time goes to parking and waking threads, timers, or opening and closing files."
+	var code []CodeRef
 	if w.Syscalls != nil && w.Syscalls.Total() > 0 {
 		total := float64(w.Syscalls.Total())
 		churn, _ := w.Syscalls.Rate(churnSyscalls...)
@@ -231,9 +255,20 @@ func checkKernelTime(w *Window, h *Host) *Finding {
 		confidence = "high"
 		if churnShare >= kernelChurnWarn && w.SysSec/w.Seconds() >= kernelChurnCores {
 			sev = Warn
-			cause += " Most syscalls move no data (" + top + "): the kernel time goes to parking and waking threads, timers, or opening and closing files."
+			cause += fmt.Sprintf(churnMsg, top)
 		} else {
 			cause += " The syscalls are mostly I/O (" + top + "): expected for a network or disk bound program."
+		}
+	} else if churnShare, top, ok := kernelChurnFromStacks(w); ok {
+		// No syscall counts (no tracefs, no permission): the kernel's own
+		// stacks say where its time goes, as shares of time, not calls.
+		ev = append(ev, Evidence{"churn_kernel_sample_share_pct", pct(churnShare), "% of kernel samples"})
+		sources = append(sources, SourceStacks)
+		confidence = "low"
+		if churnShare >= kernelChurnSampleShare && w.SysSec/w.Seconds() >= kernelChurnCores {
+			sev = Warn
+			cause += fmt.Sprintf(churnMsg, top) + " (decided from kernel stack samples: syscalls could not be counted)"
+			code = kernelCode(w, churnSyscalls)
 		}
 	}
 	if w.Stacks != nil && len(w.Stacks.KernelPaths) > 0 {
@@ -241,18 +276,53 @@ func checkKernelTime(w *Window, h *Host) *Finding {
 		if c := w.Stacks.Callers["kernel"]; len(c) > 0 {
 			ev = append(ev, Evidence{"go_callers", joinShares(c, 3), ""})
 		}
-		sources = append(sources, SourceStacks)
+		if !slices.Contains(sources, SourceStacks) {
+			sources = append(sources, SourceStacks)
+		}
 	}
 	return &Finding{
 		Severity:   sev,
 		Title:      fmt.Sprintf("%.0f%% of CPU is in the kernel: invisible to pprof", 100*share),
+		Observed:   fmt.Sprintf("%.0f%% of its CPU in the kernel (%.1f%% of a core)", 100*share, 100*w.SysSec/w.Seconds()),
 		Evidence:   ev,
 		Cause:      cause,
 		Fix:        "Profile with kernel stacks (gosleuth profile --pid PID) to see which kernel paths and which Go callers; then batch small reads and writes, keep files open (pread), and cut thread park/wake churn (fewer timers, smaller GOMAXPROCS).",
 		Sources:    sources,
 		Confidence: confidence,
 		Cores:      w.SysSec / w.Seconds(),
+		Code:       code,
 	}
+}
+
+// kernelChurnFromStacks returns the share of kernel stack samples in
+// syscalls that move no data, the top kernel paths, and false when there
+// are too few kernel samples to tell.
+func kernelChurnFromStacks(w *Window) (share float64, top string, ok bool) {
+	st := w.Stacks
+	if st == nil || st.Samples < minSamples || st.KernelShare*float64(st.Samples) < minSiteSamples {
+		return 0, "", false
+	}
+	churn := 0.0
+	for _, p := range st.KernelPaths {
+		if name, ok := strings.CutPrefix(p.Name, "syscall "); ok && slices.Contains(churnSyscalls, name) {
+			churn += p.Share
+		}
+	}
+	return churn / st.KernelShare, joinShares(st.KernelPaths, 3), true
+}
+
+// kernelCode names the code behind the kernel samples of the given
+// syscalls.
+func kernelCode(w *Window, names []string) []CodeRef {
+	var out []CodeRef
+	for _, n := range names {
+		out = append(out, codeAt(w, "syscall "+n, "calls "+n)...)
+	}
+	slices.SortStableFunc(out, func(a, b CodeRef) int { return cmp.Compare(b.Share, a.Share) })
+	if len(out) > 3 {
+		out = out[:3]
+	}
+	return out
 }
 
 func topSyscalls(s *Syscalls, n int) string {
@@ -280,6 +350,9 @@ func joinShares(s []Share, n int) string {
 }
 
 func checkReopen(w *Window, h *Host) *Finding {
+	if w.Syscalls == nil {
+		return reopenFromStacks(w)
+	}
 	opens, _ := w.Syscalls.Rate("open", "openat", "openat2")
 	closes, _ := w.Syscalls.Rate("close")
 	if opens < reopenInfo || closes < reopenCloseRatio*opens {
@@ -300,27 +373,77 @@ func checkReopen(w *Window, h *Host) *Finding {
 	if ep, _ := w.Syscalls.Rate("epoll_ctl"); ep > 0 {
 		ev = append(ev, Evidence{"epoll_ctl_per_s", round(ep, 0), "/s"})
 	}
-	if w.FDsKnown && len(w.Series) > 1 {
-		first, last := w.Series[0].FDs, w.Series[len(w.Series)-1].FDs
-		// A leak would also open without closing; churn keeps the count flat.
-		if float64(last-first) > 0.05*opens*w.Seconds() {
-			return nil
-		}
-		ev = append(ev, Evidence{"fds_start", first, ""}, Evidence{"fds_end", last, ""})
+	if !fdsFlat(w, opens) {
+		return nil
 	}
 	sev := Info
 	if opens >= reopenWarn {
 		sev = Warn
 	}
+	f := reopenFinding(w, sev, fmt.Sprintf("opens and closes files %.0f times a second", opens), ev)
+	f.Sources = []Source{SourceProc, SourceSyscalls}
+	f.Confidence = "high"
+	return f
+}
+
+// fdsFlat reports whether the descriptor count stayed flat (churn) rather
+// than rising with the opens (a leak), true when unknown.
+func fdsFlat(w *Window, opensPerSec float64) bool {
+	if !w.FDsKnown || len(w.Series) < 2 {
+		return true
+	}
+	first, last := w.Series[0].FDs, w.Series[len(w.Series)-1].FDs
+	return float64(last-first) <= 0.05*opensPerSec*w.Seconds()
+}
+
+// reopenFromStacks decides reopen churn from kernel stack samples when
+// syscalls could not be counted: time in openat and close is a share of
+// CPU, so the finding gives shares and a low confidence.
+func reopenFromStacks(w *Window) *Finding {
+	st := w.Stacks
+	if st == nil || st.Samples < minSamples || w.Cores() < insideMinCores {
+		return nil
+	}
+	var open, cls float64
+	for _, p := range st.KernelPaths {
+		switch p.Name {
+		case "syscall openat", "syscall open", "syscall openat2":
+			open += p.Share
+		case "syscall close", "syscall close_range":
+			cls += p.Share
+		}
+	}
+	share := open + cls
+	if share < reopenSampleInfo || open*float64(st.Samples) < minSiteSamples || cls == 0 || !fdsFlat(w, 0) {
+		return nil
+	}
+	// Exec'd children open their libraries, but their samples are not the
+	// parent's; the parent's own exec path is not openat.
+	sev := Info
+	if share >= reopenSampleWarn {
+		sev = Warn
+	}
+	ev := EvidenceList{
+		{"openat_sample_share_pct", pct(open), "% of samples"},
+		{"close_sample_share_pct", pct(cls), "% of samples"},
+		{"open_close_cpu_pct", pct(share * w.Cores()), "% of a core"},
+	}
+	f := reopenFinding(w, sev, fmt.Sprintf("%.0f%% of CPU samples open and close files", 100*share), ev)
+	f.Sources = []Source{SourceProc, SourceStacks}
+	f.Confidence = "low"
+	f.Cause += " (Decided from kernel stack samples, which give the share of time in openat and close but not how often: syscalls could not be counted.)"
+	return f
+}
+
+func reopenFinding(w *Window, sev Severity, title string, ev EvidenceList) *Finding {
 	return &Finding{
-		Severity:   sev,
-		Title:      fmt.Sprintf("opens and closes files %.0f times a second", opens),
-		Evidence:   ev,
-		Cause:      "The same files are opened, read and closed again and again (a /proc or config reader in a loop). In Go one os.ReadFile is about ten syscalls (openat, fcntl, epoll_ctl, fstat, read x2, close); a pread on a kept descriptor is one.",
-		Fix:        "Keep the descriptor open and re-read it with pread at offset 0 (or ReadAt), reusing the buffer; read only the files that changed; cache what does not change.",
-		Sources:    []Source{SourceProc, SourceSyscalls},
-		Confidence: "high",
-		Cores:      w.SysSec / w.Seconds(),
+		Severity: sev,
+		Title:    title,
+		Evidence: ev,
+		Cause:    "The same files are opened, read and closed again and again (a /proc or config reader in a loop). In Go one os.ReadFile is about ten syscalls (openat, fcntl, epoll_ctl, fstat, read x2, close); a pread on a kept descriptor is one.",
+		Fix:      "Keep the descriptor open and re-read it with pread at offset 0 (or ReadAt), reusing the buffer; read only the files that changed; cache what does not change.",
+		Cores:    w.SysSec / w.Seconds(),
+		Code:     kernelCode(w, []string{"openat", "open", "close"}),
 	}
 }
 
@@ -353,6 +476,10 @@ func checkExec(w *Window, h *Host) *Finding {
 	if spawned >= execPerSecWarn || childCores >= execChildCoresWarn {
 		sev = Warn
 	}
+	code := kernelCode(w, []string{"clone", "clone3", "vfork", "execve", "wait4", "waitid"})
+	if len(code) > 0 {
+		sources = append(sources, SourceStacks)
+	}
 	title := fmt.Sprintf("starts %.1f child processes a second", spawned)
 	if spawned < execPerSecInfo {
 		title = fmt.Sprintf("children started and reaped all the time use %.1f%% of a core", 100*childCores)
@@ -366,6 +493,7 @@ func checkExec(w *Window, h *Host) *Finding {
 		Sources:    sources,
 		Confidence: "medium",
 		Cores:      childCores,
+		Code:       code,
 	}
 }
 
@@ -475,6 +603,7 @@ func checkMemoryGrowth(w *Window, h *Host) *Finding {
 	return &Finding{
 		Severity:   Warn,
 		Title:      fmt.Sprintf("RSS grows %.1f MB a second (%.0f -> %.0f MB)", b, first, last),
+		Observed:   fmt.Sprintf("RSS grows %.1f MB a second (%.0f -> %.0f MB)", b, first, last),
 		Evidence:   ev,
 		Cause:      cause,
 		Fix:        "Watch over a longer window (gosleuth top --pid PID) to tell warm-up from a leak; take two heap profiles a minute apart and compare them (go tool pprof -base); bound caches; set GOMEMLIMIT.",

@@ -3,6 +3,7 @@ package doctor
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -32,12 +33,23 @@ const (
 	gcShareWarn = 0.25
 	// Mark assist share of the process's CPU.
 	assistShareWarn = 0.05
-	// Share of samples in lock slow paths, and mutex wait seconds per second.
-	lockShareWarn     = 0.05
+	// Share of samples in lock slow paths (and at least lockMinSamples of
+	// them), and mutex wait seconds per second. Eight goroutines on one
+	// mutex put 3.5-6% of their samples there whether the critical section
+	// is short (a syscall, 5 us of spinning) or long (a SHA-256, a
+	// formatted log line); a busy HTTP server's own locks stay under 1%.
+	lockShareWarn     = 0.03
+	lockMinSamples    = 5
 	mutexWaitWarn     = 0.1
 	goroutineLeakRise = 100
 	// One package taking this share of samples is a hotspot.
 	hotspotShare = 0.30
+	// One call from the program into a library under which this share of
+	// all samples sits is a hot path (cumulative, not flat).
+	hotCallShare = 0.25
+	// The fewest samples under the call it is judged on (binomial noise on
+	// 10 samples at 25% is about +-14 points).
+	hotCallMinSamples = 10
 )
 
 func init() {
@@ -46,7 +58,7 @@ func init() {
 	register(&Rule{ID: "gc-assist", Summary: "goroutines drafted into GC mark assist (latency spikes)", Missing: needStacksOrRuntime, Check: checkGCAssist})
 	register(&Rule{ID: "lock-contention", Summary: "goroutines queueing on mutexes", Missing: needStacksOrRuntime, Check: checkLocks})
 	register(&Rule{ID: "goroutine-leak", Summary: "the goroutine count rising through the window", Missing: needRuntime, Check: checkGoroutineLeak})
-	register(&Rule{ID: "cpu-hotspot", Summary: "one package taking a large share of CPU samples", Missing: needStacks, Check: checkHotspot})
+	register(&Rule{ID: "cpu-hotspot", Summary: "one library call (cumulative) or one package (flat) taking a large share of CPU samples", Missing: needStacks, Check: checkHotspot})
 }
 
 func needStacks(w *Window) string {
@@ -122,6 +134,7 @@ func checkScheduler(w *Window, h *Host) *Finding {
 	return &Finding{
 		Severity:   Warn,
 		Title:      "much of the CPU goes to Go's scheduler",
+		Observed:   fmt.Sprintf("Go's scheduler takes %.1f%% of a core", 100*cores),
 		Evidence:   ev,
 		Cause:      "Goroutines are woken in herds (a channel closed or a sync.Cond broadcast to thousands of waiters, one goroutine per descriptor or per connection polling together) or many Ps spin looking for work: the scheduler and futex wake-ups cost more than the work.",
 		Fix:        "Wake only the goroutines that have work (a queue with a few workers instead of a broadcast), batch small tasks, and lower GOMAXPROCS for light periodic work.",
@@ -194,9 +207,12 @@ func checkGCAssist(w *Window, h *Host) *Finding {
 	if c := callers(w, ClassGCAssist); c != "" {
 		ev = append(ev, Evidence{"allocating_callers", c, ""})
 	}
-	return gcFinding(w, share, from, fmt.Sprintf("%.0f%% of CPU is GC mark assist: goroutines stall to help the GC", 100*share), ev,
+	f := gcFinding(w, share, from, fmt.Sprintf("%.0f%% of CPU is GC mark assist: goroutines stall to help the GC", 100*share), ev,
 		"Allocation outruns the background mark workers, so the GC pacer makes allocating goroutines mark before they may allocate: requests stall (tens of ms), which shows as P99 spikes, often right after a cache expiry or traffic burst.",
 		"Smooth allocation bursts (stagger cache expiry, pre-size), allocate less per request, keep fewer pointers live; a higher GOGC or GOMEMLIMIT gives the pacer more room.")
+	f.Observed = fmt.Sprintf("%.0f%% of CPU in mark assist", 100*share)
+	f.Code = codeAt(w, ClassGCAssist, "allocates, and pays mark assist")
+	return f
 }
 
 func checkLocks(w *Window, h *Host) *Finding {
@@ -212,7 +228,7 @@ func checkLocks(w *Window, h *Host) *Finding {
 			ev = append(ev, Evidence{"callers", c, ""})
 		}
 		sources = append(sources, SourceStacks)
-		hit = hit || s >= lockShareWarn
+		hit = hit || s >= lockShareWarn && s*float64(w.Stacks.Samples) >= lockMinSamples
 	}
 	if r := w.Runtime; r != nil && !math.IsNaN(r.MutexWaitPerSec) {
 		ev = append(ev, Evidence{"mutex_wait_s_per_s", round(r.MutexWaitPerSec, 3), "s/s"})
@@ -226,9 +242,15 @@ func checkLocks(w *Window, h *Host) *Finding {
 		ev = append(ev, Evidence{"futex_per_s", round(r, 0), "/s"})
 		sources = append(sources, SourceSyscalls)
 	}
+	code := codeAt(w, ClassLock, "contends for the lock")
+	if len(code) > 0 && !slices.Contains(sources, SourceStacks) {
+		sources = append(sources, SourceStacks)
+	}
 	return &Finding{
 		Severity:   Warn,
 		Title:      "goroutines queue on a mutex",
+		Observed:   "goroutines queue on a mutex",
+		Code:       code,
 		Evidence:   ev,
 		Cause:      "A lock is held across slow work or taken by every request (a global cache, logger, metrics client, rand source), so goroutines queue, park and wake through futex.",
 		Fix:        "Hold the lock only around the shared state, shard it (per-CPU or per-key locks), use atomics or sync.Map for read-mostly data; confirm with the mutex profile (runtime.SetMutexProfileFraction).",
@@ -272,8 +294,11 @@ var fasterPaths = map[string]string{
 }
 
 func checkHotspot(w *Window, h *Host) *Finding {
-	if w.Cores() < insideMinCores || w.Stacks == nil || w.Stacks.Samples < minSamples || len(w.Stacks.Packages) == 0 {
+	if w.Cores() < insideMinCores || w.Stacks == nil || w.Stacks.Samples < minSamples {
 		return nil
+	}
+	if f := hotCall(w); f != nil {
+		return f
 	}
 	for _, p := range w.Stacks.Packages {
 		if p.Name == "runtime" || p.Name == "main" || strings.HasPrefix(p.Name, "runtime/") || strings.HasPrefix(p.Name, "[") {
@@ -301,4 +326,196 @@ func checkHotspot(w *Window, h *Host) *Finding {
 		}
 	}
 	return nil
+}
+
+// hotCall reports the call from the program's code into a library under
+// which the largest cumulative share of samples sits, when it reaches
+// hotCallShare: a warning when the catalogue of known slow paths names it,
+// information otherwise (a hot library call may be the program's job).
+func hotCall(w *Window) *Finding {
+	if len(w.Stacks.LibCalls) == 0 || w.Stacks.LibCalls[0].Share < hotCallShare ||
+		w.Stacks.LibCalls[0].Share*float64(w.Stacks.Samples) < hotCallMinSamples {
+		return nil
+	}
+	c := w.Stacks.LibCalls[0]
+	ev := EvidenceList{
+		{"call", c.Callee, ""},
+		{"called_from", CodeRef{Func: c.Caller.Func, File: c.Caller.File, Line: c.Caller.Line}.String(), ""},
+		{"cumulative_share_pct", pct(c.Share), "% of samples"},
+		{"cumulative_cpu_pct", pct(c.Share * w.Cores()), "% of a core"},
+		{"leaves_under_it", joinShares(c.Leaves, 3), "(of the call's samples)"},
+	}
+	f := &Finding{
+		Severity:   Info,
+		Title:      fmt.Sprintf("%.0f%% of CPU is spent under one call to %s", 100*c.Share, c.Callee),
+		Evidence:   ev,
+		Cause:      fmt.Sprintf("%s calls %s, and %.0f%% of the process's CPU samples sit under that call (cumulative: the call and everything it calls).", c.Caller.Func, c.Callee, 100*c.Share),
+		Fix:        "Call it less often (cache its result, hoist it out of the loop or the request path), or use a cheaper API for the same result.",
+		Sources:    []Source{SourceStacks},
+		Confidence: "medium",
+		Cores:      c.Share * w.Cores(),
+		Code:       []CodeRef{{Func: c.Caller.Func, File: c.Caller.File, Line: c.Caller.Line, Role: "calls " + c.Callee, Share: round(c.Share, 3), From: "stack samples"}},
+	}
+	if k := slowPathOf(c); k != nil {
+		if k.avoidable {
+			f.Severity = Warn
+		}
+		f.Title = fmt.Sprintf("%s: %.0f%% of CPU under %s", k.name, 100*c.Share, c.Callee)
+		f.Cause += " " + k.cause
+		f.Fix = k.fix
+		f.Evidence = append(f.Evidence, Evidence{"known_slow_path", k.name, ""}, Evidence{"identified_by", k.evidence, ""})
+		f.Confidence = "high"
+	}
+	return f
+}
+
+// slowPath is an entry of the catalogue of known avoidable costs: what
+// identifies it in a library call and its leaves, and the fix.
+type slowPath struct {
+	name, cause, fix string
+	// callees are the library functions (exact names or, ending in '.',
+	// package prefixes) whose call identifies the path.
+	callees []string
+	// leafShare, when set, also asks that share of the call's samples to
+	// fall in leaves matching leafPrefix.
+	leafPrefix string
+	leafShare  float64
+	// evidence says how it was identified, for the report.
+	evidence string
+	// avoidable is true when the work can be done once instead of per call
+	// (compile, parse, set up, allocate): the finding is then a warning.
+	// Otherwise (reflection, fmt) the work is needed and a faster way to
+	// do it exists: worth knowing, not a fault.
+	avoidable bool
+}
+
+var slowPaths = []slowPath{
+	{
+		name:      "per-call regexp compilation",
+		avoidable: true,
+		callees:   []string{"regexp.Compile", "regexp.MustCompile", "regexp.MatchString", "regexp.Match", "regexp.MatchReader", "regexp.CompilePOSIX", "regexp.MustCompilePOSIX"},
+		cause:     "A regular expression is compiled on every call (regexp.MatchString and regexp.Match compile too): parsing and compiling costs far more than matching.",
+		fix:       "Compile once: a package-level var re = regexp.MustCompile(...), then re.MatchString / re.FindStringSubmatch per call; for fixed strings use strings.Contains or strings.HasPrefix.",
+		evidence:  "the hot call is a regexp compile",
+	},
+	{
+		name:      "per-call template parsing",
+		avoidable: true,
+		callees:   []string{"text/template.(*Template).Parse", "html/template.(*Template).Parse", "text/template.(*Template).ParseFiles", "html/template.(*Template).ParseFiles", "text/template.ParseFiles", "html/template.ParseFiles", "text/template.(*Template).ParseGlob", "html/template.(*Template).ParseGlob", "text/template.ParseGlob", "html/template.ParseGlob"},
+		cause:     "A template is parsed on every call: parsing builds the whole tree again each time.",
+		fix:       "Parse once at start-up (template.Must(template.New(...).Parse(...)) in a package-level var or at init) and only Execute per call.",
+		evidence:  "the hot call is a template Parse",
+	},
+	{
+		name:     "reflection-based encoding",
+		callees:  []string{"encoding/json.", "encoding/xml.", "encoding/gob."},
+		cause:    "encoding/json, xml and gob walk values by reflection on every call: type lookups, reflect.Value boxing and allocation per field cost more than the bytes.",
+		fix:      "Decode or encode less (cache the result, decode only the fields needed with json.Decoder), or use generated code (easyjson, a protobuf codec) or encoding/json/v2 (GOEXPERIMENT=jsonv2).",
+		evidence: "the hot call is an encoding/json, xml or gob codec",
+	},
+	{
+		name:     "fmt on a hot path",
+		callees:  []string{"fmt.Sprintf", "fmt.Sprint", "fmt.Sprintln", "fmt.Fprintf", "fmt.Fprint", "fmt.Fprintln", "fmt.Errorf", "fmt.Printf", "fmt.Appendf"},
+		cause:    "fmt parses the format string and boxes every argument in an interface on each call.",
+		fix:      "Build the string with strconv.Append* / strconv.Itoa and a strings.Builder or a reused []byte; keep fmt for errors and logs off the hot path.",
+		evidence: "the hot call is a fmt print function",
+	},
+	{
+		name:      "per-call compressor set-up",
+		avoidable: true,
+		callees:   []string{"compress/gzip.NewWriter", "compress/gzip.NewWriterLevel", "compress/flate.NewWriter", "compress/zlib.NewWriter", "compress/zlib.NewWriterLevel"},
+		cause:     "A compressor is created per call: each allocates and clears its window and hash tables (about a megabyte for flate).",
+		fix:       "Reuse writers (sync.Pool of *gzip.Writer with Reset(w)), or a faster implementation (github.com/klauspost/compress).",
+		evidence:  "the hot call creates a compressor",
+	},
+	{
+		name:       "per-call allocation of a large buffer",
+		avoidable:  true,
+		callees:    []string{"runtime.makeslice"},
+		leafPrefix: "runtime.memclrNoHeapPointers",
+		leafShare:  0.3,
+		cause:      "A large buffer is allocated and zeroed on every call: the time goes to clearing memory (memclrNoHeapPointers) and to the GC that frees it.",
+		fix:        "Reuse the buffer (keep it in the caller, or a sync.Pool of fixed-size buffers), or size it to what is needed.",
+		evidence:   "the hot call is make([]T, n) and most of its samples clear memory",
+	},
+	{
+		name:      "per-call certificate or key parsing",
+		avoidable: true,
+		callees:   []string{"crypto/x509.ParseCertificate", "crypto/x509.ParseCertificates", "crypto/x509.(*CertPool).AppendCertsFromPEM", "crypto/x509.SystemCertPool", "crypto/tls.LoadX509KeyPair", "crypto/tls.X509KeyPair", "crypto/x509.ParsePKCS1PrivateKey", "crypto/x509.ParsePKCS8PrivateKey"},
+		cause:     "Certificates or keys are parsed on every call.",
+		fix:       "Parse once at start-up and keep the parsed value (a *x509.CertPool, a tls.Certificate).",
+		evidence:  "the hot call parses certificates or keys",
+	},
+	{
+		name:      "per-call time zone loading",
+		avoidable: true,
+		callees:   []string{"time.LoadLocation"},
+		cause:     "time.LoadLocation reads and parses the zoneinfo database on every call.",
+		fix:       "Load the location once and keep the *time.Location.",
+		evidence:  "the hot call is time.LoadLocation",
+	},
+}
+
+// slowPathOf returns the catalogue entry a library call matches, nil if
+// none.
+func slowPathOf(c LibCall) *slowPath {
+	for i := range slowPaths {
+		k := &slowPaths[i]
+		hit := false
+		for _, p := range k.callees {
+			if c.Callee == p || strings.HasSuffix(p, ".") && strings.HasPrefix(c.Callee, p) {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			continue
+		}
+		if k.leafPrefix != "" && k.leafShare > 0 {
+			under := 0.0
+			for _, l := range c.Leaves {
+				if strings.HasPrefix(l.Name, k.leafPrefix) {
+					under += l.Share
+				}
+			}
+			if under < k.leafShare {
+				continue
+			}
+		}
+		return k
+	}
+	return nil
+}
+
+// minSiteSamples is the fewest samples a code site or a kernel path is
+// named from.
+const minSiteSamples = 3
+
+// codeAt names the code the stack samples found for key (a class, "timer",
+// "newproc" or "syscall NAME"), sites with at least minSiteSamples samples.
+func codeAt(w *Window, key, role string) []CodeRef {
+	if w.Stacks == nil || w.Stacks.Samples == 0 {
+		return nil
+	}
+	var out []CodeRef
+	for _, s := range w.Stacks.Sites[key] {
+		if s.Share*float64(w.Stacks.Samples) < minSiteSamples-0.5 {
+			continue
+		}
+		out = append(out, CodeRef{Func: s.Func, File: s.File, Line: s.Line, Role: role, Share: round(s.Share, 3), From: "stack samples"})
+		if len(out) == 3 {
+			break
+		}
+	}
+	return out
+}
+
+// noCodeWhy says why a cause names no code.
+func noCodeWhy(w *Window, what string) string {
+	switch {
+	case w.Stacks == nil:
+		return "Without stack samples or probes the code responsible for " + what + " cannot be named."
+	default:
+		return fmt.Sprintf("The %d stack samples did not catch the code responsible for %s (a loop that does almost nothing is rarely on CPU); probes on the runtime's timer and sleep functions name it.", w.Stacks.Samples, what)
+	}
 }

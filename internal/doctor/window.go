@@ -133,6 +133,35 @@ type Stacks struct {
 	// Callers maps a class to the user functions most often found calling
 	// into it, largest first.
 	Callers map[string][]Share
+	// Sites maps what the rules ask about (a class such as "lock" or
+	// "gc-assist", "timer" for timer and sleep paths, "syscall openat" for
+	// a kernel entry) to the code responsible: the program's own frame
+	// nearest the leaf (its function and the line of the call), largest
+	// share of all samples first.
+	Sites map[string][]Site
+	// LibCalls lists calls from the program's own code into a library (the
+	// standard library or another module), by the cumulative share of all
+	// samples taken under them, largest first.
+	LibCalls []LibCall
+}
+
+// Site is a place in the code and the share of samples found there.
+type Site struct {
+	Func  string  `json:"func"`
+	File  string  `json:"file,omitempty"`
+	Line  int     `json:"line,omitempty"`
+	Share float64 `json:"share"`
+}
+
+// LibCall is a call from the program's own code (Caller, at the line of
+// the call) into a library function (Callee), with the cumulative share of
+// all samples under it and, below it, the leaf functions that share falls
+// in (largest first).
+type LibCall struct {
+	Callee string  `json:"callee"`
+	Caller Site    `json:"caller"`
+	Share  float64 `json:"share"`
+	Leaves []Share `json:"leaves,omitempty"`
 }
 
 // Share is a name and its fraction of samples.

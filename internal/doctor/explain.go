@@ -1,0 +1,93 @@
+package doctor
+
+// explains lists, cause by cause in the order they claim symptoms, the
+// findings each cause explains when both are found in one process. A
+// symptom is claimed by the first cause that explains it, and only by a
+// cause at least as severe: an info-level guess does not swallow a warning.
+//
+// The pairs are Go runtime mechanics, not correlations:
+//   - a contended sync.Mutex parks and wakes goroutines through futex: the
+//     wake-ups, the kernel time and the scheduler's share are the lock's
+//     handoffs, so they are not a timer loop (the contradiction issue 14
+//     names: a lock-bound program told to slow its ticker);
+//   - leaked goroutines hold their stacks (RSS grows) and each one started
+//     wakes an M to run it;
+//   - re-opened files and exec'd children are kernel time;
+//   - GC work and mark assist are one allocation problem;
+//   - threads blocked in syscalls, and Ps beyond the CPUs, make the
+//     scheduler and the kernel park and wake threads;
+//   - a timer loop is the scheduler's and the kernel's work at each tick.
+var explains = []struct {
+	cause    string
+	symptoms []string
+}{
+	{"lock-contention", []string{"idle-wakeups", "scheduler-overhead", "kernel-time"}},
+	{"goroutine-leak", []string{"memory-growth", "idle-wakeups", "scheduler-overhead"}},
+	{"file-reopen-churn", []string{"kernel-time"}},
+	{"exec-hot-path", []string{"kernel-time"}},
+	{"gc-pressure", []string{"gc-assist"}},
+	{"thread-explosion", []string{"kernel-time", "scheduler-overhead"}},
+	{"idle-wakeups", []string{"scheduler-overhead", "kernel-time"}},
+	{"gomaxprocs-oversized", []string{"scheduler-overhead", "kernel-time"}},
+	{"scheduler-overhead", []string{"kernel-time"}},
+}
+
+// explain attaches findings to the causes that explain them and returns
+// what is left to report on its own: causes with their symptoms, and
+// symptoms no cause explained.
+func explain(found []Finding) []Finding {
+	idx := map[string]int{}
+	for i, f := range found {
+		idx[f.ID] = i
+	}
+	claimed := make([]bool, len(found))
+	for _, e := range explains {
+		ci, ok := idx[e.cause]
+		if !ok || claimed[ci] {
+			continue
+		}
+		c := &found[ci]
+		for _, s := range e.symptoms {
+			si, ok := idx[s]
+			if !ok || claimed[si] || found[si].Severity > c.Severity {
+				continue
+			}
+			claimed[si] = true
+			sf := found[si]
+			obs := sf.Observed
+			if obs == "" {
+				obs = sf.Title
+			}
+			c.Symptoms = append(c.Symptoms, Symptom{ID: sf.ID, Severity: sf.Severity, Observed: obs, Evidence: sf.Evidence})
+			// The symptom's own symptoms come along, and its code when the
+			// cause has none (gc-assist's allocation sites for gc-pressure).
+			c.Symptoms = append(c.Symptoms, sf.Symptoms...)
+			if len(c.Code) == 0 {
+				c.Code = sf.Code
+			}
+			c.Sources = mergeSources(c.Sources, sf.Sources)
+			c.Cores = max(c.Cores, sf.Cores)
+		}
+	}
+	out := found[:0:0]
+	for i, f := range found {
+		if !claimed[i] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func mergeSources(a, b []Source) []Source {
+	out := append([]Source{}, a...)
+	for _, s := range b {
+		dup := false
+		for _, x := range out {
+			dup = dup || x == s
+		}
+		if !dup {
+			out = append(out, s)
+		}
+	}
+	return out
+}
