@@ -1,0 +1,174 @@
+// Command unseen holds patients written apart from testdata/patient, to
+// judge the doctor's rules on programs they were not tuned on. The first
+// argument picks the behaviour; the program prints "ready" and, for the
+// servers, "addr HOST:PORT", then runs until killed.
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"text/template"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/doctor/testdata/unseen/fastclock"
+)
+
+var behaviours = map[string]func(){
+	// Lock-bound: eight workers hash under one global mutex.
+	"lock8": lockedHashing,
+	// Lock-bound written as a shared logger: every goroutine formats a
+	// line into one buffer under its lock.
+	"logger": sharedLogger,
+	// A 1 ms ticker inside an imported package.
+	"pkgticker": func() { _ = fastclock.Now() },
+	// A timer re-armed from its own callback every millisecond.
+	"afterfunc": func() { fastclock.Rearm(time.Millisecond) },
+	// 200 goroutines a second, each waiting for a reply nobody sends.
+	"leak": leakRequests,
+	// HTTP handlers whose cost sits under one avoidable library call.
+	"regexphandler":   func() { serve(regexpHandler) },
+	"templatehandler": func() { serve(templateHandler) },
+	// Controls.
+	"compute":    compute,
+	"idleserver": func() { serve(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }) },
+}
+
+func main() {
+	if len(os.Args) != 2 || behaviours[os.Args[1]] == nil {
+		log.Fatalf("usage: unseen BEHAVIOUR (one of %d)", len(behaviours))
+	}
+	behaviours[os.Args[1]]()
+	fmt.Println("ready")
+	select {}
+}
+
+var (
+	tableMu sync.Mutex
+	table   = map[[32]byte]int{}
+)
+
+func lockedHashing() {
+	for w := range 8 {
+		go func() {
+			buf := bytes.Repeat([]byte{byte(w)}, 512)
+			for i := 0; ; i++ {
+				tableMu.Lock()
+				sum := sha256.Sum256(buf)
+				table[sum]++
+				buf[i%len(buf)]++
+				tableMu.Unlock()
+			}
+		}()
+	}
+}
+
+type logger struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logger) printf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(&l.buf, format, args...)
+	if l.buf.Len() > 1<<16 {
+		l.buf.Reset()
+	}
+}
+
+func sharedLogger() {
+	l := &logger{}
+	for w := range 8 {
+		go func() {
+			for i := 0; ; i++ {
+				l.printf("worker %d step %d at %s\n", w, i, strings.Repeat("x", i%32))
+			}
+		}()
+	}
+}
+
+type request struct{ reply chan string }
+
+func leakRequests() {
+	pending := make(chan request) // nobody ever serves it
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		for range tick.C {
+			for range 10 {
+				go func() {
+					r := request{reply: make(chan string)}
+					pending <- r
+					<-r.reply
+				}()
+			}
+		}
+	}()
+}
+
+func serve(h http.HandlerFunc) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("addr", ln.Addr())
+	go http.Serve(ln, h)
+}
+
+// routes is a router's table written as one pattern, as a hurried
+// handler does.
+var routes = func() string {
+	var names []string
+	for i := range 60 {
+		names = append(names, fmt.Sprintf("resource%d", i))
+	}
+	return `^/(` + strings.Join(names, "|") + `)/([0-9]+)(/(details|history|audit|[a-z]+-[a-z]+))?$`
+}()
+
+func regexpHandler(w http.ResponseWriter, r *http.Request) {
+	// Compiled on every request.
+	re := regexp.MustCompile(routes)
+	m := re.FindStringSubmatch("/resource42/12345/history")
+	fmt.Fprintln(w, len(m))
+}
+
+// page is a page template with a block per section.
+var page = func() string {
+	var b strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&b, `{{define "s%d"}}<section id="s%d">{{range .}}<li>{{.Name}}: {{printf "%%.2f" .Price}}{{if .Sale}} (sale){{end}}</li>{{end}}</section>{{end}}`, i, i)
+	}
+	b.WriteString(`{{template "s0" .}}`)
+	return b.String()
+}()
+
+func templateHandler(w http.ResponseWriter, r *http.Request) {
+	// Parsed on every request.
+	t := template.Must(template.New("page").Parse(page))
+	var b bytes.Buffer
+	t.Execute(&b, items)
+	w.Write(b.Bytes()[:16])
+}
+
+var items = []struct {
+	Name  string
+	Price float64
+	Sale  bool
+}{{"a", 1, true}, {"b", 2, false}, {"c", 3.5, true}}
+
+func compute() {
+	go func() {
+		buf := make([]byte, 4096)
+		for i := 0; ; i++ {
+			sum := sha256.Sum256(buf)
+			buf[i%len(buf)] = sum[0]
+		}
+	}()
+}
