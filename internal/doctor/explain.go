@@ -12,8 +12,13 @@ package doctor
 //     names: a lock-bound program told to slow its ticker);
 //   - leaked goroutines hold their stacks (RSS grows) and each one started
 //     wakes an M to run it;
-//   - re-opened files and exec'd children are kernel time;
-//   - GC work and mark assist are one allocation problem;
+//   - re-opened files and exec'd children are kernel time, and the polling
+//     loop that re-opens or re-runs them sleeps between rounds: its
+//     wake-ups are the scheduler's work;
+//   - GC work and mark assist are one allocation problem, and a lock
+//     holder drafted into assist (or stopped for the GC) makes the lock's
+//     waiters queue: with GC at a quarter of the CPU, lock waits are its
+//     symptom first;
 //   - threads blocked in syscalls, and Ps beyond the CPUs, make the
 //     scheduler and the kernel park and wake threads;
 //   - a timer loop is the scheduler's and the kernel's work at each tick.
@@ -21,11 +26,11 @@ var explains = []struct {
 	cause    string
 	symptoms []string
 }{
+	{"gc-pressure", []string{"gc-assist", "lock-contention", "scheduler-overhead"}},
 	{"lock-contention", []string{"idle-wakeups", "scheduler-overhead", "kernel-time"}},
 	{"goroutine-leak", []string{"memory-growth", "idle-wakeups", "scheduler-overhead"}},
-	{"file-reopen-churn", []string{"kernel-time"}},
-	{"exec-hot-path", []string{"kernel-time"}},
-	{"gc-pressure", []string{"gc-assist"}},
+	{"file-reopen-churn", []string{"kernel-time", "scheduler-overhead"}},
+	{"exec-hot-path", []string{"kernel-time", "scheduler-overhead"}},
 	{"thread-explosion", []string{"kernel-time", "scheduler-overhead"}},
 	{"idle-wakeups", []string{"scheduler-overhead", "kernel-time"}},
 	{"gomaxprocs-oversized", []string{"scheduler-overhead", "kernel-time"}},

@@ -152,7 +152,9 @@ func libCallOf(frames []stacks.SymFrame) int {
 			continue
 		}
 		pkg := funcPkg(c.Func)
-		if pkg == "" || strings.HasPrefix(pkg, "internal/") || strings.HasPrefix(pkg, "vendor/") ||
+		// sync is the lock rules' (time under Mutex.Lock is waiting, not
+		// work); time.Sleep and friends wait too.
+		if pkg == "" || pkg == "sync" || pkg == "sync/atomic" || pkg == "time" || strings.HasPrefix(pkg, "internal/") || strings.HasPrefix(pkg, "vendor/") ||
 			(strings.HasPrefix(pkg, "runtime") && c.Func != "runtime.makeslice") {
 			continue
 		}

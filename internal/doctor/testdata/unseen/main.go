@@ -126,7 +126,7 @@ func serve(h http.HandlerFunc) {
 // handler does.
 var routes = func() string {
 	var names []string
-	for i := range 60 {
+	for i := range 200 {
 		names = append(names, fmt.Sprintf("resource%d", i))
 	}
 	return `^/(` + strings.Join(names, "|") + `)/([0-9]+)(/(details|history|audit|[a-z]+-[a-z]+))?$`

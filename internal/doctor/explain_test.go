@@ -1,0 +1,127 @@
+package doctor
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestDifferential checks, on windows built in the test, that each
+// picture gets one cause at warn level with its symptoms attached, and
+// that contradictions are resolved (a lock-bound program is not a timer
+// loop).
+func TestDifferential(t *testing.T) {
+	host := &Host{CPUs: 2}
+	// lockBound is issue 14's program: eight goroutines on one mutex, 45%
+	// of a core, 31% of samples in user code, 39,000 futex/s, 15,298
+	// wake-ups/s and no netpoll waits.
+	lockBound := func(lockShare float64) *Window {
+		return win(10, func(w *Window) {
+			w.VolCtxsw = 152980
+			w.UserSec, w.SysSec = 1.4, 3.1
+			w.IOCalls = 5
+			w.Syscalls = &Syscalls{Seconds: 5, Counts: map[string]uint64{"futex": 195000, "nanosleep": 30000}}
+			w.Stacks = &Stacks{Samples: 400, KernelShare: 0.6,
+				Classes:     map[string]float64{ClassUserCode: 0.31, ClassLock: lockShare, ClassScheduler: 0.35},
+				KernelPaths: []Share{{"syscall futex", 0.5}, {"syscall nanosleep", 0.1}},
+				Sites:       map[string][]Site{ClassLock: {{Func: "main.worker", File: "/src/main.go", Line: 12, Share: lockShare}}}}
+		})
+	}
+	ticker := func(f func(w *Window)) *Window {
+		return win(10, func(w *Window) {
+			w.VolCtxsw = 20000
+			w.UserSec, w.SysSec = 0.06, 0.14
+			w.IOCalls = 5
+			w.Syscalls = &Syscalls{Seconds: 5, Counts: map[string]uint64{"futex": 9500, "epoll_pwait": 4000, "nanosleep": 500}}
+			f(w)
+		})
+	}
+	hot := func(callee string, share float64, leaves ...Share) *Window {
+		return win(10, func(w *Window) {
+			w.UserSec, w.SysSec = 3, 0.5
+			w.Stacks = &Stacks{Samples: 300, Classes: map[string]float64{ClassUserCode: 0.8},
+				LibCalls: []LibCall{{Callee: callee, Caller: Site{Func: "main.handle", File: "/src/h.go", Line: 9}, Share: share, Leaves: leaves}}}
+		})
+	}
+	tests := []struct {
+		name string
+		w    *Window
+		// warn is the exact set of warn-level findings; symptoms those
+		// attached to the first of them; absent rules found nowhere.
+		warn     []string
+		symptoms []string
+		absent   []string
+		code     string
+	}{
+		{name: "lock-bound: the lock, not a ticker", w: lockBound(0.06),
+			warn: []string{"lock-contention"}, symptoms: []string{"scheduler-overhead", "kernel-time"}, absent: []string{"idle-wakeups"}, code: "main.worker"},
+		{name: "lock-bound without lock samples: not a timer loop either", w: lockBound(0),
+			absent: []string{"idle-wakeups", "lock-contention"}, warn: []string{"scheduler-overhead"}, symptoms: []string{"kernel-time"}},
+		{name: "1 ms ticker: one cause, the scheduler's share its symptom", w: ticker(func(w *Window) {
+			w.UserSec, w.SysSec = 0.1, 0.3
+			w.Stacks = &Stacks{Samples: 40, KernelShare: 0.7, Classes: map[string]float64{ClassScheduler: 0.8}}
+		}), warn: []string{"idle-wakeups"}, symptoms: []string{"scheduler-overhead"}},
+		{name: "ticker wake-ups that run the program's code are work", w: ticker(func(w *Window) {
+			w.Stacks = &Stacks{Samples: 40, Classes: map[string]float64{ClassUserCode: 0.6}}
+		}), absent: []string{"idle-wakeups"}},
+		{name: "leak with the agent: RSS growth is its symptom", w: win(10, func(w *Window) {
+			for i := range w.Series {
+				w.Series[i].RSS = uint64(10+4*i) << 20
+			}
+			w.Runtime = nanRuntime()
+			w.Runtime.GoroutinesStart, w.Runtime.GoroutinesEnd = 50, 2050
+		}), warn: []string{"goroutine-leak"}, symptoms: []string{"memory-growth"}},
+		{name: "reopen churn from kernel stacks when syscalls cannot be counted", w: win(10, func(w *Window) {
+			w.UserSec, w.SysSec = 0.5, 1.7
+			w.Stacks = &Stacks{Samples: 200, KernelShare: 0.7, Classes: map[string]float64{ClassUserCode: 0.2},
+				KernelPaths: []Share{{"syscall openat", 0.16}, {"syscall close", 0.08}, {"syscall fstat", 0.1}, {"syscall read", 0.1}, {"syscall epoll_ctl", 0.1}},
+				Sites:       map[string][]Site{"syscall openat": {{Func: "main.poll", File: "/src/p.go", Line: 30, Share: 0.16}}}}
+		}), warn: []string{"file-reopen-churn"}, symptoms: []string{"kernel-time"}, code: "main.poll"},
+		{name: "futex storm from kernel stacks", w: win(10, func(w *Window) {
+			w.UserSec, w.SysSec = 0.5, 1.5
+			w.Stacks = &Stacks{Samples: 200, KernelShare: 0.75, Classes: map[string]float64{ClassUserCode: 0.2},
+				KernelPaths: []Share{{"syscall futex", 0.6}, {"syscall read", 0.1}}}
+		}), warn: []string{"kernel-time"}},
+		{name: "kernel stacks of I/O are not churn", w: win(10, func(w *Window) {
+			w.UserSec, w.SysSec = 0.5, 1.5
+			w.Stacks = &Stacks{Samples: 200, KernelShare: 0.75, Classes: map[string]float64{ClassUserCode: 0.2},
+				KernelPaths: []Share{{"syscall read", 0.4}, {"syscall write", 0.3}}}
+		}), warn: nil},
+		{name: "regexp compiled per request", w: hot("regexp.MustCompile", 0.4), warn: []string{"cpu-hotspot"}, code: "main.handle"},
+		{name: "hashing is the job: info", w: hot("crypto/sha256.Sum256", 0.9), warn: nil},
+		{name: "fmt is needed work: info", w: hot("fmt.Sprintf", 0.4), warn: nil},
+		{name: "large buffers cleared per call", w: hot("runtime.makeslice", 0.3, Share{"runtime.memclrNoHeapPointers", 0.7}), warn: []string{"cpu-hotspot"}},
+		{name: "makeslice that is not clearing memory", w: hot("runtime.makeslice", 0.3, Share{"runtime.mallocgc", 0.7}), warn: nil},
+		{name: "below a quarter of the CPU", w: hot("regexp.MustCompile", 0.2), warn: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			found, _ := Evaluate(tt.w, host)
+			if got := warnIDs(found); !slices.Equal(got, tt.warn) {
+				t.Fatalf("warn-level findings %v, want %v:%s", got, tt.warn, describe(found))
+			}
+			if len(tt.warn) > 0 {
+				var f *Finding
+				for i := range found {
+					if found[i].ID == tt.warn[0] {
+						f = &found[i]
+					}
+				}
+				var got []string
+				for _, s := range f.Symptoms {
+					got = append(got, s.ID)
+				}
+				if !slices.Equal(got, tt.symptoms) {
+					t.Errorf("%s explains %v, want %v", f.ID, got, tt.symptoms)
+				}
+				if tt.code != "" && (len(f.Code) == 0 || f.Code[0].Func != tt.code || f.Code[0].Line == 0) {
+					t.Errorf("%s names code %v, want %s with its line", f.ID, f.Code, tt.code)
+				}
+			}
+			for _, f := range flatten(found) {
+				if slices.Contains(tt.absent, f.ID) {
+					t.Errorf("%s found (%s), want it nowhere", f.ID, f.Title)
+				}
+			}
+		})
+	}
+}

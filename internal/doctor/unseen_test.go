@@ -1,0 +1,141 @@
+package doctor
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/testbin"
+	"github.com/gosleuth/gosleuth/internal/testenv"
+)
+
+// startUnseen runs testdata/unseen in the given behaviour and returns its
+// pid and, for servers, its address.
+func startUnseen(t *testing.T, behaviour string) (pid int, addr string) {
+	t.Helper()
+	testenv.Require(t, testenv.Linux)
+	cmd := exec.Command(testbin.Build(t, "./testdata/unseen"), behaviour)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			switch {
+			case len(f) == 2 && f[0] == "addr":
+				addr = f[1]
+			case len(f) == 1 && f[0] == "ready":
+				ready <- nil
+				return
+			}
+		}
+		ready <- fmt.Errorf("%s ended before it was ready", behaviour)
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s not ready after 30 s", behaviour)
+	}
+	return cmd.Process.Pid, addr
+}
+
+// warnIDs returns the ids of the findings at warn level or above, sorted.
+func warnIDs(fs []Finding) []string {
+	var ids []string
+	for _, f := range fs {
+		if f.Severity >= Warn {
+			ids = append(ids, f.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// TestUnseenPatients judges the rules on programs written apart from the
+// ones they were first tuned on: each must get exactly its expected causes
+// at warn level (a wrong warning is worse than a missing one), with the
+// code named where stack samples can catch it, and the controls nothing
+// above info.
+func TestUnseenPatients(t *testing.T) {
+	testenv.Require(t, testenv.Root, testenv.Tracefs)
+	tests := []struct {
+		behaviour string
+		// load is the request rate sent to a server behaviour, 0 for none.
+		load int
+		warn []string
+		// code: the cause named code in this function (stack samples).
+		code string
+		// unchecked: a rule that must be listed as undecided, not guessed.
+		unchecked string
+	}{
+		{behaviour: "lock8", warn: []string{"lock-contention"}, code: "main.lockedHashing.func1"},
+		{behaviour: "logger", warn: []string{"lock-contention"}, code: "main.(*logger).printf"},
+		{behaviour: "pkgticker", warn: []string{"idle-wakeups"}},
+		{behaviour: "afterfunc", warn: []string{"idle-wakeups"}},
+		// Without the agent, a pprof URL or probes the leak cannot be told
+		// from a growing heap: the rule says so rather than guess.
+		{behaviour: "leak", unchecked: "goroutine-leak"},
+		{behaviour: "regexphandler", load: 1000, warn: []string{"cpu-hotspot"}, code: "main.regexpHandler"},
+		{behaviour: "templatehandler", load: 1000, warn: []string{"cpu-hotspot"}, code: "main.templateHandler"},
+		{behaviour: "compute"},
+		{behaviour: "idleserver"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.behaviour, func(t *testing.T) {
+			t.Parallel()
+			insideSlots <- struct{}{}
+			defer func() { <-insideSlots }()
+			pid, addr := startUnseen(t, tt.behaviour)
+			if tt.load > 0 {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				go steadyLoad(ctx, "http://"+addr+"/", tt.load)
+				time.Sleep(time.Second)
+			}
+			looks := []Look{SyscallsLook{}, StacksLook{}, RuntimeLook{}}
+			rep := diagnose(t, pid, 4*time.Second, looks...)
+			if strings.Contains(strings.Join(rep.Notes, " "), "count syscalls") {
+				t.Logf("retrying: %v", rep.Notes)
+				rep = diagnose(t, pid, 4*time.Second, looks...)
+			}
+			fs := findingsOf(rep, pid)
+			var classes map[string]float64
+			if len(rep.Processes) > 0 {
+				classes = rep.Processes[0].StackClasses
+			}
+			if got := warnIDs(fs); !slices.Equal(got, tt.warn) {
+				t.Fatalf("warn-level findings %v, want %v (stack classes %v):%s\nnotes: %v", got, tt.warn, classes, describe(fs), rep.Notes)
+			}
+			if tt.code != "" {
+				named := false
+				for _, f := range fs {
+					for _, c := range f.Code {
+						named = named || f.Severity >= Warn && c.Func == tt.code && c.File != "" && c.Line > 0
+					}
+				}
+				if !named {
+					t.Errorf("no warn-level cause names %s with file:line:%s", tt.code, describe(fs))
+				}
+			}
+			if tt.unchecked != "" && !slices.ContainsFunc(rep.Unchecked, func(u UncheckedRule) bool { return u.Rule == tt.unchecked }) {
+				t.Errorf("%s not listed as unchecked: %+v", tt.unchecked, rep.Unchecked)
+			}
+			t.Logf("%s:%s", tt.behaviour, describe(fs))
+		})
+	}
+}
