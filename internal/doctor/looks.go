@@ -138,10 +138,12 @@ func isTimerFrame(fn string) bool {
 // isNewprocFrame reports whether fn starts a goroutine (a go statement).
 func isNewprocFrame(fn string) bool { return fn == "runtime.newproc" || fn == "runtime.newproc1" }
 
-// libCallOf returns the outermost call in a stack (frames leaf first) from
-// the program's own code into a library: the index of the caller frame,
-// or -1. The callee is frames[i-1]; runtime functions are not library
-// calls, except makeslice (a buffer allocated per call).
+// libCallOf returns the call in a stack (frames leaf first) from the
+// program's own code into a library that the library does not call back
+// out of (a middleware calling net/http's mux, which calls the program's
+// handler, is not where the time goes): the index of the caller frame, or
+// -1. The callee is frames[i-1]; runtime functions are not library calls,
+// except makeslice (a buffer allocated per call).
 func libCallOf(frames []stacks.SymFrame) int {
 	for i := len(frames) - 1; i > 0; i-- {
 		if !ownFrame(frames[i]) {
@@ -157,6 +159,9 @@ func libCallOf(frames []stacks.SymFrame) int {
 		if pkg == "" || pkg == "sync" || pkg == "sync/atomic" || pkg == "time" || strings.HasPrefix(pkg, "internal/") || strings.HasPrefix(pkg, "vendor/") ||
 			(strings.HasPrefix(pkg, "runtime") && c.Func != "runtime.makeslice") {
 			continue
+		}
+		if slices.ContainsFunc(frames[:i-1], ownFrame) {
+			continue // the library calls back into the program: look deeper
 		}
 		return i
 	}

@@ -96,6 +96,16 @@ func TestRules(t *testing.T) {
 			}
 		}), "memory-growth", Warn},
 		{"memory flat", win(10, func(w *Window) {}), "memory-growth", -1},
+		{"slow growth in a short window may be warm-up", win(8, func(w *Window) {
+			for i := range w.Series {
+				w.Series[i].RSS = uint64(32<<20) + uint64(i)*(750<<10)
+			}
+		}), "memory-growth", Info},
+		{"slow growth over a long window", win(60, func(w *Window) {
+			for i := range w.Series {
+				w.Series[i].RSS = uint64(32<<20) + uint64(i)*(750<<10)
+			}
+		}), "memory-growth", Warn},
 		{"memory warming up", win(10, func(w *Window) {
 			for i := range w.Series {
 				w.Series[i].RSS = uint64(10+30*min(i, 4)+i/4) << 20
