@@ -77,16 +77,16 @@ const (
 	fdLimitCritical = 0.95
 
 	// Leak slopes need a good linear fit and a real rise.
-	slopeMinR2      = 0.8
+	slopeMinR2 = 0.8
 	// RSS growth alone is a warning only when the window is long enough to
 	// tell a leak from warm-up, or when RSS would double within memDoublingWarn (out of memory within
 	// minutes whatever the cause). etcd taking writes grew 0.7 MB/s from
 	// 32 MB over 8 s (doubling in 44 s): warm-up as far as 8 s can tell.
 	memGrowthWarnWindow = 30.0
 	memDoublingWarn     = 10.0
-	fdLeakMinRise   = 10
-	memGrowthMinPct = 0.10
-	memGrowthMinMB  = 4.0
+	fdLeakMinRise       = 10
+	memGrowthMinPct     = 0.10
+	memGrowthMinMB      = 4.0
 
 	// Threads beyond threadFactor x GOMAXPROCS + threadSlack are more than
 	// the Go scheduler needs: blocking syscalls or cgo calls hold them.
