@@ -179,6 +179,9 @@ func windowSources(w *Window) []Source {
 	if w.Runtime != nil {
 		s = append(s, SourceRuntime)
 	}
+	if w.Probes != nil {
+		s = append(s, SourceProbes)
+	}
 	return s
 }
 

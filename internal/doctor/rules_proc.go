@@ -187,10 +187,16 @@ func checkIdleWakeups(w *Window, h *Host) *Finding {
 		}
 		sources = append(sources, SourceSyscalls)
 	}
-	code := codeAt(w, "timer", "waits on a timer or sleeps")
-	if len(code) > 0 {
-		sources = append(sources, SourceStacks)
+	code, probed, rate := probeCode(w, probeTimers, 0.2*wps/2, "arms a timer or sleeps")
+	if len(code) == 0 {
+		code, probed, rate = probeCode(w, probeWaits, 0.2*wps/2, "waits for the tick")
 	}
+	if probed != "" {
+		ev = append(ev, Evidence{"probed_" + probed + "_per_s", round(rate, 0), "/s"})
+	} else {
+		code = codeAt(w, "timer", "waits on a timer or sleeps")
+	}
+	sources = codeSources(sources, code)
 	sev := Info
 	if wps >= idleWakeupsWarn {
 		sev = Warn
@@ -387,7 +393,7 @@ func checkReopen(w *Window, h *Host) *Finding {
 		sev = Warn
 	}
 	f := reopenFinding(w, sev, fmt.Sprintf("opens and closes files %.0f times a second", opens), ev)
-	f.Sources = []Source{SourceProc, SourceSyscalls}
+	f.Sources = codeSources([]Source{SourceProc, SourceSyscalls}, f.Code)
 	f.Confidence = "high"
 	return f
 }
@@ -435,10 +441,17 @@ func reopenFromStacks(w *Window) *Finding {
 		{"open_close_cpu_pct", pct(share * w.Cores()), "% of a core"},
 	}
 	f := reopenFinding(w, sev, fmt.Sprintf("%.0f%% of CPU samples open and close files", 100*share), ev)
-	f.Sources = []Source{SourceProc, SourceStacks}
+	f.Sources = codeSources([]Source{SourceProc, SourceStacks}, f.Code)
 	f.Confidence = "low"
 	f.Cause += " (Decided from kernel stack samples, which give the share of time in openat and close but not how often: syscalls could not be counted.)"
 	return f
+}
+
+func reopenCode(w *Window) []CodeRef {
+	if code, _, _ := probeCode(w, probeOpen, 0, "opens a file"); len(code) > 0 {
+		return code
+	}
+	return kernelCode(w, []string{"openat", "open", "close"})
 }
 
 func reopenFinding(w *Window, sev Severity, title string, ev EvidenceList) *Finding {
@@ -449,7 +462,7 @@ func reopenFinding(w *Window, sev Severity, title string, ev EvidenceList) *Find
 		Cause:    "The same files are opened, read and closed again and again (a /proc or config reader in a loop). In Go one os.ReadFile is about ten syscalls (openat, fcntl, epoll_ctl, fstat, read x2, close); a pread on a kept descriptor is one.",
 		Fix:      "Keep the descriptor open and re-read it with pread at offset 0 (or ReadAt), reusing the buffer; read only the files that changed; cache what does not change.",
 		Cores:    w.SysSec / w.Seconds(),
-		Code:     kernelCode(w, []string{"openat", "open", "close"}),
+		Code:     reopenCode(w),
 	}
 }
 
@@ -482,10 +495,11 @@ func checkExec(w *Window, h *Host) *Finding {
 	if spawned >= execPerSecWarn || childCores >= execChildCoresWarn {
 		sev = Warn
 	}
-	code := kernelCode(w, []string{"clone", "clone3", "vfork", "execve", "wait4", "waitid"})
-	if len(code) > 0 {
-		sources = append(sources, SourceStacks)
+	code, _, _ := probeCode(w, probeExec, 0, "starts a process")
+	if len(code) == 0 {
+		code = kernelCode(w, []string{"clone", "clone3", "vfork", "execve", "wait4", "waitid"})
 	}
+	sources = codeSources(sources, code)
 	title := fmt.Sprintf("starts %.1f child processes a second", spawned)
 	if spawned < execPerSecInfo {
 		title = fmt.Sprintf("children started and reaped all the time use %.1f%% of a core", 100*childCores)

@@ -3,7 +3,6 @@ package doctor
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 )
 
@@ -57,7 +56,7 @@ func init() {
 	register(&Rule{ID: "gc-pressure", Summary: "a large share of CPU in garbage collection", Missing: needStacksOrRuntime, Check: checkGCPressure})
 	register(&Rule{ID: "gc-assist", Summary: "goroutines drafted into GC mark assist (latency spikes)", Missing: needStacksOrRuntime, Check: checkGCAssist})
 	register(&Rule{ID: "lock-contention", Summary: "goroutines queueing on mutexes", Missing: needStacksOrRuntime, Check: checkLocks})
-	register(&Rule{ID: "goroutine-leak", Summary: "the goroutine count rising through the window", Missing: needRuntime, Check: checkGoroutineLeak})
+	register(&Rule{ID: "goroutine-leak", Summary: "the goroutine count rising through the window", Missing: needRuntimeOrProbes, Check: checkGoroutineLeak})
 	register(&Rule{ID: "cpu-hotspot", Summary: "one library call (cumulative) or one package (flat) taking a large share of CPU samples", Missing: needStacks, Check: checkHotspot})
 }
 
@@ -68,11 +67,16 @@ func needStacks(w *Window) string {
 	return "needs stack samples: run as root (perf_event_open with kernel stacks)"
 }
 
-func needRuntime(w *Window) string {
+func needRuntimeOrProbes(w *Window) string {
 	if !w.IsGo() || w.Runtime != nil {
 		return ""
 	}
-	return "needs Go runtime metrics: import github.com/gosleuth/gosleuth/agent, or pass --pprof-url / --metrics-url"
+	if _, ok := w.Probes.Rate(probeNewproc); ok {
+		if _, ok := w.Probes.Rate(probeGoexit); ok {
+			return ""
+		}
+	}
+	return "needs Go runtime metrics (import github.com/gosleuth/gosleuth/agent, or pass --pprof-url / --metrics-url) or probes on runtime.newproc and goexit1 (run as root): RSS growth alone cannot tell leaked goroutines from a growing heap"
 }
 
 func needStacksOrRuntime(w *Window) string {
@@ -211,7 +215,8 @@ func checkGCAssist(w *Window, h *Host) *Finding {
 		"Allocation outruns the background mark workers, so the GC pacer makes allocating goroutines mark before they may allocate: requests stall (tens of ms), which shows as P99 spikes, often right after a cache expiry or traffic burst.",
 		"Smooth allocation bursts (stagger cache expiry, pre-size), allocate less per request, keep fewer pointers live; a higher GOGC or GOMEMLIMIT gives the pacer more room.")
 	f.Observed = fmt.Sprintf("%.0f%% of CPU in mark assist", 100*share)
-	f.Code = codeAt(w, ClassGCAssist, "allocates, and pays mark assist")
+	f.Code = codeFrom(w, ClassGCAssist, probeAssist, "allocates, and pays mark assist")
+	f.Sources = codeSources(f.Sources, f.Code)
 	return f
 }
 
@@ -242,9 +247,10 @@ func checkLocks(w *Window, h *Host) *Finding {
 		ev = append(ev, Evidence{"futex_per_s", round(r, 0), "/s"})
 		sources = append(sources, SourceSyscalls)
 	}
-	code := codeAt(w, ClassLock, "contends for the lock")
-	if len(code) > 0 && !slices.Contains(sources, SourceStacks) {
-		sources = append(sources, SourceStacks)
+	code := codeFrom(w, ClassLock, probeLocks, "contends for the lock")
+	sources = codeSources(sources, code)
+	if _, fn, r := probeCode(w, probeLocks, 0, ""); fn != "" {
+		ev = append(ev, Evidence{"slow_lock_calls_per_s", round(r, 0), "/s"})
 	}
 	return &Finding{
 		Severity:   Warn,
@@ -261,20 +267,25 @@ func checkLocks(w *Window, h *Host) *Finding {
 
 func checkGoroutineLeak(w *Window, h *Host) *Finding {
 	r := w.Runtime
-	if !w.IsGo() || r == nil || math.IsNaN(r.GoroutinesStart) || math.IsNaN(r.GoroutinesEnd) {
+	if !w.IsGo() {
 		return nil
+	}
+	if r == nil || math.IsNaN(r.GoroutinesStart) || math.IsNaN(r.GoroutinesEnd) {
+		return goroutineLeakProbed(w)
 	}
 	rise := r.GoroutinesEnd - r.GoroutinesStart
 	if rise < goroutineLeakRise || rise < 0.2*r.GoroutinesStart {
 		return nil
 	}
+	code := codeFrom(w, "newproc", []string{probeNewproc}, "starts goroutines")
 	return &Finding{
 		Severity:   Warn,
 		Title:      fmt.Sprintf("goroutines rose from %.0f to %.0f", r.GoroutinesStart, r.GoroutinesEnd),
-		Evidence:   EvidenceList{{"goroutines_start", r.GoroutinesStart, ""}, {"goroutines_end", r.GoroutinesEnd, ""}, {"per_s", round(rise/r.Seconds, 1), "/s"}},
+		Observed:   fmt.Sprintf("goroutines rose from %.0f to %.0f", r.GoroutinesStart, r.GoroutinesEnd),
+		Code:       code,
 		Cause:      "Goroutines are started and never finish: blocked on a channel nobody sends to, a request without a timeout, a ticker loop without a stop.",
 		Fix:        "Group the goroutine dump by stack (gosleuth inspect --pid PID) to find the largest group and its wait reason; give every goroutine a way out (context cancellation, timeouts, closing channels).",
-		Sources:    []Source{SourceRuntime},
+		Sources:    codeSources([]Source{SourceRuntime}, code),
 		Confidence: "medium",
 	}
 }

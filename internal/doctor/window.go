@@ -14,6 +14,7 @@ const (
 	SourceSyscalls Source = "syscalls" // exact per-syscall counts
 	SourceStacks   Source = "stacks"   // user + kernel stack samples
 	SourceRuntime  Source = "runtime"  // Go runtime metrics (agent, pprof, expvar, go_* metrics)
+	SourceProbes   Source = "probes"   // exact call counts and callers of Go functions (entry uprobes)
 )
 
 // Host describes the machine the windows were taken on.
@@ -94,6 +95,40 @@ type Window struct {
 	Stacks *Stacks
 	// Runtime holds runtime metrics over the window, nil if not read.
 	Runtime *Runtime
+	// Probes holds exact call counts of Go functions, nil if not probed.
+	Probes *Probes
+}
+
+// Probes holds exact counts of calls to Go functions, from entry uprobes,
+// over part of the window.
+type Probes struct {
+	// Seconds is how long the probes were attached.
+	Seconds float64
+	// Calls maps a probed function ("runtime.newproc", "time.Sleep") to its
+	// calls; a function absent was not probed.
+	Calls map[string]ProbeCalls
+	// Mechanism names how they were taken.
+	Mechanism string
+}
+
+// ProbeCalls counts the calls of one function and names their callers.
+type ProbeCalls struct {
+	Count uint64
+	// Callers are the calling sites, Share being the fraction of calls.
+	Callers []Site
+}
+
+// Rate returns the calls per second of fn, and false when fn was not
+// probed.
+func (p *Probes) Rate(fn string) (float64, bool) {
+	if p == nil || p.Seconds <= 0 {
+		return 0, false
+	}
+	c, ok := p.Calls[fn]
+	if !ok {
+		return 0, false
+	}
+	return float64(c.Count) / p.Seconds, true
 }
 
 // GoFacts are a Go program's runtime settings.

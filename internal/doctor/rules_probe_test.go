@@ -1,0 +1,79 @@
+package doctor
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestProbedRules checks the rules that read probe counts, on windows
+// built in the test: the leak decided from outside, and the code named
+// from probed callers in preference to stack samples.
+func TestProbedRules(t *testing.T) {
+	host := &Host{CPUs: 2}
+	probes := func(sec float64, calls map[string]ProbeCalls) *Probes {
+		return &Probes{Seconds: sec, Calls: calls, Mechanism: "test"}
+	}
+	goSite := Site{Func: "main.serveClient", File: "/src/main.go", Line: 88, Share: 1}
+	tests := []struct {
+		name     string
+		w        *Window
+		warn     []string
+		code     string
+		codeFrom string
+	}{
+		{name: "leak: 200 started a second, none end", w: win(10, func(w *Window) {
+			w.Probes = probes(4, map[string]ProbeCalls{probeNewproc: {Count: 800, Callers: []Site{goSite}}, probeGoexit: {Count: 0}})
+		}), warn: []string{"goroutine-leak"}, code: "main.serveClient", codeFrom: "probes"},
+		{name: "a server's goroutine per request ends", w: win(10, func(w *Window) {
+			w.Probes = probes(4, map[string]ProbeCalls{probeNewproc: {Count: 4000, Callers: []Site{goSite}}, probeGoexit: {Count: 3990}})
+		})},
+		{name: "a pool growing with load is not a leak", w: win(10, func(w *Window) {
+			w.Probes = probes(4, map[string]ProbeCalls{probeNewproc: {Count: 4000}, probeGoexit: {Count: 3500}})
+		})},
+		{name: "newproc without goexit cannot decide", w: win(10, func(w *Window) {
+			w.Probes = probes(4, map[string]ProbeCalls{probeNewproc: {Count: 800}})
+		})},
+		{name: "the ticker named from probed chanrecv callers", w: win(10, func(w *Window) {
+			w.VolCtxsw = 20000
+			w.UserSec, w.SysSec = 0.06, 0.14
+			w.IOCalls = 5
+			w.Probes = probes(4, map[string]ProbeCalls{
+				"runtime.chanrecv2": {Count: 4000, Callers: []Site{{Func: "example.com/fastclock.refresh", File: "/src/fastclock.go", Line: 30, Share: 1}}},
+				"time.Sleep":        {Count: 4},
+			})
+		}), warn: []string{"idle-wakeups"}, code: "example.com/fastclock.refresh", codeFrom: "probes"},
+		{name: "the sleep loop named from probed time.Sleep callers over stack samples", w: win(10, func(w *Window) {
+			w.VolCtxsw = 20000
+			w.UserSec, w.SysSec = 0.06, 0.14
+			w.IOCalls = 5
+			w.Stacks = &Stacks{Samples: 10, Sites: map[string][]Site{"timer": {{Func: "main.other", Share: 0.5}}}}
+			w.Probes = probes(4, map[string]ProbeCalls{"time.Sleep": {Count: 3900, Callers: []Site{{Func: "main.(*clock).run", File: "/src/clock.go", Line: 12, Share: 1}}}})
+		}), warn: []string{"idle-wakeups"}, code: "main.(*clock).run", codeFrom: "probes"},
+		{name: "the mutex's callers from probes", w: win(10, func(w *Window) {
+			w.UserSec = 4
+			w.Stacks = &Stacks{Samples: 400, Classes: map[string]float64{ClassLock: 0.06, ClassUserCode: 0.8}}
+			w.Probes = probes(4, map[string]ProbeCalls{"internal/sync.(*Mutex).lockSlow": {Count: 40000, Callers: []Site{{Func: "main.(*table).add", File: "/src/t.go", Line: 7, Share: 0.9}}}})
+		}), warn: []string{"lock-contention"}, code: "main.(*table).add", codeFrom: "probes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			found, un := Evaluate(tt.w, host)
+			if got := warnIDs(found); !slices.Equal(got, tt.warn) {
+				t.Fatalf("warn-level findings %v, want %v:%s", got, tt.warn, describe(found))
+			}
+			if tt.code != "" {
+				f := found[0]
+				if len(f.Code) == 0 || f.Code[0].Func != tt.code || f.Code[0].From != tt.codeFrom {
+					t.Errorf("%s names %v, want %s from %s", f.ID, f.Code, tt.code, tt.codeFrom)
+				}
+				if !slices.Contains(f.Sources, SourceProbes) {
+					t.Errorf("%s sources %v lack probes", f.ID, f.Sources)
+				}
+			}
+			leakUndecided := slices.ContainsFunc(un, func(u Unchecked) bool { return u.Rule == "goroutine-leak" })
+			if _, ok := tt.w.Probes.Rate(probeGoexit); ok == leakUndecided {
+				t.Errorf("goroutine-leak undecided = %v with goexit probed = %v", leakUndecided, ok)
+			}
+		})
+	}
+}
