@@ -1,5 +1,7 @@
 package doctor
 
+import "slices"
+
 // explains lists, cause by cause in the order they claim symptoms, the
 // findings each cause explains when both are found in one process. A
 // symptom is claimed by the first cause that explains it, and only by a
@@ -26,6 +28,8 @@ var explains = []struct {
 	cause    string
 	symptoms []string
 }{
+	// A hot call that opens files is the churn's code, not a second cause.
+	{"file-reopen-churn", []string{"cpu-hotspot"}},
 	{"gc-pressure", []string{"gc-assist", "lock-contention", "scheduler-overhead"}},
 	{"lock-contention", []string{"idle-wakeups", "scheduler-overhead", "kernel-time"}},
 	{"goroutine-leak", []string{"memory-growth", "idle-wakeups", "scheduler-overhead"}},
@@ -54,7 +58,7 @@ func explain(found []Finding) []Finding {
 		c := &found[ci]
 		for _, s := range e.symptoms {
 			si, ok := idx[s]
-			if !ok || claimed[si] || found[si].Severity > c.Severity {
+			if !ok || claimed[si] || found[si].Severity > c.Severity || !explainsIt(*c, found[si]) {
 				continue
 			}
 			claimed[si] = true
@@ -81,6 +85,22 @@ func explain(found []Finding) []Finding {
 		}
 	}
 	return out
+}
+
+// explainsIt reports whether a cause explains a finding the table pairs it
+// with, for the pairs that hold only in some cases.
+func explainsIt(cause, f Finding) bool {
+	if f.ID == "cpu-hotspot" {
+		// Only a hot call that opens files is reopen churn.
+		for _, e := range f.Evidence {
+			if e.Name == "call" {
+				s, _ := e.Value.(string)
+				return cause.ID == "file-reopen-churn" && (slices.Contains(fileReadCalls, s) || s == "os.Open" || s == "os.OpenFile")
+			}
+		}
+		return false
+	}
+	return true
 }
 
 func mergeSources(a, b []Source) []Source {

@@ -51,6 +51,9 @@ func TestDifferential(t *testing.T) {
 		symptoms []string
 		absent   []string
 		code     string
+		// top, when set, is the exact set of findings reported on their
+		// own at any level.
+		top []string
 	}{
 		{name: "lock-bound: the lock, not a ticker", w: lockBound(0.06),
 			warn: []string{"lock-contention"}, symptoms: []string{"scheduler-overhead", "kernel-time"}, absent: []string{"idle-wakeups"}, code: "main.worker"},
@@ -76,6 +79,19 @@ func TestDifferential(t *testing.T) {
 				KernelPaths: []Share{{"syscall openat", 0.16}, {"syscall close", 0.08}, {"syscall fstat", 0.1}, {"syscall read", 0.1}, {"syscall epoll_ctl", 0.1}},
 				Sites:       map[string][]Site{"syscall openat": {{Func: "main.poll", File: "/src/p.go", Line: 30, Share: 0.16}}}}
 		}), warn: []string{"file-reopen-churn"}, symptoms: []string{"kernel-time"}, code: "main.poll"},
+		{name: "reopen churn from a hot os.ReadFile when open and close are barely sampled", w: win(10, func(w *Window) {
+			w.UserSec, w.SysSec = 0.1, 0.4
+			w.Stacks = &Stacks{Samples: 40, KernelShare: 0.7, Classes: map[string]float64{ClassUserCode: 0.2},
+				KernelPaths: []Share{{"syscall read", 0.3}, {"syscall close", 0.025}},
+				Sites:       map[string][]Site{"syscall close": {{Func: "main.poll", File: "/src/p.go", Line: 30, Share: 0.025}}},
+				LibCalls:    []LibCall{{Callee: "os.ReadFile", Caller: Site{Func: "main.poll", File: "/src/p.go", Line: 30}, Share: 0.5}}}
+		}), warn: nil, top: []string{"file-reopen-churn"}},
+		{name: "a hot os.ReadFile whose files are not opened in the window", w: win(10, func(w *Window) {
+			w.UserSec, w.SysSec = 0.1, 0.4
+			w.Stacks = &Stacks{Samples: 40, KernelShare: 0.7, Classes: map[string]float64{ClassUserCode: 0.2},
+				KernelPaths: []Share{{"syscall read", 0.6}},
+				LibCalls:    []LibCall{{Callee: "os.ReadFile", Caller: Site{Func: "main.load", File: "/src/p.go", Line: 9}, Share: 0.6}}}
+		}), warn: nil, absent: []string{"file-reopen-churn"}},
 		{name: "futex storm from kernel stacks", w: win(10, func(w *Window) {
 			w.UserSec, w.SysSec = 0.5, 1.5
 			w.Stacks = &Stacks{Samples: 200, KernelShare: 0.75, Classes: map[string]float64{ClassUserCode: 0.2},
@@ -117,11 +133,47 @@ func TestDifferential(t *testing.T) {
 					t.Errorf("%s names code %v, want %s with its line", f.ID, f.Code, tt.code)
 				}
 			}
+			if tt.top != nil {
+				var top []string
+				for _, f := range found {
+					top = append(top, f.ID)
+				}
+				if !slices.Equal(top, tt.top) {
+					t.Errorf("findings %v, want %v:%s", top, tt.top, describe(found))
+				}
+			}
 			for _, f := range flatten(found) {
 				if slices.Contains(tt.absent, f.ID) {
 					t.Errorf("%s found (%s), want it nowhere", f.ID, f.Title)
 				}
 			}
 		})
+	}
+}
+
+// TestReopenExplainsItsHotCall: with syscall counts, the reopen churn
+// names the hot os.ReadFile call as its code, and the call is not a
+// second finding.
+func TestReopenExplainsItsHotCall(t *testing.T) {
+	w := win(10, func(w *Window) {
+		w.UserSec, w.SysSec = 0.2, 0.8
+		w.Syscalls = &Syscalls{Seconds: 5, Counts: map[string]uint64{"openat": 13000, "close": 13000, "read": 26000, "fcntl": 26000}}
+		w.Stacks = &Stacks{Samples: 60, KernelShare: 0.7, Classes: map[string]float64{ClassUserCode: 0.1},
+			LibCalls: []LibCall{{Callee: "os.ReadFile", Caller: Site{Func: "main.poll", File: "/src/p.go", Line: 30}, Share: 0.45}}}
+	})
+	found, _ := Evaluate(w, &Host{CPUs: 2})
+	if len(found) != 1 || found[0].ID != "file-reopen-churn" {
+		t.Fatalf("want only file-reopen-churn:%s", describe(found))
+	}
+	f := found[0]
+	var ids []string
+	for _, s := range f.Symptoms {
+		ids = append(ids, s.ID)
+	}
+	if !slices.Contains(ids, "cpu-hotspot") || !slices.Contains(ids, "kernel-time") {
+		t.Errorf("symptoms %v, want cpu-hotspot and kernel-time", ids)
+	}
+	if len(f.Code) == 0 || f.Code[0].Func != "main.poll" || f.Code[0].Line != 30 {
+		t.Errorf("code %v, want main.poll at line 30", f.Code)
 	}
 }

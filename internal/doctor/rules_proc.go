@@ -426,8 +426,11 @@ func reopenFromStacks(w *Window) *Finding {
 		}
 	}
 	share := open + cls
-	if share < reopenSampleInfo || open*float64(st.Samples) < minSiteSamples || cls == 0 || !fdsFlat(w, 0) {
+	if !fdsFlat(w, 0) {
 		return nil
+	}
+	if share < reopenSampleInfo || open*float64(st.Samples) < minSiteSamples || cls == 0 {
+		return reopenFromCall(w)
 	}
 	// Exec'd children open their libraries, but their samples are not the
 	// parent's; the parent's own exec path is not openat.
@@ -447,11 +450,63 @@ func reopenFromStacks(w *Window) *Finding {
 	return f
 }
 
+// fileReadCalls open, read and close a file in one call: a hot call to
+// one of them re-opens files.
+var fileReadCalls = []string{"os.ReadFile", "io/ioutil.ReadFile", "os.ReadDir", "io/ioutil.ReadDir"}
+
+// reopenFromCall is the weakest evidence of reopen churn: without syscall
+// counts and with too few kernel samples in openat and close to weigh, a
+// call that opens, reads and closes a file holds a quarter or more of the
+// samples, and the kernel samples of open or close fall under its caller.
+// Information only: how often files are opened is not known.
+func reopenFromCall(w *Window) *Finding {
+	st := w.Stacks
+	if len(st.LibCalls) == 0 || w.SysSec < kernelShareInfo*w.CPUSec() {
+		return nil
+	}
+	c := st.LibCalls[0]
+	if !slices.Contains(fileReadCalls, c.Callee) || c.Share < hotCallShare || c.Share*float64(st.Samples) < hotCallMinSamples {
+		return nil
+	}
+	opens := false
+	for _, key := range []string{"syscall openat", "syscall open", "syscall close"} {
+		for _, s := range st.Sites[key] {
+			opens = opens || s.Func == c.Caller.Func
+		}
+	}
+	if !opens {
+		return nil
+	}
+	ev := EvidenceList{
+		{"call", c.Callee, ""},
+		{"cumulative_share_pct", pct(c.Share), "% of samples"},
+		{"sys_share_pct", pct(w.SysSec / w.CPUSec()), "%"},
+	}
+	f := reopenFinding(w, Info, fmt.Sprintf("%.0f%% of CPU samples are under %s, which opens and closes a file per call", 100*c.Share, c.Callee), ev)
+	f.Code = []CodeRef{{Func: c.Caller.Func, File: c.Caller.File, Line: c.Caller.Line, Role: "calls " + c.Callee, Share: round(c.Share, 3), From: "stack samples"}}
+	f.Sources = []Source{SourceProc, SourceStacks}
+	f.Confidence = "low"
+	f.Cause += " (Decided from stack samples only: syscalls could not be counted, so how often files are opened is unknown; kernel samples of open and close fall under this call.)"
+	return f
+}
+
 func reopenCode(w *Window) []CodeRef {
 	if code, _, _ := probeCode(w, probeOpen, 0, "opens a file"); len(code) > 0 {
 		return code
 	}
-	return kernelCode(w, []string{"openat", "open", "close"})
+	if code := kernelCode(w, []string{"openat", "open", "close"}); len(code) > 0 {
+		return code
+	}
+	// Too few kernel samples in open and close: the call that opens files
+	// and holds the most samples.
+	if w.Stacks != nil {
+		for _, c := range w.Stacks.LibCalls {
+			if slices.Contains(fileReadCalls, c.Callee) || c.Callee == "os.Open" || c.Callee == "os.OpenFile" {
+				return []CodeRef{{Func: c.Caller.Func, File: c.Caller.File, Line: c.Caller.Line, Role: "calls " + c.Callee, Share: round(c.Share, 3), From: "stack samples"}}
+			}
+		}
+	}
+	return nil
 }
 
 func reopenFinding(w *Window, sev Severity, title string, ev EvidenceList) *Finding {

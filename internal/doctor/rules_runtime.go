@@ -283,6 +283,7 @@ func checkGoroutineLeak(w *Window, h *Host) *Finding {
 		Title:      fmt.Sprintf("goroutines rose from %.0f to %.0f", r.GoroutinesStart, r.GoroutinesEnd),
 		Observed:   fmt.Sprintf("goroutines rose from %.0f to %.0f", r.GoroutinesStart, r.GoroutinesEnd),
 		Code:       code,
+		Evidence:   EvidenceList{{"goroutines_start", r.GoroutinesStart, ""}, {"goroutines_end", r.GoroutinesEnd, ""}, {"per_s", round(rise/r.Seconds, 1), "/s"}},
 		Cause:      "Goroutines are started and never finish: blocked on a channel nobody sends to, a request without a timeout, a ticker loop without a stop.",
 		Fix:        "Group the goroutine dump by stack (gosleuth inspect --pid PID) to find the largest group and its wait reason; give every goroutine a way out (context cancellation, timeouts, closing channels).",
 		Sources:    codeSources([]Source{SourceRuntime}, code),

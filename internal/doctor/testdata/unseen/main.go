@@ -33,6 +33,8 @@ var behaviours = map[string]func(){
 	"afterfunc": func() { fastclock.Rearm(time.Millisecond) },
 	// 200 goroutines a second, each waiting for a reply nobody sends.
 	"leak": leakRequests,
+	// A configuration file re-read about 10,000 times a second.
+	"rereadconfig": rereadConfig,
 	// HTTP handlers whose cost sits under one avoidable library call.
 	"regexphandler":   func() { serve(regexpHandler) },
 	"templatehandler": func() { serve(templateHandler) },
@@ -111,6 +113,46 @@ func leakRequests() {
 			}
 		}
 	}()
+}
+
+type config struct {
+	mu     sync.Mutex
+	values map[string]string
+}
+
+func rereadConfig() {
+	f, err := os.CreateTemp("", "unseen-config-*.ini")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Fprintln(f, "listen = 127.0.0.1:8080\nworkers = 4\nlog = info")
+	f.Close()
+	cfg := &config{}
+	go func() {
+		for {
+			for range 10 {
+				cfg.load(f.Name())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+}
+
+// load re-reads the whole file each time a value is wanted.
+func (c *config) load(path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	m := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, " = "); ok {
+			m[k] = v
+		}
+	}
+	c.mu.Lock()
+	c.values = m
+	c.mu.Unlock()
 }
 
 func serve(h http.HandlerFunc) {
