@@ -214,6 +214,9 @@ func summarizeStacks(p *stacks.Profile) *Stacks {
 			addSite(ClassGCAssist, st.Frames, n)
 		case stacks.ClassScheduler, stacks.ClassIdle:
 			s.Classes[ClassScheduler] += n
+			// Scheduler work under the program's code: the code that wakes
+			// goroutines (closing a channel) or parks them.
+			addSite(ClassScheduler, st.Frames, n)
 		case stacks.ClassUser:
 			s.Classes[ClassUserCode] += n
 		}

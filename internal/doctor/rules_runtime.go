@@ -135,8 +135,10 @@ func checkScheduler(w *Window, h *Host) *Finding {
 	if r, ok := w.Syscalls.Rate("futex"); ok {
 		ev = append(ev, Evidence{"futex_per_s", round(r, 0), "/s"})
 	}
+	code := codeAt(w, ClassScheduler, "wakes or parks goroutines")
 	return &Finding{
 		Severity:   Warn,
+		Code:       code,
 		Title:      "much of the CPU goes to Go's scheduler",
 		Observed:   fmt.Sprintf("Go's scheduler takes %.1f%% of a core", 100*cores),
 		Evidence:   ev,
