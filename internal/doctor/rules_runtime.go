@@ -76,7 +76,7 @@ func needRuntimeOrProbes(w *Window) string {
 			return ""
 		}
 	}
-	return "needs Go runtime metrics (import github.com/gosleuth/gosleuth/agent, or pass --pprof-url / --metrics-url) or probes on runtime.newproc and goexit1 (run as root): RSS growth alone cannot tell leaked goroutines from a growing heap"
+	return "needs Go runtime metrics (import github.com/gosleuth/gosleuth/agent, or pass --pprof-url / --metrics-url) or probes on runtime.newproc and runtime.goexit1 as root: RSS growth alone cannot tell leaked goroutines from a growing heap"
 }
 
 func needStacksOrRuntime(w *Window) string {
@@ -530,6 +530,6 @@ func noCodeWhy(w *Window, what string) string {
 	case w.Stacks == nil:
 		return "Without stack samples or probes the code responsible for " + what + " cannot be named."
 	default:
-		return fmt.Sprintf("The %d stack samples did not catch the code responsible for %s (a loop that does almost nothing is rarely on CPU); probes on the runtime's timer and sleep functions name it.", w.Stacks.Samples, what)
+		return fmt.Sprintf("The stack samples (%d) did not catch the code responsible for %s (a loop that does almost nothing is rarely on CPU); probes on the runtime's timer and sleep functions name it.", w.Stacks.Samples, what)
 	}
 }
