@@ -389,7 +389,41 @@ func (l RuntimeLook) Look(ctx context.Context, pid int, d time.Duration, w *Wind
 		return fmt.Errorf("read runtime metrics: %w", err)
 	}
 	w.Runtime, w.Go = RuntimeOf(src.Kind(), a, b, w.Go)
+	// A rising count: take one goroutine dump, to name the go statement
+	// that starts them and where they wait. Only then, as a dump stops the
+	// world for a moment.
+	if w.Runtime.GoroutinesEnd-w.Runtime.GoroutinesStart >= goroutineLeakRise {
+		if d, err := src.Goroutines(rctx); err == nil {
+			w.Runtime.Groups = goroutineGroups(d, 3)
+		}
+	}
 	return nil
+}
+
+// goroutineGroups keeps the n largest groups of a dump.
+func goroutineGroups(d *goruntime.GoroutineDump, n int) []GoroutineGroup {
+	var out []GoroutineGroup
+	for _, g := range d.Groups {
+		if len(out) == n {
+			break
+		}
+		gg := GoroutineGroup{Count: g.Count, State: g.State}
+		for _, f := range g.Frames {
+			if pkg := funcPkg(f.Func); pkg != "" && !stdlibPkg(pkg) {
+				gg.WaitsIn = Site{Func: f.Func, File: f.File, Line: f.Line}
+				break
+			}
+		}
+		if gg.WaitsIn.Func == "" && len(g.Frames) > 0 {
+			f := g.Frames[0]
+			gg.WaitsIn = Site{Func: f.Func, File: f.File, Line: f.Line}
+		}
+		if c := g.CreatedBy; c != nil {
+			gg.CreatedBy = Site{Func: c.Func, File: c.File, Line: c.Line}
+		}
+		out = append(out, gg)
+	}
+	return out
 }
 
 // RuntimeOf turns two runtime samples of a process, a before b, taken from

@@ -116,6 +116,9 @@ func describe(fs []Finding) string {
 	var b strings.Builder
 	for _, f := range fs {
 		fmt.Fprintf(&b, "\n  %s %s: %s [%s]", f.Severity, f.ID, f.Title, evidenceText(f.Evidence))
+		for _, c := range f.Code {
+			fmt.Fprintf(&b, "\n    code: %s", codeText(c))
+		}
 	}
 	return b.String()
 }
@@ -253,20 +256,22 @@ func TestPatientsInside(t *testing.T) {
 		// noSyscalls leaves the syscall counters out, as when tracefs
 		// cannot be mounted: kernel stack samples decide instead.
 		noSyscalls bool
+		// code: the warn-level cause names this function, with its line.
+		code string
 	}{
-		{"gc", nil, []want{{"gc-pressure", SourceStacks}, {"gc-assist", SourceStacks}}, []string{"gc-pressure"}, false},
+		{"gc", nil, []want{{"gc-pressure", SourceStacks}, {"gc-assist", SourceStacks}}, []string{"gc-pressure"}, false, "main.main.func10"},
 		// The runtime's GC shares need two cycles in the window, which a
 		// loaded machine may not give the patient: any source will do,
 		// and the runtime must have been read (checked below).
-		{"gc", agent, []want{{"gc-pressure", ""}, {"gc-assist", ""}}, []string{"gc-pressure"}, false},
-		{"herd", nil, []want{{"scheduler-overhead", SourceStacks}}, []string{"scheduler-overhead"}, false},
+		{"gc", agent, []want{{"gc-pressure", ""}, {"gc-assist", ""}}, []string{"gc-pressure"}, false, "main.main.func10"},
+		{"herd", nil, []want{{"scheduler-overhead", SourceStacks}}, []string{"scheduler-overhead"}, false, "main.main.func12"},
 		// Reflection is the codec's work, not an avoidable cost: info.
-		{"json", nil, []want{{"cpu-hotspot", SourceStacks}}, nil, false},
-		{"lock", agent, []want{{"lock-contention", SourceStacks}, {"lock-contention", SourceRuntime}}, []string{"lock-contention"}, false},
-		{"leak", agent, []want{{"goroutine-leak", SourceRuntime}}, []string{"goroutine-leak"}, false},
-		{"reopen", nil, []want{{"file-reopen-churn", SourceSyscalls}, {"kernel-time", SourceSyscalls}}, []string{"file-reopen-churn"}, false},
-		{"exec", nil, []want{{"exec-hot-path", SourceSyscalls}}, []string{"exec-hot-path"}, false},
-		{"ticker", nil, []want{{"idle-wakeups", SourceSyscalls}}, []string{"idle-wakeups"}, false},
+		{"json", nil, []want{{"cpu-hotspot", SourceStacks}}, nil, false, ""},
+		{"lock", agent, []want{{"lock-contention", SourceStacks}, {"lock-contention", SourceRuntime}}, []string{"lock-contention"}, false, "main.main.func9"},
+		{"leak", agent, []want{{"goroutine-leak", SourceRuntime}}, []string{"goroutine-leak"}, false, "main.main.func14.1"},
+		{"reopen", nil, []want{{"file-reopen-churn", SourceSyscalls}, {"kernel-time", SourceSyscalls}}, []string{"file-reopen-churn"}, false, "main.main.func3"},
+		{"exec", nil, []want{{"exec-hot-path", SourceSyscalls}}, []string{"exec-hot-path"}, false, ""},
+		{"ticker", nil, []want{{"idle-wakeups", SourceSyscalls}}, []string{"idle-wakeups"}, false, ""},
 	}
 	for _, tt := range tests {
 		name := tt.mode
@@ -298,6 +303,12 @@ func TestPatientsInside(t *testing.T) {
 			fs := findingsOf(rep, p.pid)
 			if got := warnIDs(fs); !slices.Equal(got, tt.warn) {
 				t.Errorf("warn-level findings %v, want %v:%s", got, tt.warn, describe(fs))
+			}
+			t.Logf("%s:%s", name, describe(fs))
+			if tt.code != "" && !slices.ContainsFunc(fs, func(f Finding) bool {
+				return f.Severity >= Warn && slices.ContainsFunc(f.Code, func(c CodeRef) bool { return c.Func == tt.code && c.Line > 0 })
+			}) {
+				t.Errorf("no warn-level cause names %s with its line:%s", tt.code, describe(fs))
 			}
 			if tt.env != nil && (len(rep.Processes) == 0 || !slices.Contains(rep.Processes[0].Sources, SourceRuntime)) {
 				t.Errorf("the agent was not read: %+v, notes %v", rep.Processes, rep.Notes)

@@ -358,8 +358,11 @@ func codeText(c CodeRef) string {
 	t := c.String() + " " + c.Role
 	if c.Share > 0 {
 		unit := "of samples"
-		if c.From == "probes" {
+		switch c.From {
+		case "probes":
 			unit = "of calls"
+		case "goroutine dump":
+			unit = "of goroutines"
 		}
 		t += fmt.Sprintf(", %.0f%% %s", 100*c.Share, unit)
 	}

@@ -64,8 +64,11 @@ func codeFrom(w *Window, stackKey string, fns []string, role string) []CodeRef {
 func codeSources(sources []Source, code []CodeRef) []Source {
 	for _, c := range code {
 		s := SourceStacks
-		if c.From == "probes" {
+		switch c.From {
+		case "probes":
 			s = SourceProbes
+		case "goroutine dump":
+			s = SourceRuntime
 		}
 		if !slices.Contains(sources, s) {
 			sources = append(sources, s)

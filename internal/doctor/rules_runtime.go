@@ -280,12 +280,25 @@ func checkGoroutineLeak(w *Window, h *Host) *Finding {
 		return nil
 	}
 	code := codeFrom(w, "newproc", []string{probeNewproc}, "starts goroutines")
+	ev := EvidenceList{{"goroutines_start", r.GoroutinesStart, ""}, {"goroutines_end", r.GoroutinesEnd, ""}, {"per_s", round(rise/r.Seconds, 1), "/s"}}
+	if len(r.Groups) > 0 {
+		// The goroutine dump names the go statement and the wait exactly.
+		g := r.Groups[0]
+		code = nil
+		if g.CreatedBy.Func != "" {
+			c := g.CreatedBy
+			code = append(code, CodeRef{Func: c.Func, File: c.File, Line: c.Line, Role: fmt.Sprintf("starts the largest group (%d goroutines)", g.Count), Share: round(float64(g.Count)/r.GoroutinesEnd, 3), From: "goroutine dump"})
+		}
+		c := g.WaitsIn
+		code = append(code, CodeRef{Func: c.Func, File: c.File, Line: c.Line, Role: "where they wait (" + g.State + ")", From: "goroutine dump"})
+		ev = append(ev, Evidence{"largest_group", g.Count, ""}, Evidence{"largest_group_state", g.State, ""})
+	}
 	return &Finding{
 		Severity:   Warn,
 		Title:      fmt.Sprintf("goroutines rose from %.0f to %.0f", r.GoroutinesStart, r.GoroutinesEnd),
 		Observed:   fmt.Sprintf("goroutines rose from %.0f to %.0f", r.GoroutinesStart, r.GoroutinesEnd),
 		Code:       code,
-		Evidence:   EvidenceList{{"goroutines_start", r.GoroutinesStart, ""}, {"goroutines_end", r.GoroutinesEnd, ""}, {"per_s", round(rise/r.Seconds, 1), "/s"}},
+		Evidence:   ev,
 		Cause:      "Goroutines are started and never finish: blocked on a channel nobody sends to, a request without a timeout, a ticker loop without a stop.",
 		Fix:        "Group the goroutine dump by stack (gosleuth inspect --pid PID) to find the largest group and its wait reason; give every goroutine a way out (context cancellation, timeouts, closing channels).",
 		Sources:    codeSources([]Source{SourceRuntime}, code),

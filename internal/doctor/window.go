@@ -226,6 +226,20 @@ type Runtime struct {
 	MutexWaitPerSec float64
 	// HeapLive and HeapObjects at the end of the window (NaN when unknown).
 	HeapLive, HeapObjects float64
+	// Groups are the largest groups of goroutines with one stack and one
+	// creator, from a goroutine dump taken at the end of the window when
+	// the count rose (nil otherwise, or when the source has no dump).
+	Groups []GoroutineGroup
+}
+
+// GoroutineGroup is a group of goroutines with the same stack and creator.
+type GoroutineGroup struct {
+	Count int
+	// State is the most common wait reason ("chan receive").
+	State string
+	// WaitsIn is the program's frame nearest the top of the stack (where
+	// they block); CreatedBy the go statement that started them.
+	WaitsIn, CreatedBy Site
 }
 
 // Seconds is the window's length.
