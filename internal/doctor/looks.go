@@ -135,6 +135,15 @@ func isTimerFrame(fn string) bool {
 		fn == "runtime.checkTimers" || fn == "runtime.resetForSleep"
 }
 
+// isExecFrame reports whether fn starts or waits for a child process.
+func isExecFrame(fn string) bool {
+	switch fn {
+	case "os.StartProcess", "syscall.forkExec", "syscall.StartProcess", "os.(*Process).Wait", "os/exec.(*Cmd).Start", "os/exec.(*Cmd).Wait", "os/exec.(*Cmd).Run", "os/exec.(*Cmd).Output", "os/exec.(*Cmd).CombinedOutput":
+		return true
+	}
+	return false
+}
+
 // isNewprocFrame reports whether fn starts a goroutine (a go statement).
 func isNewprocFrame(fn string) bool { return fn == "runtime.newproc" || fn == "runtime.newproc1" }
 
@@ -232,6 +241,12 @@ func summarizeStacks(p *stacks.Profile) *Stacks {
 			if !f.Kernel && isTimerFrame(f.Func) {
 				addCaller("timer", firstCaller(st.Frames), n)
 				addSite("timer", st.Frames, n)
+				break
+			}
+		}
+		for _, f := range st.Frames {
+			if !f.Kernel && isExecFrame(f.Func) {
+				addSite("exec", st.Frames, n)
 				break
 			}
 		}

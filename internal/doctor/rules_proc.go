@@ -550,10 +550,7 @@ func checkExec(w *Window, h *Host) *Finding {
 	if spawned >= execPerSecWarn || childCores >= execChildCoresWarn {
 		sev = Warn
 	}
-	code, _, _ := probeCode(w, probeExec, 0, "starts a process")
-	if len(code) == 0 {
-		code = kernelCode(w, []string{"clone", "clone3", "vfork", "execve", "wait4", "waitid"})
-	}
+	code := codeFrom(w, "exec", probeExec, "starts a process")
 	sources = codeSources(sources, code)
 	title := fmt.Sprintf("starts %.1f child processes a second", spawned)
 	if spawned < execPerSecInfo {

@@ -519,14 +519,22 @@ func slowPathOf(c LibCall) *slowPath {
 const minSiteSamples = 3
 
 // codeAt names the code the stack samples found for key (a class, "timer",
-// "newproc" or "syscall NAME"), sites with at least minSiteSamples samples.
+// "exec", "newproc" or "syscall NAME"). A class's sites need
+// minSiteSamples samples (a share of a class is statistics); one sample is
+// enough under a specific call (a stack through os.StartProcess or in
+// openat shows the call itself).
 func codeAt(w *Window, key, role string) []CodeRef {
 	if w.Stacks == nil || w.Stacks.Samples == 0 {
 		return nil
 	}
+	need := 1.0
+	switch key {
+	case ClassLock, ClassScheduler, ClassGCAssist:
+		need = minSiteSamples
+	}
 	var out []CodeRef
 	for _, s := range w.Stacks.Sites[key] {
-		if s.Share*float64(w.Stacks.Samples) < minSiteSamples-0.5 {
+		if s.Share*float64(w.Stacks.Samples) < need-0.5 {
 			continue
 		}
 		out = append(out, CodeRef{Func: s.Func, File: s.File, Line: s.Line, Role: role, Share: round(s.Share, 3), From: "stack samples"})
