@@ -167,6 +167,14 @@ func TestRules(t *testing.T) {
 			w.Runtime = nanRuntime()
 			w.Runtime.GoroutinesStart, w.Runtime.GoroutinesEnd = 50, 1050
 		}), "goroutine-leak", Warn},
+		{"an old leak still rising fast", win(10, func(w *Window) {
+			w.Runtime = nanRuntime()
+			w.Runtime.GoroutinesStart, w.Runtime.GoroutinesEnd = 6000, 8000
+		}), "goroutine-leak", Warn},
+		{"many goroutines, a little churn", win(10, func(w *Window) {
+			w.Runtime = nanRuntime()
+			w.Runtime.GoroutinesStart, w.Runtime.GoroutinesEnd = 100000, 100500
+		}), "goroutine-leak", -1},
 		{"goroutines steady", win(10, func(w *Window) {
 			w.Runtime = nanRuntime()
 			w.Runtime.GoroutinesStart, w.Runtime.GoroutinesEnd = 5000, 5020
