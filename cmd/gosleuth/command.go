@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/gosleuth/gosleuth/internal/goruntime"
 )
 
 // command is one gosleuth subcommand. Each lives in a file of its own and
@@ -146,4 +148,18 @@ func init() {
 			}
 		},
 	})
+}
+
+// checkURLs checks the --pprof-url and --metrics-url given (empty ones are
+// not given): a malformed one is a usage error before any work starts.
+func checkURLs(pprofURL, metricsURL string) error {
+	for _, u := range []struct{ kind, raw string }{{"pprof", pprofURL}, {"metrics", metricsURL}} {
+		if u.raw == "" {
+			continue
+		}
+		if _, err := goruntime.CheckURL(u.kind, u.raw); err != nil {
+			return usagef("%v", err)
+		}
+	}
+	return nil
 }

@@ -57,6 +57,9 @@ Rule ids: ` + ruleIDs(),
 				if (*pprofURL != "" || *metricsURL != "") && len(pids) != 1 {
 					return usagef("--pprof-url and --metrics-url need exactly one --pid")
 				}
+				if err := checkURLs(*pprofURL, *metricsURL); err != nil {
+					return err
+				}
 				switch *format {
 				case "text", "json", "markdown":
 				default:

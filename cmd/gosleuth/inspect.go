@@ -55,8 +55,13 @@ text and null in JSON. Ctrl-C ends the window early.`,
 					return usagef("--format must be text or json, got %q", *format)
 				case *groups < 0:
 					return usagef("--groups must not be negative")
+				case *duration > time.Hour:
+					return usagef("--duration must be at most 1h, got %s", *duration)
 				case *pprofURL != "" && *metricsURL != "":
 					return usagef("give --pprof-url or --metrics-url, not both")
+				}
+				if err := checkURLs(*pprofURL, *metricsURL); err != nil {
+					return err
 				}
 				for _, p := range []string{*out, *trace} {
 					if p != "" {

@@ -75,6 +75,12 @@ becomes a [kernel time, not sampled] leaf.`,
 				if *duration < 0 {
 					return usagef("--duration must not be negative")
 				}
+				if *duration > 24*time.Hour {
+					return usagef("--duration must be at most 24h (0: until interrupted), got %s", *duration)
+				}
+				if *top < 1 {
+					return usagef("--top must be at least 1, got %d", *top)
+				}
 				if *pid < 0 {
 					return usagef("invalid pid %d", *pid)
 				}

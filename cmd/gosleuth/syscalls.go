@@ -103,8 +103,8 @@ func checkSyscallsFlags(cfg *syscalls.Config, duration, format, only string) err
 		if err != nil {
 			return usagef("invalid --duration %q: want a duration such as 10s", duration)
 		}
-		if d <= 0 {
-			return usagef("--duration must be positive, got %s", duration)
+		if d <= 0 || d > 24*time.Hour {
+			return usagef("--duration must be positive and at most 24h, got %s", duration)
 		}
 		cfg.Duration = d
 	} else if cfg.PID > 0 {
@@ -115,6 +115,9 @@ func checkSyscallsFlags(cfg *syscalls.Config, duration, format, only string) err
 			if s = strings.TrimSpace(s); s != "" {
 				cfg.Only = append(cfg.Only, s)
 			}
+		}
+		if len(cfg.Only) == 0 {
+			return usagef("--only %q names no syscall", only)
 		}
 	}
 	return nil

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -39,9 +38,9 @@ func (s *pprofSource) Close() error {
 // newPprofSource checks that raw is a net/http/pprof endpoint and looks for
 // expvar next to it.
 func newPprofSource(ctx context.Context, client *http.Client, raw string) (*pprofSource, error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("pprof URL %q: want http://HOST:PORT[/debug/pprof/]", raw)
+	u, err := CheckURL("pprof", raw)
+	if err != nil {
+		return nil, err
 	}
 	p := u.Path
 	if i := strings.Index(p, "/debug/pprof"); i >= 0 {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"net/url"
 	"path"
 	"runtime/metrics"
 	"sort"
@@ -41,9 +40,8 @@ func (s *promSource) Goroutines(context.Context) (*GoroutineDump, error) {
 }
 
 func newPromSource(ctx context.Context, client *http.Client, raw string) (*promSource, error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("metrics URL %q: want http://HOST:PORT/metrics", raw)
+	if _, err := CheckURL("metrics", raw); err != nil {
+		return nil, err
 	}
 	s := &promSource{client: client, url: raw}
 	if _, err := s.Read(ctx); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -111,6 +112,21 @@ func Connect(ctx context.Context, pid int, opts Options) (Source, []string, erro
 		return nil, notes, fmt.Errorf("process %d: %w (no agent socket found)", pid, ErrNoSource)
 	}
 	return s, notes, nil
+}
+
+// CheckURL parses the URL of a runtime endpoint given on the command line
+// (kind "pprof" or "metrics"): it must be http or https with a host. Commands
+// call it before any work so a typo is a usage error, not a note at the end.
+func CheckURL(kind, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		want := "http://HOST:PORT/metrics"
+		if kind == "pprof" {
+			want = "http://HOST:PORT[/debug/pprof/]"
+		}
+		return nil, fmt.Errorf("%s URL %q: want %s", kind, raw, want)
+	}
+	return u, nil
 }
 
 // httpGet fetches url and returns the body (at most limit bytes), failing
