@@ -105,6 +105,7 @@ func TestDifferential(t *testing.T) {
 		{name: "regexp compiled per request", w: hot("regexp.MustCompile", 0.4), warn: []string{"cpu-hotspot"}, code: "main.handle"},
 		{name: "hashing is the job: info", w: hot("crypto/sha256.Sum256", 0.9), warn: nil},
 		{name: "fmt is needed work: info", w: hot("fmt.Sprintf", 0.4), warn: nil},
+		{name: "a replaceable codec holding most of the CPU", w: hot("encoding/json.Unmarshal", 0.6), warn: []string{"cpu-hotspot"}, code: "main.handle"},
 		{name: "large buffers cleared per call", w: hot("runtime.makeslice", 0.3, Share{"runtime.memclrNoHeapPointers", 0.7}), warn: []string{"cpu-hotspot"}},
 		{name: "makeslice that is not clearing memory", w: hot("runtime.makeslice", 0.3, Share{"runtime.mallocgc", 0.7}), warn: nil},
 		{name: "below a quarter of the CPU", w: hot("regexp.MustCompile", 0.2), warn: nil},

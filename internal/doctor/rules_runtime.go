@@ -49,6 +49,11 @@ const (
 	// One call from the program into a library under which this share of
 	// all samples sits is a hot path (cumulative, not flat).
 	hotCallShare = 0.25
+	// A known slow path whose work is needed (reflection codecs, fmt) but
+	// has a faster equivalent is a warning when it holds the majority of
+	// the CPU: replacing it halves the cost (the seeds' encoding/json took
+	// more than half). Below that it is information.
+	replaceableShareWarn = 0.5
 	// The fewest samples under the call it is judged on (binomial noise on
 	// 10 samples at 25% is about +-14 points).
 	hotCallMinSamples = 10
@@ -391,7 +396,7 @@ func hotCall(w *Window) *Finding {
 		Code:       []CodeRef{{Func: c.Caller.Func, File: c.Caller.File, Line: c.Caller.Line, Role: "calls " + c.Callee, Share: round(c.Share, 3), From: "stack samples"}},
 	}
 	if k := slowPathOf(c); k != nil {
-		if k.avoidable {
+		if k.avoidable || c.Share >= replaceableShareWarn {
 			f.Severity = Warn
 		}
 		f.Title = fmt.Sprintf("%s: %.0f%% of CPU under %s", k.name, 100*c.Share, c.Callee)

@@ -208,9 +208,11 @@ func main() {
 		doc, _ := json.Marshal(makeDoc())
 		go func() {
 			for {
-				var v map[string]any
-				_ = json.Unmarshal(doc, &v)
-				time.Sleep(50 * time.Microsecond)
+				for range 10 {
+					var v map[string]any
+					_ = json.Unmarshal(doc, &v)
+				}
+				time.Sleep(500 * time.Microsecond)
 			}
 		}()
 	case "leak": // goroutine-leak: 200 goroutines a second blocked forever (run with PATIENT_AGENT=1)
