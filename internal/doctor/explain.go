@@ -4,16 +4,20 @@ import "slices"
 
 // explains lists, cause by cause in the order they claim symptoms, the
 // findings each cause explains when both are found in one process. A
-// symptom is claimed by the first cause that explains it, and only by a
-// cause at least as severe: an info-level guess does not swallow a warning.
+// symptom is claimed by the first cause that explains it. An info-level
+// cause claims only info-level symptoms (a guess does not swallow a
+// warning); a cause at warn or above claims any, and takes the severity
+// of the worst (a leak whose descriptors reach the limit in minutes is
+// critical).
 //
 // The pairs are Go runtime mechanics, not correlations:
 //   - a contended sync.Mutex parks and wakes goroutines through futex: the
 //     wake-ups, the kernel time and the scheduler's share are the lock's
 //     handoffs, so they are not a timer loop (the contradiction issue 14
 //     names: a lock-bound program told to slow its ticker);
-//   - leaked goroutines hold their stacks (RSS grows) and each one started
-//     wakes an M to run it;
+//   - leaked goroutines hold their stacks (RSS grows), and the descriptors
+//     they were using (a connection per stuck request), and each one
+//     started wakes an M to run it;
 //   - re-opened files and exec'd children are kernel time, and the polling
 //     loop that re-opens or re-runs them sleeps between rounds: its
 //     wake-ups are the scheduler's work;
@@ -32,7 +36,7 @@ var explains = []struct {
 	{"file-reopen-churn", []string{"cpu-hotspot"}},
 	{"gc-pressure", []string{"gc-assist", "lock-contention", "scheduler-overhead"}},
 	{"lock-contention", []string{"idle-wakeups", "scheduler-overhead", "kernel-time"}},
-	{"goroutine-leak", []string{"memory-growth", "idle-wakeups", "scheduler-overhead"}},
+	{"goroutine-leak", []string{"memory-growth", "fd-leak", "idle-wakeups", "scheduler-overhead"}},
 	{"file-reopen-churn", []string{"kernel-time", "scheduler-overhead"}},
 	{"exec-hot-path", []string{"kernel-time", "scheduler-overhead"}},
 	{"thread-explosion", []string{"kernel-time", "scheduler-overhead"}},
@@ -58,7 +62,7 @@ func explain(found []Finding) []Finding {
 		c := &found[ci]
 		for _, s := range e.symptoms {
 			si, ok := idx[s]
-			if !ok || claimed[si] || found[si].Severity > c.Severity || !explainsIt(*c, found[si]) {
+			if !ok || claimed[si] || c.Severity < Warn && found[si].Severity > c.Severity || !explainsIt(*c, found[si]) {
 				continue
 			}
 			claimed[si] = true
@@ -76,6 +80,7 @@ func explain(found []Finding) []Finding {
 			}
 			c.Sources = mergeSources(c.Sources, sf.Sources)
 			c.Cores = max(c.Cores, sf.Cores)
+			c.Severity = max(c.Severity, sf.Severity)
 		}
 	}
 	out := found[:0:0]

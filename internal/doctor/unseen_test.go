@@ -93,6 +93,10 @@ func TestUnseenPatients(t *testing.T) {
 		// Without the agent, a pprof URL or probes the leak cannot be told
 		// from a growing heap: the rule says so rather than guess.
 		{behaviour: "leak", unchecked: "goroutine-leak"},
+		// Stuck HTTP requests, with the agent: the dump names the go
+		// statement; the connections they hold are the leak's symptom
+		// (critical: the descriptor limit is minutes away).
+		{behaviour: "leakhttp", warn: []string{"goroutine-leak"}, code: "main.leakHTTP.func2"},
 		{behaviour: "rereadconfig", warn: []string{"file-reopen-churn"}, code: "main.(*config).load"},
 		{behaviour: "rereadconfig", noSyscalls: true, warn: []string{"file-reopen-churn"}, code: "main.(*config).load"},
 		{behaviour: "regexphandler", load: 1000, warn: []string{"cpu-hotspot"}, code: "main.regexpHandler"},
@@ -136,6 +140,7 @@ func TestUnseenPatients(t *testing.T) {
 				for _, f := range fs {
 					for _, c := range f.Code {
 						named = named || f.Severity >= Warn && c.Func == tt.code && c.File != "" && c.Line > 0
+						t.Logf("code: %s", codeText(c))
 					}
 				}
 				if !named {

@@ -18,6 +18,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/gosleuth/gosleuth/agent"
 	"github.com/gosleuth/gosleuth/internal/doctor/testdata/unseen/fastclock"
 )
 
@@ -33,6 +34,9 @@ var behaviours = map[string]func(){
 	"afterfunc": func() { fastclock.Rearm(time.Millisecond) },
 	// 200 goroutines a second, each waiting for a reply nobody sends.
 	"leak": leakRequests,
+	// 100 goroutines a second, each waiting on a connection to a server
+	// that accepts and never answers (no timeout), with the agent.
+	"leakhttp": func() { agent.Start(agent.Options{}); leakHTTP() },
 	// A configuration file re-read about 10,000 times a second.
 	"rereadconfig": rereadConfig,
 	// HTTP handlers whose cost sits under one avoidable library call.
@@ -113,6 +117,39 @@ func leakRequests() {
 			}
 		}
 	}()
+}
+
+func leakHTTP() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // accepted, never answered
+			mu.Unlock()
+		}
+	}()
+	client := &http.Client{} // no timeout
+	go func() {
+		for range time.Tick(10 * time.Millisecond) {
+			go fetchStatus(client, "http://"+ln.Addr().String()+"/status")
+		}
+	}()
+}
+
+func fetchStatus(c *http.Client, url string) {
+	resp, err := c.Get(url)
+	if err == nil {
+		resp.Body.Close()
+	}
 }
 
 type config struct {
