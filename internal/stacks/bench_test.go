@@ -24,11 +24,11 @@ func BenchmarkLoadObject(b *testing.B) {
 	b.ReportAllocs()
 	var frames int
 	for b.Loop() {
-		f, size, ef, key, err := openObject(path)
+		f, size, ef, id, _, err := openObject(path)
 		if err != nil {
 			b.Fatal(err)
 		}
-		o := parseObject(path, f, size, ef, key)
+		o := parseObject(path, f, size, ef, id)
 		if o.gt == nil {
 			b.Fatalf("no Go table: %v", o.goErr)
 		}

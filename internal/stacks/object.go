@@ -10,6 +10,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"syscall"
 )
 
 // object is one loaded ELF file (an executable or shared library) with what
@@ -44,9 +45,9 @@ var objectCache = struct {
 
 // loadObject opens and parses the ELF file at path (use /proc/PID/root/...
 // or /proc/PID/exe to reach the target's view of the file system), or
-// returns the object already loaded with the same build ID.
+// returns the object already loaded from the same file.
 func loadObject(path string) (*object, error) {
-	f, size, ef, key, err := openObject(path)
+	f, size, ef, id, key, err := openObject(path)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +58,7 @@ func loadObject(path string) (*object, error) {
 		return o, nil
 	}
 	objectCache.Unlock()
-	o := parseObject(path, f, size, ef, key)
+	o := parseObject(path, f, size, ef, id)
 	objectCache.Lock()
 	if prev, ok := objectCache.m[key]; ok {
 		o = prev // another goroutine won the race; ours is dropped
@@ -68,35 +69,36 @@ func loadObject(path string) (*object, error) {
 	return o, nil
 }
 
-// openObject opens path as ELF and returns its size and cache key: the build
-// ID, or path, size and modification time when it has none.
-func openObject(path string) (f *os.File, size int64, ef *elf.File, key string, err error) {
+// openObject opens path as ELF and returns its size, build ID ("" when it
+// has none) and cache key. The key is the file's identity (device, inode,
+// size, modification time) with the build ID: a build ID alone is written
+// by whoever built the binary, and a copied or crafted one put another
+// binary's symbols on a process's samples (research defect 11).
+func openObject(path string) (f *os.File, size int64, ef *elf.File, id, key string, err error) {
 	f, err = os.Open(path)
 	if err != nil {
-		return nil, 0, nil, "", fmt.Errorf("open binary: %w", err)
+		return nil, 0, nil, "", "", fmt.Errorf("open binary: %w", err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, 0, nil, "", fmt.Errorf("stat binary: %w", err)
+		return nil, 0, nil, "", "", fmt.Errorf("stat binary: %w", err)
 	}
 	ef, err = elf.NewFile(f)
 	if err != nil {
 		f.Close()
-		return nil, 0, nil, "", fmt.Errorf("read ELF %s: %w", path, err)
+		return nil, 0, nil, "", "", fmt.Errorf("read ELF %s: %w", path, err)
 	}
-	key = buildID(ef)
-	if key == "" {
-		key = fmt.Sprintf("%s:%d:%d", path, st.Size(), st.ModTime().UnixNano())
-	}
-	return f, st.Size(), ef, key, nil
+	id = buildID(ef)
+	key = fmt.Sprintf("%s|%s|%d|%d", id, fileIdentity(st), st.Size(), st.ModTime().UnixNano())
+	return f, st.Size(), ef, id, key, nil
 }
 
 // parseObject reads the symbol tables of an opened ELF file of size bytes.
 // The file may be anyone's (a binary another user runs), so every size and
 // offset in it is checked against the file before it is used.
-func parseObject(path string, f io.ReaderAt, size int64, ef *elf.File, key string) *object {
-	o := &object{path: path, buildID: key, f: f, size: size, ef: ef, segs: map[int][]byte{}}
+func parseObject(path string, f io.ReaderAt, size int64, ef *elf.File, id string) *object {
+	o := &object{path: path, buildID: id, f: f, size: size, ef: ef, segs: map[int][]byte{}}
 	for _, p := range ef.Progs {
 		if p.Type == elf.PT_LOAD {
 			o.loads = append(o.loads, p.ProgHeader)
@@ -421,3 +423,12 @@ func (o *object) spDelta(vaddr uint64) (int32, bool) {
 
 // isGo reports whether the object has a usable Go function table.
 func (o *object) isGo() bool { return o.gt != nil }
+
+// fileIdentity names the file behind st: device and inode where the
+// platform gives them.
+func fileIdentity(st os.FileInfo) string {
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return fmt.Sprintf("%v:%v", s.Dev, s.Ino)
+	}
+	return st.Name()
+}
