@@ -38,9 +38,33 @@ func (SyscallsLook) Look(ctx context.Context, pid int, d time.Duration, w *Windo
 			events = append(events, e)
 		}
 	}
-	attachMu.Lock()
-	c, err := syscalls.NewCounter(pid, syscalls.CounterOptions{Events: events, ThreadsOnly: true})
-	attachMu.Unlock()
+	// Attaching can wait on the kernel's tracepoint mutex for as long as
+	// another process takes to release its own events (minutes were seen
+	// on a host shared with other tracers): the verdict does not wait for
+	// it. A counter attached after the window is closed when it comes.
+	type attached struct {
+		c   *syscalls.Counter
+		err error
+	}
+	done := make(chan attached, 1)
+	go func() {
+		attachMu.Lock()
+		c, err := syscalls.NewCounter(pid, syscalls.CounterOptions{Events: events, ThreadsOnly: true})
+		attachMu.Unlock()
+		done <- attached{c, err}
+	}()
+	var c *syscalls.Counter
+	select {
+	case a := <-done:
+		c, err = a.c, a.err
+	case <-ctx.Done():
+		go func() {
+			if a := <-done; a.c != nil {
+				a.c.Close()
+			}
+		}()
+		return fmt.Errorf("count syscalls: attaching did not finish within the window (the kernel's tracepoint lock was held, by another tracer releasing its events)")
+	}
 	if errors.Is(err, syscalls.ErrTooManyFDs) {
 		// Thousands of threads: one BPF program counts them all.
 		return bpfLook(ctx, pid, d, w)
