@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
@@ -117,5 +119,81 @@ func TestDoctorFailOn(t *testing.T) {
 	stdout, stderr, code := runChild(t, os.Args[0], nil, "doctor", "--pid", strconv.Itoa(p.Process.Pid), "--duration", "3s", "--fail-on", "warn")
 	if code != 3 || !strings.Contains(stdout, "idle-wakeups") || !strings.Contains(stderr, "finding(s) at warn or above") {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
+
+// TestDoctorFreshMachine runs the doctor as root where tracefs is not
+// mounted (a fresh machine), in a mount namespace of its own: the doctor
+// mounts it, says so, and counts the syscalls; where tracefs cannot be
+// mounted at all, re-opened files are still found, from kernel stack
+// samples, instead of "not checked".
+func TestDoctorFreshMachine(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Root, testenv.Tracefs, testenv.Perf)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		testenv.Missing(t, testenv.Root, "no unshare(1) to make a mount namespace")
+	}
+	bin := testbin.Build(t, "../../internal/doctor/testdata/unseen")
+	p := exec.Command(bin, "rereadconfig")
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Process.Kill(); p.Wait() })
+	time.Sleep(300 * time.Millisecond)
+	for _, tc := range []struct {
+		name string
+		// setup runs in the namespace before the doctor.
+		setup      string
+		note       string
+		source     string
+		confidence string
+	}{
+		{"tracefs not mounted", "umount /sys/kernel/tracing; umount /sys/kernel/debug/tracing", "gosleuth mounted it", "syscalls", "high"},
+		{"tracefs impossible", "umount /sys/kernel/tracing; umount /sys/kernel/debug/tracing; mount -t tmpfs -o ro,size=1m none /sys/kernel", "tracefs not mounted", "stacks", "low"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(unshare, "-m", "--propagation", "private", "sh", "-c", tc.setup+` 2>/dev/null; exec "$0" -test.run='^$'`, os.Args[0])
+			cmd.Env = append(os.Environ(), "GOSLEUTH_CLI_ARGS="+strings.Join([]string{"doctor", "--pid", strconv.Itoa(p.Process.Pid), "--duration", "4s", "--format", "json"}, "\n"))
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("%v: %s", err, errb.String())
+			}
+			var rep struct {
+				Processes []struct {
+					Findings []struct {
+						ID, Confidence string
+						Sources        []string
+					}
+				}
+				Unchecked []struct{ Rule string }
+				Notes     []string
+			}
+			if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+				t.Fatalf("%v: %s", err, out.String())
+			}
+			if !strings.Contains(strings.Join(rep.Notes, "\n"), tc.note) {
+				t.Errorf("notes %q lack %q", rep.Notes, tc.note)
+			}
+			for _, u := range rep.Unchecked {
+				if u.Rule == "file-reopen-churn" {
+					t.Errorf("file-reopen-churn not checked")
+				}
+			}
+			found := false
+			for _, p := range rep.Processes {
+				for _, f := range p.Findings {
+					if f.ID == "file-reopen-churn" {
+						found = true
+						if !slices.Contains(f.Sources, tc.source) || f.Confidence != tc.confidence {
+							t.Errorf("file-reopen-churn from %v at %s confidence, want from %s at %s", f.Sources, f.Confidence, tc.source, tc.confidence)
+						}
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no file-reopen-churn:\n%s", out.String())
+			}
+		})
 	}
 }
