@@ -79,11 +79,13 @@ const (
 	// Leak slopes need a good linear fit and a real rise.
 	slopeMinR2 = 0.8
 	// RSS growth alone is a warning only when the window is long enough to
-	// tell a leak from warm-up, or when RSS would double within memDoublingWarn (out of memory within
-	// minutes whatever the cause). etcd taking writes grew 0.7 MB/s from
-	// 32 MB over 8 s (doubling in 44 s): warm-up as far as 8 s can tell.
+	// tell a leak from warm-up, or when RSS would double within
+	// memDoublingWarn seconds (out of memory within minutes whatever the
+	// cause). Warm-up under new load: etcd taking writes grew 0.7-1.3 MB/s
+	// from 32-44 MB over 8 s (doubling in 34-44 s), a cache server 0.9 MB/s
+	// from 10 MB (11.5 s); the memgrow patient doubles in 1-2 s.
 	memGrowthWarnWindow = 30.0
-	memDoublingWarn     = 10.0
+	memDoublingWarn     = 5.0
 	fdLeakMinRise       = 10
 	memGrowthMinPct     = 0.10
 	memGrowthMinMB      = 4.0

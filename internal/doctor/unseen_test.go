@@ -103,6 +103,7 @@ func TestUnseenPatients(t *testing.T) {
 		{behaviour: "templatehandler", load: 1000, warn: []string{"cpu-hotspot"}, code: "main.templateHandler"},
 		{behaviour: "compute"},
 		{behaviour: "idleserver"},
+		{behaviour: "cacheserver", load: 1000},
 	}
 	for _, tt := range tests {
 		name := tt.behaviour

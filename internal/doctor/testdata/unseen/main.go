@@ -45,6 +45,8 @@ var behaviours = map[string]func(){
 	// Controls.
 	"compute":    compute,
 	"idleserver": func() { serve(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }) },
+	// A server whose handlers share a mutex-guarded cache: healthy.
+	"cacheserver": func() { serve(cacheHandler) },
 }
 
 func main() {
@@ -150,6 +152,27 @@ func fetchStatus(c *http.Client, url string) {
 	if err == nil {
 		resp.Body.Close()
 	}
+}
+
+var cache = struct {
+	sync.Mutex
+	m map[string][]byte
+}{m: map[string][]byte{}}
+
+func cacheHandler(w http.ResponseWriter, r *http.Request) {
+	key := r.URL.Query().Get("k")
+	if key == "" {
+		key = r.RemoteAddr
+	}
+	cache.Lock()
+	v, ok := cache.m[key]
+	if !ok {
+		sum := sha256.Sum256([]byte(key))
+		v = sum[:]
+		cache.m[key] = v
+	}
+	cache.Unlock()
+	w.Write(v[:8])
 }
 
 type config struct {
