@@ -25,6 +25,7 @@ func TestPromPageSize(t *testing.T) {
 	}{
 		{"big page of other series", "go_goroutines 7\n" + pad + "go_threads 9\n", ""},
 		{"over the cap", "go_goroutines 7\n" + pad + pad + pad, "larger than"},
+		{"endless go_ series", strings.Repeat("go_goroutines 1\n", 1<<20), "more than 20000 series"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -62,6 +62,12 @@ func parseProm(b []byte) (map[string][]promSeries, error) {
 	return parsePromReader(bytes.NewReader(b), "")
 }
 
+// maxPromSeries bounds the series parsePromReader keeps. client_golang's Go
+// collector writes a few hundred go_* series (about 2,000 with every
+// runtime/metrics histogram bucket); a page with far more is not one, and
+// keeping them all cost 220 MB on a page repeating one go_* line.
+const maxPromSeries = 20000
+
 // parsePromReader parses the exposition format from r, keeping only the
 // series whose name starts with prefix: the lines of other metrics are
 // skipped unparsed, so a page of any size costs memory only for the kept
@@ -69,6 +75,7 @@ func parseProm(b []byte) (map[string][]promSeries, error) {
 // it was read whole and every series kept).
 func parsePromReader(r io.Reader, prefix string) (map[string][]promSeries, error) {
 	out := map[string][]promSeries{}
+	kept := 0
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	n := 0
@@ -102,6 +109,9 @@ func parsePromReader(r io.Reader, prefix string) (map[string][]promSeries, error
 		v, err := strconv.ParseFloat(f[0], 64)
 		if err != nil {
 			return nil, fmt.Errorf("metrics line %d: %w: bad value %q", n, ErrMalformed, f[0])
+		}
+		if kept++; kept > maxPromSeries {
+			return nil, fmt.Errorf("metrics line %d: %w: more than %d series named %s*", n, ErrMalformed, maxPromSeries, prefix)
 		}
 		out[name] = append(out[name], promSeries{labels, v})
 	}
