@@ -77,6 +77,19 @@ func codeSources(sources []Source, code []CodeRef) []Source {
 	return sources
 }
 
+// probeArg returns the most common argument of a probed function, false
+// when none was read.
+func probeArg(w *Window, fn string) (ProbeArg, bool) {
+	if w.Probes == nil {
+		return ProbeArg{}, false
+	}
+	args := w.Probes.Calls[fn].Args
+	if len(args) == 0 {
+		return ProbeArg{}, false
+	}
+	return slices.MaxFunc(args, func(a, b ProbeArg) int { return cmp.Compare(a.Share, b.Share) }), true
+}
+
 // goroutineLeakProbed decides a goroutine leak from outside: goroutines
 // started (runtime.newproc) and not ended (runtime.goexit1) over the
 // probes' window. Most of those started must stay, and enough of them to

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -20,6 +21,8 @@ func TestProbedRules(t *testing.T) {
 		warn     []string
 		code     string
 		codeFrom string
+		// evidence is a piece of the evidence text the finding must hold.
+		evidence string
 	}{
 		{name: "leak: 200 started a second, none end", w: win(10, func(w *Window) {
 			w.Probes = probes(4, map[string]ProbeCalls{probeNewproc: {Count: 800, Callers: []Site{goSite}}, probeGoexit: {Count: 0}})
@@ -47,13 +50,20 @@ func TestProbedRules(t *testing.T) {
 			w.UserSec, w.SysSec = 0.06, 0.14
 			w.IOCalls = 5
 			w.Stacks = &Stacks{Samples: 10, Sites: map[string][]Site{"timer": {{Func: "main.other", Share: 0.5}}}}
-			w.Probes = probes(4, map[string]ProbeCalls{"time.Sleep": {Count: 3900, Callers: []Site{{Func: "main.(*clock).run", File: "/src/clock.go", Line: 12, Share: 1}}}})
-		}), warn: []string{"idle-wakeups"}, code: "main.(*clock).run", codeFrom: "probes"},
+			w.Probes = probes(4, map[string]ProbeCalls{"time.Sleep": {Count: 3900, Callers: []Site{{Func: "main.(*clock).run", File: "/src/clock.go", Line: 12, Share: 1}},
+				Args: []ProbeArg{{Value: 1e6, Share: 1}}}})
+		}), warn: []string{"idle-wakeups"}, code: "main.(*clock).run", codeFrom: "probes", evidence: "sleep_ms 1 ms"},
 		{name: "the mutex's callers from probes", w: win(10, func(w *Window) {
 			w.UserSec = 4
 			w.Stacks = &Stacks{Samples: 400, Classes: map[string]float64{ClassLock: 0.06, ClassUserCode: 0.8}}
-			w.Probes = probes(4, map[string]ProbeCalls{"internal/sync.(*Mutex).lockSlow": {Count: 40000, Callers: []Site{{Func: "main.(*table).add", File: "/src/t.go", Line: 7, Share: 0.9}}}})
-		}), warn: []string{"lock-contention"}, code: "main.(*table).add", codeFrom: "probes"},
+			w.Probes = probes(4, map[string]ProbeCalls{"internal/sync.(*Mutex).lockSlow": {Count: 40000, Callers: []Site{{Func: "main.(*table).add", File: "/src/t.go", Line: 7, Share: 0.9}},
+				Args: []ProbeArg{{Value: 0x5f8ed8, Name: "main.tableMu", Share: 0.95}}}})
+		}), warn: []string{"lock-contention"}, code: "main.(*table).add", codeFrom: "probes", evidence: "mutex main.tableMu"},
+		{name: "the re-opened path from probes", w: win(10, func(w *Window) {
+			w.Syscalls = &Syscalls{Seconds: 5, Counts: map[string]uint64{"openat": 50000, "close": 50000}}
+			w.Probes = probes(4, map[string]ProbeCalls{"os.OpenFile": {Count: 40000, Callers: []Site{{Func: "main.readStat", File: "/src/r.go", Line: 3, Share: 1}},
+				Args: []ProbeArg{{Name: "/proc/self/stat", Share: 1}}}})
+		}), warn: []string{"file-reopen-churn"}, code: "main.readStat", codeFrom: "probes", evidence: "path /proc/self/stat"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,6 +75,9 @@ func TestProbedRules(t *testing.T) {
 				f := found[0]
 				if len(f.Code) == 0 || f.Code[0].Func != tt.code || f.Code[0].From != tt.codeFrom {
 					t.Errorf("%s names %v, want %s from %s", f.ID, f.Code, tt.code, tt.codeFrom)
+				}
+				if !strings.Contains(evidenceText(f.Evidence), tt.evidence) {
+					t.Errorf("evidence %q lacks %q", evidenceText(f.Evidence), tt.evidence)
 				}
 				if !slices.Contains(f.Sources, SourceProbes) {
 					t.Errorf("%s sources %v lack probes", f.ID, f.Sources)

@@ -195,6 +195,9 @@ func checkIdleWakeups(w *Window, h *Host) *Finding {
 	}
 	if probed != "" {
 		ev = append(ev, Evidence{"probed_" + probed + "_per_s", round(rate, 0), "/s"})
+		if a, ok := probeArg(w, "time.Sleep"); ok && probed == "time.Sleep" {
+			ev = append(ev, Evidence{"sleep_ms", round(float64(a.Value)/1e6, 3), "ms"})
+		}
 	} else {
 		code = codeAt(w, "timer", "waits on a timer or sleeps")
 	}
@@ -211,6 +214,9 @@ func checkIdleWakeups(w *Window, h *Host) *Finding {
 	}
 	ev = append(ev, Evidence{"estimated_period_ms", round(period*1e3, 2), "ms"})
 	ev = append(ev, Evidence{"cores_per_1000_processes", round(w.Cores()*1000, 1), "cores"})
+	if a, ok := probeArg(w, "time.Sleep"); ok && probed == "time.Sleep" && a.Value > 0 {
+		period = float64(a.Value) / 1e9 // the loop's own argument
+	}
 	f := &Finding{
 		Severity:   sev,
 		Title:      fmt.Sprintf("wakes %.0f times a second with almost nothing to do", wps),
@@ -393,6 +399,12 @@ func checkReopen(w *Window, h *Host) *Finding {
 	sev := Info
 	if opens >= reopenWarn {
 		sev = Warn
+	}
+	for _, fn := range probeOpen {
+		if a, ok := probeArg(w, fn); ok && a.Name != "" {
+			ev = append(ev, Evidence{"path", a.Name, ""}, Evidence{"path_share_pct", pct(a.Share), "% of opens"})
+			break
+		}
 	}
 	f := reopenFinding(w, sev, fmt.Sprintf("opens and closes files %.0f times a second", opens), ev)
 	f.Sources = codeSources([]Source{SourceProc, SourceSyscalls}, f.Code)

@@ -259,8 +259,16 @@ func checkLocks(w *Window, h *Host) *Finding {
 	}
 	code := codeFrom(w, ClassLock, probeLocks, "contends for the lock")
 	sources = codeSources(sources, code)
+	mutex := ""
 	if _, fn, r := probeCode(w, probeLocks, 0, ""); fn != "" {
 		ev = append(ev, Evidence{"slow_lock_calls_per_s", round(r, 0), "/s"})
+		if a, ok := probeArg(w, fn); ok {
+			mutex = a.Name
+			if mutex == "" {
+				mutex = fmt.Sprintf("the mutex at %#x", a.Value)
+			}
+			ev = append(ev, Evidence{"mutex", mutex, ""}, Evidence{"mutex_share_pct", pct(a.Share), "% of slow locks"})
+		}
 	}
 	return &Finding{
 		Severity:   Warn,
@@ -268,7 +276,7 @@ func checkLocks(w *Window, h *Host) *Finding {
 		Observed:   "goroutines queue on a mutex",
 		Code:       code,
 		Evidence:   ev,
-		Cause:      "A lock is held across slow work or taken by every request (a global cache, logger, metrics client, rand source), so goroutines queue, park and wake through futex.",
+		Cause:      "A lock is held across slow work or taken by every request (a global cache, logger, metrics client, rand source), so goroutines queue, park and wake through futex." + whichMutex(mutex),
 		Fix:        "Hold the lock only around the shared state, shard it (per-CPU or per-key locks), use atomics or sync.Map for read-mostly data; confirm with the mutex profile (runtime.SetMutexProfileFraction).",
 		Sources:    sources,
 		Confidence: "medium",
@@ -565,4 +573,11 @@ func noCodeWhy(w *Window, what string) string {
 	default:
 		return fmt.Sprintf("The stack samples (%d) did not catch the code responsible for %s (a loop that does almost nothing is rarely on CPU); probes on the runtime's timer and sleep functions name it.", w.Stacks.Samples, what)
 	}
+}
+
+func whichMutex(m string) string {
+	if m == "" {
+		return ""
+	}
+	return " The contended lock is " + m + "."
 }

@@ -116,6 +116,18 @@ type ProbeCalls struct {
 	Count uint64
 	// Callers are the calling sites, Share being the fraction of calls.
 	Callers []Site
+	// Args are the values of the argument the recipe reads (time.Sleep's
+	// duration in ns, lockSlow's mutex address, os.OpenFile's path), with
+	// Name the symbol or string it stands for when known, largest share of
+	// calls first.
+	Args []ProbeArg
+}
+
+// ProbeArg is one value of a probed argument and its share of calls.
+type ProbeArg struct {
+	Value uint64
+	Name  string
+	Share float64
 }
 
 // Rate returns the calls per second of fn, and false when fn was not
