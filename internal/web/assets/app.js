@@ -280,6 +280,9 @@ function procPage() {
     });
   }
 
+  // For tests and the bench: what the page holds, and when the first
+  // chart was drawn (ms after navigation started).
+  window.gosleuthDebug = { points: () => data ? data.t.length : 0, seq: () => seq, firstChartMs: null };
   fetch("/api/history?pid=" + encodeURIComponent(pid)).then(async (r) => {
     if (!r.ok) throw new Error(await r.text());
     return r.json();
@@ -290,6 +293,8 @@ function procPage() {
     seq = h.data.seq;
     cap = h.state.capacity;
     showState(h.state);
+    // uPlot draws in a microtask; the next frame has the charts on screen.
+    requestAnimationFrame(() => { window.gosleuthDebug.firstChartMs = performance.now(); });
     if (!h.state.exited) connect();
   }).catch((e) => {
     const b = $("banner");

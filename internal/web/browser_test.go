@@ -1,0 +1,266 @@
+package web
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	cdpruntime "github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/gosleuth/gosleuth/internal/testenv"
+)
+
+var screenshots = flag.String("screenshots", "", "directory to keep the browser tests' screenshots in (default: the test's temp dir, removed after)")
+
+// chromiumPath finds the browser testenv.Chromium found.
+func chromiumPath(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no chromium on PATH")
+	return ""
+}
+
+// browser starts a headless chromium for t and returns its context. The
+// flags turn off the browser's own traffic (updates, sync, safe browsing),
+// which would otherwise count as requests leaving the page, and which this
+// machine's network refuses.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	testenv.Require(t, testenv.Chromium)
+	actx, cancel := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-features", "Translate,OptimizationHints,MediaRouter"),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 1100),
+	)
+	t.Cleanup(cancel)
+	ctx, cancel2 := chromedp.NewContext(actx)
+	t.Cleanup(cancel2)
+	return ctx
+}
+
+// pageWatch records what a page did that it must not: requests to other
+// origins and console errors or exceptions.
+type pageWatch struct {
+	origin string
+	mu     sync.Mutex
+	bad    []string
+	reqs   int
+}
+
+func watchPage(t *testing.T, ctx context.Context, origin string) *pageWatch {
+	t.Helper()
+	pw := &pageWatch{origin: origin}
+	err := chromedp.Listen(ctx, func(ev any) {
+		pw.mu.Lock()
+		defer pw.mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			pw.reqs++
+			u := e.Request.URL
+			if !strings.HasPrefix(u, origin+"/") && u != origin && !strings.HasPrefix(u, "data:") {
+				pw.bad = append(pw.bad, "request to another origin: "+u)
+			}
+		case *cdpruntime.EventConsoleAPICalled:
+			if e.Type == cdpruntime.ConsoleAPICalledTypeError || e.Type == cdpruntime.ConsoleAPICalledTypeAssert {
+				var args []string
+				for _, a := range e.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				pw.bad = append(pw.bad, "console error: "+strings.Join(args, " "))
+			}
+		case *cdpruntime.EventExceptionThrown:
+			pw.bad = append(pw.bad, fmt.Sprintf("exception: %s %v", e.ExceptionDetails.Text, e.ExceptionDetails.Exception))
+		case *cdplog.EventEntryAdded:
+			if e.Entry.Level == cdplog.EntryLevelError {
+				pw.bad = append(pw.bad, "browser log error: "+e.Entry.Text+" "+e.Entry.URL)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return pw
+}
+
+func (pw *pageWatch) check(t *testing.T) {
+	t.Helper()
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	if pw.reqs == 0 {
+		t.Error("no request seen: the network watch did not work")
+	}
+	for _, b := range pw.bad {
+		t.Error(b)
+	}
+}
+
+// saveScreenshot writes the page's screenshot for a person to look at.
+func saveScreenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	b, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	dir := *screenshots
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", p, len(b))
+}
+
+// seriesPixels counts the pixels of a panel's canvas drawn in the colour
+// of its first series (palette[0], #3866c7): the line, not the axes or
+// grid, so a chart without points counts none.
+const seriesPixels = `(() => {
+  const c = document.querySelector("#panel-%s canvas");
+  if (!c) return -1;
+  const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+  let n = 0;
+  for (let i = 0; i < d.length; i += 4)
+    if (Math.abs(d[i] - 0x38) < 24 && Math.abs(d[i+1] - 0x66) < 24 && Math.abs(d[i+2] - 0xc7) < 24 && d[i+3] > 200) n++;
+  return n;
+})()`
+
+// TestBrowserProcessPage loads a 1 ms ticker patient's page in headless
+// chromium: live points arrive, the charts draw their lines, the doctor's
+// idle-wakeups finding appears, the runtime charts get the agent's data,
+// nothing is requested from another origin and nothing is logged as an
+// error.
+func TestBrowserProcessPage(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Chromium)
+	ctx := browser(t)
+	cmd := startPatient(t, []string{"PATIENT_AGENT=1"}, "alloc")
+	pid := cmd.Process.Pid
+	_, ts := newTestServer(t, Config{Interval: 500 * time.Millisecond, Slice: 2 * time.Second, EvalEvery: 2})
+	pw := watchPage(t, ctx, ts.URL)
+
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	url := ts.URL + "/?pid=" + strconv.Itoa(pid)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS("#panel-cpu canvas")),
+	); err != nil {
+		t.Fatalf("load %s: %v", url, err)
+	}
+	// Live points: at least 8 rows after the page loaded.
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.gosleuthDebug && window.gosleuthDebug.points() >= 8`,
+		chromedp.WithPollingInterval(200*time.Millisecond))); err != nil {
+		t.Fatalf("waiting for live points: %v", err)
+	}
+	finding, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => { const f = Array.from(document.querySelectorAll(".finding h4")).find(h => h.textContent.includes("wakes")); return f ? f.textContent : ""; })()`,
+		chromedp.WithPollingInterval(200*time.Millisecond)))
+	if err != nil {
+		t.Fatalf("waiting for the idle-wakeups finding: %v", err)
+	}
+	t.Logf("finding: %s", finding)
+	// The runtime panels fill once the agent has been read twice.
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector("#panel-goroutines .why").textContent === ""`,
+		chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Errorf("runtime panels: %v", err)
+	}
+	time.Sleep(time.Second) // a frame or two after the last points
+	for _, panel := range []string{"cpu", "wake", "threads", "rss", "goroutines", "heap"} {
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](fmt.Sprintf(seriesPixels, panel)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n < 20 {
+			t.Errorf("panel %s: %d pixels of its first series' colour: no line drawn", panel, n)
+		}
+	}
+	saveScreenshot(t, ctx, "process.png")
+	pw.check(t)
+}
+
+// TestBrowserListPage loads the process list and filters it to the test's
+// own process.
+func TestBrowserListPage(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Chromium)
+	ctx := browser(t)
+	_, ts := newTestServer(t, Config{})
+	pw := watchPage(t, ctx, ts.URL)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	self := strconv.Itoa(os.Getpid())
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(ts.URL+"/?filter="+self),
+		chromedp.WaitVisible(chromedp.CSS("#procs tbody tr")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#procs tbody tr td:first-child")).map(td => td.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0] != self {
+		t.Errorf("filtered to %s, rows %v", self, rows)
+	}
+	saveScreenshot(t, ctx, "list.png")
+	pw.check(t)
+}
+
+// TestBrowserProfile clicks "profile 10 s" and waits for the flame graph.
+func TestBrowserProfile(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Chromium, testenv.Perf)
+	if testing.Short() {
+		t.Skip("a 10 s profile (-short)")
+	}
+	ctx := browser(t)
+	cmd := startPatient(t, nil, "alloc")
+	_, ts := newTestServer(t, Config{})
+	pw := watchPage(t, ctx, ts.URL)
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(ts.URL+"/?pid="+strconv.Itoa(cmd.Process.Pid)),
+		chromedp.WaitVisible(chromedp.CSS("#panel-cpu canvas")),
+		chromedp.Click(chromedp.CSS("#prof")),
+		chromedp.WaitVisible(chromedp.CSS("#fc")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	title, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => { const t = document.getElementById("flametitle").textContent; return t.includes("samples") ? t : ""; })()`,
+		chromedp.WithPollingTimeout(40*time.Second)))
+	if err != nil {
+		t.Fatalf("flame graph: %v", err)
+	}
+	t.Logf("flame graph: %s", title)
+	h, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.getElementById("fc").height`))
+	if err != nil || h < 3*17 {
+		t.Errorf("flame graph canvas %d px high (%v): fewer than three frames deep", h, err)
+	}
+	href, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("dl").href`))
+	if err != nil || !strings.Contains(href, "/api/profile.pb.gz?id=") {
+		t.Errorf("pprof link %q (%v)", href, err)
+	}
+	saveScreenshot(t, ctx, "profile.png")
+	pw.check(t)
+}
