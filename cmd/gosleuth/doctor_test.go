@@ -153,7 +153,7 @@ func TestDoctorFreshMachine(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(unshare, "-m", "--propagation", "private", "sh", "-c", tc.setup+` 2>/dev/null; exec "$0" -test.run='^$'`, os.Args[0])
-			cmd.Env = append(os.Environ(), "GOSLEUTH_CLI_ARGS="+strings.Join([]string{"doctor", "--pid", strconv.Itoa(p.Process.Pid), "--duration", "4s", "--format", "json"}, "\n"))
+			cmd.Env = append(os.Environ(), "GOSLEUTH_CLI_ARGS="+strings.Join([]string{"doctor", "--pid", strconv.Itoa(p.Process.Pid), "--duration", "6s", "--format", "json"}, "\n"))
 			var out, errb bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errb
 			if err := cmd.Run(); err != nil {

@@ -62,8 +62,10 @@ type ProcessReport struct {
 	Threads       int      `json:"threads"`
 	RSSBytes      uint64   `json:"rss_bytes"`
 	Sources       []Source `json:"sources"`
-	// StackClasses and TopSyscalls summarise the close look, when taken.
+	// StackClasses and TopSyscalls summarise the close look, when taken;
+	// Samples is the number of stack samples.
 	StackClasses map[string]float64 `json:"stack_classes,omitempty"`
+	Samples      int                `json:"stack_samples,omitempty"`
 	TopSyscalls  string             `json:"top_syscalls,omitempty"`
 	Findings     []Finding          `json:"findings"`
 }
@@ -118,6 +120,7 @@ func Diagnose(ws []*Window, h *Host, notes []string, all bool) *Report {
 			Sources: windowSources(w), Findings: found,
 		}
 		if w.Stacks != nil {
+			pr.Samples = w.Stacks.Samples
 			pr.StackClasses = map[string]float64{}
 			for k, v := range w.Stacks.Classes {
 				pr.StackClasses[k] = round(v, 3)
