@@ -138,8 +138,9 @@ func TestUnseenPatients(t *testing.T) {
 			fs := findingsOf(rep, pid)
 			var classes map[string]float64
 			if len(rep.Processes) > 0 {
-				classes = rep.Processes[0].StackClasses
-				classes["samples"] = float64(rep.Processes[0].Samples)
+				if classes = rep.Processes[0].StackClasses; classes != nil {
+					classes["samples"] = float64(rep.Processes[0].Samples)
+				}
 			}
 			if got := warnIDs(fs); !slices.Equal(got, tt.warn) {
 				t.Fatalf("warn-level findings %v, want %v (stack classes %v):%s\nnotes: %v", got, tt.warn, classes, describe(fs), rep.Notes)
