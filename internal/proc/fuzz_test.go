@@ -28,5 +28,6 @@ func FuzzParsers(f *testing.F) {
 		parseIO(b)
 		parseLimitsNoFile(b)
 		cmdlineString(b)
+		cgroupPath(b)
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // ErrParse reports a /proc file whose content does not have the expected form.
@@ -248,6 +250,46 @@ func trimSpace(b []byte) []byte {
 }
 
 // cmdlineString turns a NUL-separated cmdline into a space-separated string.
+// cgroupPath picks one path from /proc/PID/cgroup: the unified hierarchy's
+// ("0::/a/b"), else the name=systemd or cpu controller's v1 path, else the
+// first line's. On a hybrid host the unified path is "/" for everything
+// while the v1 paths name the unit or container, so "/" comes last.
+func cgroupPath(b []byte) string {
+	var v1systemd, v1cpu, unified, first string
+	for _, line := range strings.Split(string(b), "\n") {
+		id, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		ctrl, path, ok := strings.Cut(rest, ":")
+		if !ok {
+			continue
+		}
+		if first == "" {
+			first = path
+		}
+		switch {
+		case id == "0" && ctrl == "" && path != "/":
+			return path
+		case id == "0" && ctrl == "":
+			unified = path
+		case ctrl == "name=systemd":
+			v1systemd = path
+		case slices.Contains(strings.Split(ctrl, ","), "cpu"):
+			v1cpu = path
+		}
+	}
+	switch {
+	case v1systemd != "":
+		return v1systemd
+	case v1cpu != "":
+		return v1cpu
+	case unified != "":
+		return unified
+	}
+	return first
+}
+
 func cmdlineString(b []byte) string {
 	b = bytes.TrimRight(b, "\x00")
 	out := make([]byte, len(b))

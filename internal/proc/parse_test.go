@@ -208,3 +208,21 @@ func BenchmarkParseSchedstat(b *testing.B) {
 		sinkN += r + w + s
 	}
 }
+
+func TestCgroupPath(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"0::/system.slice/ssh.service\n", "/system.slice/ssh.service"},
+		{"12:cpu,cpuacct:/docker/0123abcd\n1:name=systemd:/system.slice/docker-0123abcd.scope\n0::/\n", "/system.slice/docker-0123abcd.scope"},
+		{"0::/\n", "/"},
+		{"12:cpu,cpuacct:/kubepods/pod1/abc\n1:name=systemd:/kubepods/pod1/abc\n", "/kubepods/pod1/abc"},
+		{"4:memory:/m\n3:cpu,cpuacct:/c\n", "/c"},
+		{"4:memory:/m\n", "/m"},
+		{"", ""},
+		{"garbage", ""},
+	}
+	for _, tt := range tests {
+		if got := cgroupPath([]byte(tt.in)); got != tt.want {
+			t.Errorf("cgroupPath(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

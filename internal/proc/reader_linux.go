@@ -349,6 +349,10 @@ func (r *Reader) readIdentity(s *procSlot) {
 	if b, err := r.read(nil, false, s.p.PID, 0, "cmdline"); err == nil {
 		s.p.Cmdline = cmdlineString(b)
 	}
+	s.p.Cgroup = ""
+	if b, err := r.read(nil, false, s.p.PID, 0, "cgroup"); err == nil {
+		s.p.Cgroup = cgroupPath(b)
+	}
 	s.p.GoVersion = ""
 	s.p.Known &^= KnownExe
 	if s.p.Kernel {

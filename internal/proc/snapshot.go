@@ -44,7 +44,11 @@ type Proc struct {
 	// Cmdline is the command line with arguments separated by spaces; empty
 	// for kernel threads and zombies.
 	Cmdline string
-	State   byte
+	// Cgroup is the process's cgroup path, read when it is first seen and
+	// at exec: the unified (v2) path, else the name=systemd or cpu
+	// controller's v1 path ("/system.slice/ssh.service"); "" when unknown.
+	Cgroup string
+	State  byte
 	// Kernel is true for kernel threads.
 	Kernel bool
 	// UTime, STime are the process's CPU time (all threads, including exited

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/export"
+)
+
+// exporterFlags is what "gosleuth exporter" was asked to do.
+type exporterFlags struct {
+	listen    string
+	interval  time.Duration
+	groupBy   string
+	maxSeries int
+	topN      int
+	procRoot  string
+}
+
+func init() {
+	register(&command{
+		Name:  "exporter",
+		Usage: "exporter [--listen 127.0.0.1:9467] [--interval 1s] [--group-by unit,container,exe] [--max-series 5000] [--top 20] [--proc ROOT]",
+		Short: "Prometheus metrics of every process group of the host: CPU, wake-ups, switches, memory, descriptors",
+		Long: `
+Serves /metrics in the Prometheus exposition format and a page at / saying
+what it exports. Every --interval, every process of the host is read once in
+the background (the /proc engine keeps its files open and reads only what
+moved); a scrape only writes the last sample, so its cost grows with the
+series, not with processes x files.
+
+Series are per group of processes, not per PID: a systemd unit (from the
+cgroup path), else a container or pod (from the cgroup path; no runtime API
+is asked), else the executable name (--group-by sets the order). Per group:
+CPU seconds by mode, wake-ups (voluntary switches summed over all threads,
+which no other exporter gives: the cost of timers and polling at idle),
+involuntary switches, processes, threads, RSS, open descriptors, the worst
+descriptor/limit ratio and Go versions. Counters stay monotonic when
+processes exit. PIDs appear only on gosleuth_process_info for the --top
+processes by CPU, re-ranked at most once a minute. About 10 series per
+group; groups first seen beyond --max-series are counted in group "other".
+
+It listens on loopback unless --listen names another address (for a fleet:
+--listen :9467); the metrics carry command names, never command lines.`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
+			f := &exporterFlags{}
+			fs.StringVar(&f.listen, "listen", "127.0.0.1:9467", "`address` to listen on")
+			fs.DurationVar(&f.interval, "interval", time.Second, "sampling `period`")
+			fs.StringVar(&f.groupBy, "group-by", "unit,container,exe", "group `kinds` tried in order")
+			fs.IntVar(&f.maxSeries, "max-series", 5000, "cap on group series (about 10 per group)")
+			fs.IntVar(&f.topN, "top", 20, "processes by CPU named with their PID")
+			fs.StringVar(&f.procRoot, "proc", "/proc", "procfs mount `path`")
+			return func(ctx context.Context, args []string, _, stderr io.Writer) error {
+				if len(args) > 0 {
+					return usagef("exporter takes no arguments (got %q)", args[0])
+				}
+				return runExporter(ctx, f, stderr, nil)
+			}
+		},
+	})
+}
+
+// runExporter serves the metrics until ctx ends; ready, when set, receives
+// the address listened on.
+func runExporter(ctx context.Context, f *exporterFlags, stderr io.Writer, ready chan<- string) error {
+	if _, _, err := net.SplitHostPort(f.listen); err != nil {
+		return usagef("--listen %q: want HOST:PORT (127.0.0.1:9467, or :9467 for every address)", f.listen)
+	}
+	if f.interval < 100*time.Millisecond || f.interval > time.Hour {
+		return usagef("--interval must be between 100ms and 1h, got %s", f.interval)
+	}
+	if f.maxSeries < 10 {
+		return usagef("--max-series must be at least 10, got %d", f.maxSeries)
+	}
+	if f.topN < 0 || f.topN > 1000 {
+		return usagef("--top must be between 0 and 1000, got %d", f.topN)
+	}
+	kinds, err := export.ParseGroupBy(f.groupBy)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if runtime.GOOS != "linux" {
+		return errors.New("exporter reads /proc and runs on Linux only")
+	}
+	// One background sampler and a few scrapes need little parallelism.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
+	e, err := export.New(export.Config{ProcRoot: f.procRoot, Interval: f.interval, GroupBy: kinds,
+		TopN: max(f.topN, 0), MaxGroups: max(f.maxSeries/10, 1)})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sampled := make(chan error, 1)
+	go func() { sampled <- e.Run(ctx) }()
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("exporter: listen: %w", err)
+	}
+	hs := &http.Server{Handler: e.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stderr, "gosleuth exporter: serving http://%s/metrics\n", ln.Addr())
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case err := <-sampled:
+		hs.Close()
+		if err != nil {
+			return err
+		}
+	case <-ctx.Done():
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer scancel()
+	hs.Shutdown(sctx)
+	return nil
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/testenv"
+)
+
+func TestExporterServes(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	f := &exporterFlags{listen: "127.0.0.1:0", interval: 200 * time.Millisecond, groupBy: "unit,container,exe", maxSeries: 5000, topN: 20, procRoot: "/proc"}
+	go func() { done <- runExporter(ctx, f, io.Discard, ready) }()
+	addr := <-ready
+	get := func(method, path string) (int, string) {
+		req, _ := http.NewRequest(method, "http://"+addr+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if _, body = get("GET", "/metrics"); strings.Contains(body, "gosleuth_group_wakeups_total{") {
+			break
+		}
+	}
+	if !strings.Contains(body, "gosleuth_group_wakeups_total{") || !strings.Contains(body, `gosleuth_process_info{`) && !strings.Contains(body, "gosleuth_exporter_tasks") {
+		t.Errorf("metrics without group series:\n%.2000s", body)
+	}
+	if code, page := get("GET", "/"); code != 200 || !strings.Contains(page, "/metrics") {
+		t.Errorf("index: %d %.200s", code, page)
+	}
+	if code, _ := get("POST", "/metrics"); code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /metrics: %d, want 405", code)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("exporter: %v", err)
+	}
+}
+
+func TestExporterBadUsage(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exporter", "--listen", "nocolon"}, "want HOST:PORT"},
+		{[]string{"exporter", "--interval", "1ms"}, "--interval must be between"},
+		{[]string{"exporter", "--group-by", "pid"}, "not unit, container or exe"},
+		{[]string{"exporter", "--max-series", "1"}, "at least 10"},
+		{[]string{"exporter", "extra"}, "takes no arguments"},
+	} {
+		err := run(context.Background(), tt.args, io.Discard, io.Discard)
+		var u usageError
+		if !errors.As(err, &u) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: err %v, want a usage error with %q", tt.args, err, tt.want)
+		}
+	}
+}

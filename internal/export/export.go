@@ -1,0 +1,311 @@
+// Package export is gosleuth's Prometheus exporter: the fleet view. It
+// samples every process of the host in the background with the /proc engine
+// (internal/proc) and keeps, per group of processes (a systemd unit, a
+// container or pod, else an executable name), counters that stay monotonic
+// when processes exit: CPU seconds by mode, wake-ups (voluntary context
+// switches summed over all threads) and involuntary switches, plus gauges of
+// processes, threads, RSS and descriptors. A scrape only writes the last
+// snapshot, so its cost grows with the series, not with processes x files.
+//
+// PIDs appear only on an info series for the top processes by CPU,
+// re-ranked at most once a minute, so series churn stays low.
+package export
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
+)
+
+// Config is what the exporter exports and how often it samples.
+type Config struct {
+	// ProcRoot is the procfs mount (proc.Options.Root; empty for the host's).
+	ProcRoot string
+	// Interval is the sampling period (default 1 s).
+	Interval time.Duration
+	// GroupBy is the order of group kinds tried (default unit, container,
+	// exe).
+	GroupBy []string
+	// TopN is how many processes get an info series with their PID
+	// (default 20); Rerank is how often they are re-ranked (default 1 min).
+	TopN   int
+	Rerank time.Duration
+	// MaxGroups caps the groups with series of their own; processes of
+	// groups first seen beyond it are counted in the group "other" (default
+	// 500).
+	MaxGroups int
+}
+
+func (c *Config) defaults() {
+	if c.Interval <= 0 {
+		c.Interval = time.Second
+	}
+	if len(c.GroupBy) == 0 {
+		c.GroupBy = []string{KindUnit, KindContainer, KindExe}
+	}
+	if c.TopN <= 0 {
+		c.TopN = 20
+	}
+	if c.Rerank <= 0 {
+		c.Rerank = time.Minute
+	}
+	if c.MaxGroups <= 0 {
+		c.MaxGroups = 500
+	}
+}
+
+// groupKey names a group.
+type groupKey struct{ kind, name string }
+
+// otherGroup collects the processes of groups beyond MaxGroups.
+var otherGroup = groupKey{"other", "other"}
+
+// GroupStats is one group's state at the last sample.
+type GroupStats struct {
+	Kind, Name string
+	// Counters, monotonic over the exporter's life.
+	UserSec, SysSec       float64
+	Wakeups, Involuntary  float64
+	Processes, Threads    int
+	RSSBytes              uint64
+	FDs                   int64
+	WorstFDRatio          float64 // highest fds/limit of its processes
+	GoVersions            map[string]int
+	everSeen, lastTouched time.Time
+}
+
+// ProcInfo is a top process by CPU.
+type ProcInfo struct {
+	PID        int32
+	Comm       string
+	Kind, Name string
+	CPUPct     float64
+}
+
+// Snapshot is what a scrape writes: the exporter's state after its last
+// sample.
+type Snapshot struct {
+	Time    time.Time
+	Groups  []GroupStats
+	Top     []ProcInfo
+	Self    SelfStats
+	Dropped uint64 // processes counted in "other" because of MaxGroups, over the exporter's life
+}
+
+// SelfStats is the exporter's own cost.
+type SelfStats struct {
+	CollectSeconds float64 // the last sample's duration
+	Tasks          int     // threads read in the last sample
+	Processes      int
+	Samples        uint64
+	Errors         uint64
+}
+
+// Exporter samples the host and holds the last Snapshot.
+type Exporter struct {
+	cfg    Config
+	reader *proc.Reader
+
+	prev, cur *proc.Snapshot
+	rates     proc.Rates
+	groups    map[groupKey]*GroupStats
+	procGroup map[procID]groupKey
+	dropped   uint64
+	top       []ProcInfo
+	ranked    time.Time
+	self      SelfStats
+
+	mu   sync.Mutex
+	last *Snapshot
+}
+
+type procID struct {
+	pid   int32
+	start uint64
+}
+
+// New opens the /proc engine; call Run to sample.
+func New(cfg Config) (*Exporter, error) {
+	cfg.defaults()
+	r, err := proc.NewReader(proc.Options{Root: cfg.ProcRoot, SkipKernelThreads: true})
+	if err != nil {
+		return nil, fmt.Errorf("exporter: open %s: %w", cfg.ProcRoot, err)
+	}
+	return &Exporter{cfg: cfg, reader: r, groups: map[groupKey]*GroupStats{}, procGroup: map[procID]groupKey{},
+		prev: &proc.Snapshot{}, cur: &proc.Snapshot{}}, nil
+}
+
+// Run samples every Interval until ctx ends, then closes the reader.
+func (e *Exporter) Run(ctx context.Context) error {
+	defer e.reader.Close()
+	if err := e.Sample(); err != nil {
+		return err
+	}
+	t := time.NewTicker(e.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := e.Sample(); err != nil {
+				e.self.Errors++
+			}
+		}
+	}
+}
+
+// Sample reads the host once and folds the interval into the groups.
+func (e *Exporter) Sample() error {
+	start := time.Now()
+	e.prev, e.cur = e.cur, e.prev
+	if err := e.reader.Snapshot(e.cur); err != nil {
+		e.prev, e.cur = e.cur, e.prev
+		return fmt.Errorf("exporter: read processes: %w", err)
+	}
+	first := e.self.Samples == 0
+	e.self.Samples++
+	now := e.cur.Time
+	for _, g := range e.groups {
+		g.Processes, g.Threads, g.RSSBytes, g.FDs, g.WorstFDRatio = 0, 0, 0, 0, 0
+		clear(g.GoVersions)
+	}
+	if !first {
+		e.rates.Compute(e.prev, e.cur)
+	}
+	sec := e.cur.Time.Sub(e.prev.Time).Seconds()
+	seen := make(map[procID]bool, len(e.cur.Procs))
+	for i := range e.cur.Procs {
+		p := &e.cur.Procs[i]
+		id := procID{p.PID, p.StartTime}
+		seen[id] = true
+		g := e.groupFor(id, p, now)
+		g.Processes++
+		g.Threads += int(p.Threads)
+		g.RSSBytes += p.RSSBytes
+		if p.FDs >= 0 {
+			g.FDs += int64(p.FDs)
+			if p.FDLimit > 0 {
+				g.WorstFDRatio = math.Max(g.WorstFDRatio, float64(p.FDs)/float64(p.FDLimit))
+			}
+		}
+		if p.GoVersion != "" {
+			g.GoVersions[p.GoVersion]++
+		}
+		g.lastTouched = now
+		if first {
+			continue // the first sample is the baseline
+		}
+		r := &e.rates.Procs[i]
+		if r.New {
+			// Born during the interval: everything it did is new.
+			g.UserSec += float64(p.UTime) / proc.ClockTicks
+			g.SysSec += float64(p.STime) / proc.ClockTicks
+			g.Wakeups += float64(p.VolCtxsw)
+			g.Involuntary += float64(p.InvolCtxsw)
+			continue
+		}
+		g.UserSec += r.UserPct / 100 * sec
+		g.SysSec += r.SysPct / 100 * sec
+		g.Wakeups += math.Round(r.VolPerSec * sec)
+		g.Involuntary += math.Round(r.InvolPerSec * sec)
+	}
+	for id := range e.procGroup {
+		if !seen[id] {
+			delete(e.procGroup, id)
+		}
+	}
+	if !first && (e.ranked.IsZero() || now.Sub(e.ranked) >= e.cfg.Rerank) {
+		e.rank()
+		e.ranked = now
+	}
+	e.self.CollectSeconds = time.Since(start).Seconds()
+	e.self.Tasks = len(e.cur.Tasks)
+	e.self.Processes = len(e.cur.Procs)
+	e.publish(now)
+	return nil
+}
+
+// groupFor returns the group of a process, assigning one at first sight.
+func (e *Exporter) groupFor(id procID, p *proc.Proc, now time.Time) *GroupStats {
+	key, ok := e.procGroup[id]
+	if !ok {
+		kind, name := groupOf(e.cfg.GroupBy, p.Cgroup, p.Comm)
+		key = groupKey{kind, name}
+		if _, exists := e.groups[key]; !exists && len(e.groups) >= e.cfg.MaxGroups {
+			key = otherGroup
+			e.dropped++
+		}
+		e.procGroup[id] = key
+	}
+	g := e.groups[key]
+	if g == nil {
+		g = &GroupStats{Kind: key.kind, Name: key.name, GoVersions: map[string]int{}, everSeen: now}
+		e.groups[key] = g
+	}
+	return g
+}
+
+// rank picks the top processes by CPU over the last interval.
+func (e *Exporter) rank() {
+	type cand struct {
+		i   int
+		cpu float64
+	}
+	var cs []cand
+	for i := range e.cur.Procs {
+		r := &e.rates.Procs[i]
+		if c := r.UserPct + r.SysPct; c > 0 {
+			cs = append(cs, cand{i, c})
+		}
+	}
+	sort.Slice(cs, func(a, b int) bool { return cs[a].cpu > cs[b].cpu })
+	e.top = e.top[:0]
+	for _, c := range cs[:min(len(cs), e.cfg.TopN)] {
+		p := &e.cur.Procs[c.i]
+		k := e.procGroup[procID{p.PID, p.StartTime}]
+		e.top = append(e.top, ProcInfo{PID: p.PID, Comm: p.Comm, Kind: k.kind, Name: k.name, CPUPct: c.cpu})
+	}
+}
+
+// publish copies the state for scrapes.
+func (e *Exporter) publish(now time.Time) {
+	s := &Snapshot{Time: now, Self: e.self, Dropped: e.dropped, Top: slices.Clone(e.top)}
+	for _, g := range e.groups {
+		c := *g
+		c.GoVersions = make(map[string]int, len(g.GoVersions))
+		for k, v := range g.GoVersions {
+			c.GoVersions[k] = v
+		}
+		s.Groups = append(s.Groups, c)
+	}
+	sort.Slice(s.Groups, func(a, b int) bool {
+		if s.Groups[a].Kind != s.Groups[b].Kind {
+			return s.Groups[a].Kind < s.Groups[b].Kind
+		}
+		return s.Groups[a].Name < s.Groups[b].Name
+	})
+	e.mu.Lock()
+	e.last = s
+	e.mu.Unlock()
+}
+
+// Last returns the last published snapshot, or an error before the first.
+func (e *Exporter) Last() (*Snapshot, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.last == nil {
+		return nil, errors.New("exporter: no sample yet")
+	}
+	return e.last, nil
+}
+
+func itoa(v int32) string { return strconv.Itoa(int(v)) }

@@ -1,0 +1,218 @@
+package export
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/gosleuth/gosleuth/internal/testbin"
+	"github.com/gosleuth/gosleuth/internal/testenv"
+)
+
+func TestGroupOf(t *testing.T) {
+	all := []string{KindUnit, KindContainer, KindExe}
+	id := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	tests := []struct {
+		kinds        []string
+		cgroup, comm string
+		kind, name   string
+	}{
+		{all, "/system.slice/ssh.service", "sshd", KindUnit, "ssh.service"},
+		{all, "/system.slice/nginx.service/worker", "nginx", KindUnit, "nginx.service"},
+		{all, "/user.slice/user-1000.slice/session-2.scope", "bash", KindExe, "bash"},
+		{all, "/system.slice/docker-" + id + ".scope", "app", KindContainer, "docker/0123456789ab"},
+		{all, "/docker/" + id, "app", KindContainer, "container/0123456789ab"},
+		{all, "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_abcd.slice/cri-containerd-" + id + ".scope", "app", KindContainer, "cri-containerd/0123456789ab"},
+		{all, "/kubepods/burstable/pod1234-abcd", "pause", KindContainer, "pod/1234-abcd"},
+		{all, "/", "init", KindExe, "init"},
+		{all, "", "kthreadd", KindExe, "kthreadd"},
+		{[]string{KindContainer, KindUnit, KindExe}, "/system.slice/docker-" + id + ".scope", "app", KindContainer, "docker/0123456789ab"},
+		{[]string{KindExe}, "/system.slice/ssh.service", "sshd", KindExe, "sshd"},
+		{all, "/system.slice/docker-nothex.scope", "x", KindExe, "x"},
+	}
+	for _, tt := range tests {
+		kind, name := groupOf(tt.kinds, tt.cgroup, tt.comm)
+		if kind != tt.kind || name != tt.name {
+			t.Errorf("groupOf(%v, %q, %q) = %s %q, want %s %q", tt.kinds, tt.cgroup, tt.comm, kind, name, tt.kind, tt.name)
+		}
+	}
+}
+
+func TestParseGroupBy(t *testing.T) {
+	tests := []struct {
+		in   string
+		want string
+		err  bool
+	}{
+		{"unit,container,exe", "unit,container,exe", false},
+		{"container", "container,exe", false},
+		{"exe", "exe", false},
+		{"unit,unit", "", true},
+		{"pid", "", true},
+		{"", "", true},
+	}
+	for _, tt := range tests {
+		got, err := ParseGroupBy(tt.in)
+		if (err != nil) != tt.err || strings.Join(got, ",") != tt.want {
+			t.Errorf("ParseGroupBy(%q) = %v, %v", tt.in, got, err)
+		}
+	}
+}
+
+// TestLiveTickerGroup samples the real host with a 1 ms ticker patient
+// running: its group's wake-ups counter rises at the ticker's pace while its
+// CPU stays small, the counters do not fall back when it exits, and a
+// scrape writes what the last sample holds in the exposition format.
+func TestLiveTickerGroup(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	bin := testbin.Build(t, "./testdata/exportticker")
+	cmd := exec.Command(bin)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if !bufio.NewScanner(out).Scan() {
+		t.Fatal("patient did not start")
+	}
+	e, err := New(Config{GroupBy: []string{KindExe}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.reader.Close()
+	group := func() GroupStats {
+		t.Helper()
+		s, err := e.Last()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range s.Groups {
+			if g.Kind == KindExe && g.Name == "exportticker" {
+				return g
+			}
+		}
+		t.Fatalf("no group exe/exportticker among %d", len(s.Groups))
+		return GroupStats{}
+	}
+	sample := func() {
+		t.Helper()
+		if err := e.Sample(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sample()
+	sample()
+	g0, t0 := group(), time.Now()
+	time.Sleep(2 * time.Second)
+	sample()
+	g1, t1 := group(), time.Now()
+	rate := (g1.Wakeups - g0.Wakeups) / t1.Sub(t0).Seconds()
+	cpu := (g1.UserSec + g1.SysSec - g0.UserSec - g0.SysSec) / t1.Sub(t0).Seconds()
+	t.Logf("exportticker: %.0f wake-ups/s, %.1f%% of a core, %d threads", rate, cpu*100, g1.Threads)
+	// A 1 ms ticker wakes a thread at least once per tick.
+	if rate < 500 || rate > 20000 {
+		t.Errorf("wake-ups %.0f/s from a 1 ms ticker", rate)
+	}
+	if g1.Processes != 1 || g1.Threads < 2 || g1.RSSBytes == 0 || g1.GoVersions[runtime.Version()] != 1 {
+		t.Errorf("group state %+v", g1)
+	}
+
+	// A scrape writes the last sample.
+	ts := httptest.NewServer(e.Handler())
+	defer ts.Close()
+	fams := scrape(t, ts.URL+"/metrics")
+	if v := value(fams, "gosleuth_group_wakeups_total", "exportticker"); v != g1.Wakeups {
+		t.Errorf("scraped wake-ups %v, the sample holds %v", v, g1.Wakeups)
+	}
+	for _, name := range []string{"gosleuth_group_cpu_seconds_total", "gosleuth_group_processes", "gosleuth_group_threads",
+		"gosleuth_group_resident_memory_bytes", "gosleuth_group_open_fds", "gosleuth_group_fd_limit_ratio_max",
+		"gosleuth_group_go_processes", "gosleuth_exporter_collection_seconds", "gosleuth_exporter_tasks"} {
+		if fams[name] == nil {
+			t.Errorf("no %s in the scrape", name)
+		}
+	}
+
+	// The patient exits: its group keeps what it added.
+	cmd.Process.Kill()
+	cmd.Wait()
+	sample()
+	g2 := group()
+	if g2.Wakeups < g1.Wakeups || g2.UserSec < g1.UserSec || g2.SysSec < g1.SysSec || g2.Involuntary < g1.Involuntary {
+		t.Errorf("counters fell when the process exited: %+v then %+v", g1, g2)
+	}
+	if g2.Processes != 0 || g2.Threads != 0 {
+		t.Errorf("after the exit: %d processes, %d threads", g2.Processes, g2.Threads)
+	}
+}
+
+// TestPromtoolAcceptsScrape checks the exposition with Prometheus's own
+// linter.
+func TestPromtoolAcceptsScrape(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Prometheus)
+	e, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.reader.Close()
+	e.Sample()
+	time.Sleep(200 * time.Millisecond)
+	e.Sample()
+	ts := httptest.NewServer(e.Handler())
+	defer ts.Close()
+	resp, err := http.Get(ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	cmd := exec.Command("promtool", "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse the scrape: %v", err)
+	}
+	return fams
+}
+
+// value returns the value of family's series whose group label is group.
+func value(fams map[string]*dto.MetricFamily, family, group string) float64 {
+	f := fams[family]
+	if f == nil {
+		return -1
+	}
+	for _, m := range f.Metric {
+		for _, l := range m.Label {
+			if l.GetName() == "group" && l.GetValue() == group {
+				if m.Counter != nil {
+					return m.Counter.GetValue()
+				}
+				return m.Gauge.GetValue()
+			}
+		}
+	}
+	return -1
+}

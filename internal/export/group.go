@@ -1,0 +1,108 @@
+package export
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Group kinds, in the order they are tried by default.
+const (
+	KindUnit      = "unit"      // a systemd service ("ssh.service")
+	KindContainer = "container" // a container or pod, from the cgroup path
+	KindExe       = "exe"       // the executable's name (comm)
+)
+
+// ParseGroupBy parses a --group-by list such as "unit,container,exe". The
+// executable name always ends the list, so every process has a group.
+func ParseGroupBy(s string) ([]string, error) {
+	var out []string
+	for _, k := range strings.Split(s, ",") {
+		switch k = strings.TrimSpace(k); k {
+		case KindUnit, KindContainer, KindExe:
+			for _, o := range out {
+				if o == k {
+					return nil, fmt.Errorf("--group-by: %q given twice", k)
+				}
+			}
+			out = append(out, k)
+		default:
+			return nil, fmt.Errorf("--group-by: %q is not unit, container or exe", k)
+		}
+	}
+	if out[len(out)-1] != KindExe {
+		out = append(out, KindExe)
+	}
+	return out, nil
+}
+
+// groupOf names the group of a process from its cgroup path and comm, trying
+// the kinds in order. It parses the path only (no container runtime or
+// systemd API is asked): "/system.slice/ssh.service" is unit ssh.service;
+// ".../docker-<id>.scope", "/docker/<id>", "cri-containerd-<id>.scope",
+// "crio-<id>.scope" and "libpod-<id>.scope" are containers (id cut to 12
+// characters), and a kubepods path names its pod ("pod" + UID) when no
+// container ID is in it.
+func groupOf(kinds []string, cgroup, comm string) (kind, name string) {
+	for _, k := range kinds {
+		switch k {
+		case KindUnit:
+			if u := unitOf(cgroup); u != "" {
+				return KindUnit, u
+			}
+		case KindContainer:
+			if c := containerOf(cgroup); c != "" {
+				return KindContainer, c
+			}
+		case KindExe:
+			return KindExe, comm
+		}
+	}
+	return KindExe, comm
+}
+
+// unitOf returns the innermost systemd service in a cgroup path.
+func unitOf(cg string) string {
+	for p := cg; p != "/" && p != "." && p != ""; p = path.Dir(p) {
+		if b := path.Base(p); strings.HasSuffix(b, ".service") {
+			return b
+		}
+	}
+	return ""
+}
+
+// containerOf returns "<runtime>/<id12>" or "pod/<uid>" from a cgroup path.
+func containerOf(cg string) string {
+	parts := strings.Split(cg, "/")
+	pod := ""
+	for i := len(parts) - 1; i >= 0; i-- {
+		p := strings.TrimSuffix(parts[i], ".scope")
+		for _, prefix := range []string{"docker-", "cri-containerd-", "crio-", "libpod-"} {
+			if id, ok := strings.CutPrefix(p, prefix); ok && isHexID(id) {
+				return strings.TrimSuffix(prefix, "-") + "/" + id[:12]
+			}
+		}
+		if isHexID(p) && i > 0 && (parts[i-1] == "docker" || strings.HasPrefix(parts[i-1], "pod") || strings.Contains(parts[i-1], "kubepods")) {
+			return "container/" + p[:12]
+		}
+		if pod == "" && strings.Contains(cg, "kubepods") {
+			q := strings.TrimSuffix(p, ".slice")
+			if j := strings.LastIndex(q, "pod"); j >= 0 && len(q)-j > 3 {
+				pod = "pod/" + strings.ReplaceAll(q[j+3:], "_", "-")
+			}
+		}
+	}
+	return pod
+}
+
+func isHexID(s string) bool {
+	if len(s) < 32 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
