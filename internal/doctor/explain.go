@@ -14,7 +14,8 @@ import "slices"
 //   - a contended sync.Mutex parks and wakes goroutines through futex: the
 //     wake-ups, the kernel time and the scheduler's share are the lock's
 //     handoffs, so they are not a timer loop (the contradiction issue 14
-//     names: a lock-bound program told to slow its ticker);
+//     names: a lock-bound program told to slow its ticker); a hot call
+//     made by the function that takes the lock is the work held under it;
 //   - leaked goroutines hold their stacks (RSS grows), and the descriptors
 //     they were using (a connection per stuck request), and each one
 //     started wakes an M to run it;
@@ -35,7 +36,7 @@ var explains = []struct {
 	// A hot call that opens files is the churn's code, not a second cause.
 	{"file-reopen-churn", []string{"cpu-hotspot"}},
 	{"gc-pressure", []string{"gc-assist", "lock-contention", "scheduler-overhead"}},
-	{"lock-contention", []string{"idle-wakeups", "scheduler-overhead", "kernel-time"}},
+	{"lock-contention", []string{"idle-wakeups", "scheduler-overhead", "kernel-time", "cpu-hotspot"}},
 	{"goroutine-leak", []string{"memory-growth", "fd-leak", "idle-wakeups", "scheduler-overhead"}},
 	{"file-reopen-churn", []string{"kernel-time", "scheduler-overhead"}},
 	{"exec-hot-path", []string{"kernel-time", "scheduler-overhead"}},
@@ -95,17 +96,28 @@ func explain(found []Finding) []Finding {
 // explainsIt reports whether a cause explains a finding the table pairs it
 // with, for the pairs that hold only in some cases.
 func explainsIt(cause, f Finding) bool {
-	if f.ID == "cpu-hotspot" {
+	if f.ID != "cpu-hotspot" {
+		return true
+	}
+	switch cause.ID {
+	case "file-reopen-churn":
 		// Only a hot call that opens files is reopen churn.
 		for _, e := range f.Evidence {
 			if e.Name == "call" {
 				s, _ := e.Value.(string)
-				return cause.ID == "file-reopen-churn" && (slices.Contains(fileReadCalls, s) || s == "os.Open" || s == "os.OpenFile")
+				return slices.Contains(fileReadCalls, s) || s == "os.Open" || s == "os.OpenFile"
 			}
 		}
-		return false
+	case "lock-contention":
+		// A hot call made by the function that takes the contended lock
+		// is the slow work held under it.
+		for _, c := range f.Code {
+			if slices.ContainsFunc(cause.Code, func(l CodeRef) bool { return l.Func == c.Func }) {
+				return true
+			}
+		}
 	}
-	return true
+	return false
 }
 
 func mergeSources(a, b []Source) []Source {

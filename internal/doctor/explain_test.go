@@ -178,3 +178,65 @@ func TestReopenExplainsItsHotCall(t *testing.T) {
 		t.Errorf("code %v, want main.poll at line 30", f.Code)
 	}
 }
+
+// TestLockFromHandoffs: a small share of lock samples decides with futex
+// handoffs and no netpoll waits, unless the scheduler's share dominates
+// (a herd that takes a mutex on its way).
+func TestLockFromHandoffs(t *testing.T) {
+	w := func(lock, sched float64, counts map[string]uint64) *Window {
+		return win(10, func(w *Window) {
+			w.UserSec, w.SysSec = 8, 1
+			w.VolCtxsw = 60000
+			w.IOCalls = 5
+			w.Syscalls = &Syscalls{Seconds: 5, Counts: counts}
+			w.Stacks = &Stacks{Samples: 800, Classes: map[string]float64{ClassLock: lock, ClassScheduler: sched, ClassUserCode: 0.85}}
+		})
+	}
+	handoffs := map[string]uint64{"futex": 25000, "nanosleep": 10000}
+	for _, tc := range []struct {
+		name string
+		w    *Window
+		want bool
+	}{
+		{"handoffs and 2% lock samples", w(0.02, 0.05, handoffs), true},
+		{"no syscall counts", w(0.02, 0.05, nil), false},
+		{"futex with netpoll waits (timers, I/O)", w(0.02, 0.05, map[string]uint64{"futex": 25000, "epoll_pwait": 12000}), false},
+		{"a herd: the scheduler dominates", w(0.02, 0.5, handoffs), false},
+		{"a lock frame or two", w(0.002, 0.05, handoffs), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "no syscall counts" {
+				tc.w.Syscalls = nil
+			}
+			found, _ := Evaluate(tc.w, &Host{CPUs: 2})
+			got := slices.ContainsFunc(found, func(f Finding) bool { return f.ID == "lock-contention" })
+			if got != tc.want {
+				t.Errorf("lock-contention %v, want %v:%s", got, tc.want, describe(found))
+			}
+		})
+	}
+}
+
+// TestLockExplainsTheWorkUnderIt: a hot call made where the contended lock
+// is taken is the slow work held under the lock, not a second cause; a hot
+// call elsewhere stays a finding of its own.
+func TestLockExplainsTheWorkUnderIt(t *testing.T) {
+	for _, tc := range []struct {
+		caller string
+		want   []string
+	}{
+		{"main.(*logger).printf", []string{"lock-contention"}},
+		{"main.render", []string{"cpu-hotspot", "lock-contention"}},
+	} {
+		w := win(10, func(w *Window) {
+			w.UserSec = 9
+			w.Stacks = &Stacks{Samples: 800, Classes: map[string]float64{ClassLock: 0.06, ClassUserCode: 0.9},
+				Sites:    map[string][]Site{ClassLock: {{Func: "main.(*logger).printf", File: "/src/log.go", Line: 79, Share: 0.06}}},
+				LibCalls: []LibCall{{Callee: "fmt.Fprintf", Caller: Site{Func: tc.caller, File: "/src/log.go", Line: 81}, Share: 0.55}}}
+		})
+		found, _ := Evaluate(w, &Host{CPUs: 2})
+		if got := warnIDs(found); !slices.Equal(got, tc.want) {
+			t.Errorf("hot call from %s: warn %v, want %v:%s", tc.caller, got, tc.want, describe(found))
+		}
+	}
+}
