@@ -23,12 +23,16 @@ type exporterFlags struct {
 	maxSeries int
 	topN      int
 	procRoot  string
+	// The doctor's whole-host runs.
+	doctorEvery  time.Duration
+	doctorWindow time.Duration
+	doctorLooks  int
 }
 
 func init() {
 	register(&command{
 		Name:  "exporter",
-		Usage: "exporter [--listen 127.0.0.1:9467] [--interval 1s] [--group-by unit,container,exe] [--max-series 5000] [--top 20] [--proc ROOT]",
+		Usage: "exporter [--listen 127.0.0.1:9467] [--interval 1s] [--group-by unit,container,exe] [--max-series 5000] [--top 20] [--doctor-every 5m] [--proc ROOT]",
 		Short: "Prometheus metrics of every process group of the host: CPU, wake-ups, switches, memory, descriptors",
 		Long: `
 Serves /metrics in the Prometheus exposition format and a page at / saying
@@ -48,6 +52,14 @@ processes exit. PIDs appear only on gosleuth_process_info for the --top
 processes by CPU, re-ranked at most once a minute. About 10 series per
 group; groups first seen beyond --max-series are counted in group "other".
 
+Every --doctor-every (0: never) the doctor runs over the whole host for
+--doctor-window, looking closely at --doctor-looks processes at most (stack
+samples and syscall counts: while syscalls are counted, every task of the
+host pays the kernel's tracing slow path, so keep the window short), and
+each finding is exported as gosleuth_finding{id, severity, pid, comm, group}
+= 1 until the next run, with gosleuth_finding_cpu_cores where the doctor can
+put its cost as CPU.
+
 It listens on loopback unless --listen names another address (for a fleet:
 --listen :9467); the metrics carry command names, never command lines.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
@@ -58,6 +70,9 @@ It listens on loopback unless --listen names another address (for a fleet:
 			fs.IntVar(&f.maxSeries, "max-series", 5000, "cap on group series (about 10 per group)")
 			fs.IntVar(&f.topN, "top", 20, "processes by CPU named with their PID")
 			fs.StringVar(&f.procRoot, "proc", "/proc", "procfs mount `path`")
+			fs.DurationVar(&f.doctorEvery, "doctor-every", 5*time.Minute, "run the doctor over the host this `often` (0: never)")
+			fs.DurationVar(&f.doctorWindow, "doctor-window", 10*time.Second, "the doctor's observation `window`")
+			fs.IntVar(&f.doctorLooks, "doctor-looks", 2, "close looks per doctor run at most (0: /proc only)")
 			return func(ctx context.Context, args []string, _, stderr io.Writer) error {
 				if len(args) > 0 {
 					return usagef("exporter takes no arguments (got %q)", args[0])
@@ -83,6 +98,12 @@ func runExporter(ctx context.Context, f *exporterFlags, stderr io.Writer, ready 
 	if f.topN < 0 || f.topN > 1000 {
 		return usagef("--top must be between 0 and 1000, got %d", f.topN)
 	}
+	if f.doctorEvery != 0 && (f.doctorEvery < time.Minute || f.doctorWindow < time.Second || f.doctorWindow > f.doctorEvery/2) {
+		return usagef("--doctor-every must be 0 or at least 1m, and --doctor-window between 1s and half of it (got %s and %s)", f.doctorEvery, f.doctorWindow)
+	}
+	if f.doctorLooks < 0 {
+		return usagef("--doctor-looks must not be negative")
+	}
 	kinds, err := export.ParseGroupBy(f.groupBy)
 	if err != nil {
 		return usagef("%v", err)
@@ -103,6 +124,13 @@ func runExporter(ctx context.Context, f *exporterFlags, stderr io.Writer, ready 
 	defer cancel()
 	sampled := make(chan error, 1)
 	go func() { sampled <- e.Run(ctx) }()
+	if f.doctorEvery > 0 {
+		dc := export.DoctorConfig{Every: f.doctorEvery, Window: f.doctorWindow, MaxLooks: f.doctorLooks}
+		if f.doctorLooks > 0 {
+			dc.Looks = doctorLooks("", "")
+		}
+		go e.RunDoctor(ctx, dc)
+	}
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return fmt.Errorf("exporter: listen: %w", err)

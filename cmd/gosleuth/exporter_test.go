@@ -17,7 +17,7 @@ func TestExporterServes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	f := &exporterFlags{listen: "127.0.0.1:0", interval: 200 * time.Millisecond, groupBy: "unit,container,exe", maxSeries: 5000, topN: 20, procRoot: "/proc"}
+	f := &exporterFlags{listen: "127.0.0.1:0", interval: 200 * time.Millisecond, groupBy: "unit,container,exe", maxSeries: 5000, topN: 20, procRoot: "/proc", doctorEvery: 0}
 	go func() { done <- runExporter(ctx, f, io.Discard, ready) }()
 	addr := <-ready
 	get := func(method, path string) (int, string) {
@@ -61,6 +61,8 @@ func TestExporterBadUsage(t *testing.T) {
 		{[]string{"exporter", "--group-by", "pid"}, "not unit, container or exe"},
 		{[]string{"exporter", "--max-series", "1"}, "at least 10"},
 		{[]string{"exporter", "extra"}, "takes no arguments"},
+		{[]string{"exporter", "--doctor-every", "10s"}, "--doctor-every must be 0 or at least 1m"},
+		{[]string{"exporter", "--doctor-window", "4m"}, "half of it"},
 	} {
 		err := run(context.Background(), tt.args, io.Discard, io.Discard)
 		var u usageError

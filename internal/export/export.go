@@ -98,6 +98,12 @@ type Snapshot struct {
 	Top     []ProcInfo
 	Self    SelfStats
 	Dropped uint64 // processes counted in "other" because of MaxGroups, over the exporter's life
+	// Findings are the doctor's last run (none before the first or when
+	// the doctor is off), with DoctorRuns, DoctorErrors and DoctorSeconds
+	// (the last run's duration).
+	Findings                 []FindingSeries
+	DoctorRuns, DoctorErrors uint64
+	DoctorSeconds            float64
 }
 
 // SelfStats is the exporter's own cost.
@@ -123,8 +129,14 @@ type Exporter struct {
 	ranked    time.Time
 	self      SelfStats
 
-	mu   sync.Mutex
-	last *Snapshot
+	findings []FindingSeries // the doctor's last run, groups resolved
+
+	mu            sync.Mutex
+	last          *Snapshot
+	newFindings   []FindingSeries // a doctor run not yet taken by the sampler
+	doctorRuns    uint64
+	doctorErrors  uint64
+	doctorSeconds float64
 }
 
 type procID struct {
@@ -276,9 +288,33 @@ func (e *Exporter) rank() {
 	}
 }
 
+// takeFindings resolves the groups of a doctor run's processes, when one
+// finished since the last sample.
+func (e *Exporter) takeFindings() {
+	e.mu.Lock()
+	fs := e.newFindings
+	e.newFindings = nil
+	e.mu.Unlock()
+	if fs == nil {
+		return
+	}
+	for i := range fs {
+		fs[i].Kind, fs[i].Name = KindExe, fs[i].Comm // exited since: its name
+		for j := range e.cur.Procs {
+			if p := &e.cur.Procs[j]; int(p.PID) == fs[i].PID {
+				k := e.procGroup[procID{p.PID, p.StartTime}]
+				fs[i].Kind, fs[i].Name = k.kind, k.name
+				break
+			}
+		}
+	}
+	e.findings = fs
+}
+
 // publish copies the state for scrapes.
 func (e *Exporter) publish(now time.Time) {
-	s := &Snapshot{Time: now, Self: e.self, Dropped: e.dropped, Top: slices.Clone(e.top)}
+	e.takeFindings()
+	s := &Snapshot{Time: now, Self: e.self, Dropped: e.dropped, Top: slices.Clone(e.top), Findings: e.findings}
 	for _, g := range e.groups {
 		c := *g
 		c.GoVersions = make(map[string]int, len(g.GoVersions))
@@ -294,6 +330,7 @@ func (e *Exporter) publish(now time.Time) {
 		return s.Groups[a].Name < s.Groups[b].Name
 	})
 	e.mu.Lock()
+	s.DoctorRuns, s.DoctorErrors, s.DoctorSeconds = e.doctorRuns, e.doctorErrors, e.doctorSeconds
 	e.last = s
 	e.mu.Unlock()
 }

@@ -3,6 +3,7 @@ package export
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -141,6 +142,25 @@ func TestLiveTickerGroup(t *testing.T) {
 		if fams[name] == nil {
 			t.Errorf("no %s in the scrape", name)
 		}
+	}
+
+	// The doctor's whole-host run (from /proc alone here) finds the
+	// ticker, and a scrape carries the finding with the process's group.
+	e.diagnose(context.Background(), DoctorConfig{Window: 2 * time.Second})
+	sample()
+	s, _ := e.Last()
+	found := false
+	for _, f := range s.Findings {
+		if f.PID == cmd.Process.Pid {
+			t.Logf("finding %s %s for pid %d in %s/%s", f.ID, f.Severity, f.PID, f.Kind, f.Name)
+			found = found || f.ID == "idle-wakeups" && f.Kind == KindExe && f.Name == "exportticker"
+		}
+	}
+	if !found || s.DoctorRuns != 1 {
+		t.Errorf("no idle-wakeups finding for the ticker in %d findings (%d doctor runs)", len(s.Findings), s.DoctorRuns)
+	}
+	if fams := scrape(t, ts.URL+"/metrics"); value(fams, "gosleuth_finding", "exportticker") != 1 {
+		t.Errorf("no gosleuth_finding series for the ticker's group")
 	}
 
 	// The patient exits: its group keeps what it added.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -44,6 +45,16 @@ var (
 		"Processes counted in the group \"other\" because --max-groups was reached when their group first appeared.", nil, nil)
 	descErrors = prometheus.NewDesc("gosleuth_exporter_errors_total",
 		"Background samples that failed.", nil, nil)
+	descFinding = prometheus.NewDesc("gosleuth_finding",
+		"1 while a finding of gosleuth's doctor holds for a process (from its last whole-host run, every --doctor-every).", []string{"id", "severity", "pid", "comm", "group_kind", "group"}, nil)
+	descFindingCores = prometheus.NewDesc("gosleuth_finding_cpu_cores",
+		"The CPU a finding costs, in cores, where the doctor can put it as CPU (a timer loop, a lock, exec churn).", []string{"id", "pid", "comm", "group_kind", "group"}, nil)
+	descDoctorRuns = prometheus.NewDesc("gosleuth_exporter_doctor_runs_total",
+		"Whole-host doctor runs finished.", nil, nil)
+	descDoctorErrors = prometheus.NewDesc("gosleuth_exporter_doctor_errors_total",
+		"Whole-host doctor runs that failed (the previous findings are kept).", nil, nil)
+	descDoctorSeconds = prometheus.NewDesc("gosleuth_exporter_doctor_seconds",
+		"How long the last doctor run took (its window included).", nil, nil)
 	descAge = prometheus.NewDesc("gosleuth_exporter_last_sample_timestamp_seconds",
 		"When the last background sample was taken.", nil, nil)
 )
@@ -53,7 +64,8 @@ type collector struct{ e *Exporter }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCPU, descWake, descInvol, descProcs, descThreads, descRSS, descFDs, descFDRatio,
-		descGo, descTop, descCollect, descTasks, descProcsSeen, descSeries, descDropped, descErrors, descAge} {
+		descGo, descTop, descCollect, descTasks, descProcsSeen, descSeries, descDropped, descErrors, descAge,
+		descFinding, descFindingCores, descDoctorRuns, descDoctorErrors, descDoctorSeconds} {
 		ch <- d
 	}
 }
@@ -93,6 +105,16 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range s.Top {
 		gauge(descTop, p.CPUPct, itoa(p.PID), p.Comm, p.Kind, p.Name)
 	}
+	for _, f := range s.Findings {
+		pid := strconv.Itoa(f.PID)
+		gauge(descFinding, 1, f.ID, f.Severity, pid, f.Comm, f.Kind, f.Name)
+		if f.Cores > 0 {
+			gauge(descFindingCores, f.Cores, f.ID, pid, f.Comm, f.Kind, f.Name)
+		}
+	}
+	counter(descDoctorRuns, float64(s.DoctorRuns))
+	counter(descDoctorErrors, float64(s.DoctorErrors))
+	gauge(descDoctorSeconds, s.DoctorSeconds)
 	gauge(descCollect, s.Self.CollectSeconds)
 	gauge(descTasks, float64(s.Self.Tasks))
 	gauge(descProcsSeen, float64(s.Self.Processes))
