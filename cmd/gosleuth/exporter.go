@@ -23,6 +23,7 @@ type exporterFlags struct {
 	maxSeries int
 	topN      int
 	procRoot  string
+	runtime   bool
 	// The doctor's whole-host runs.
 	doctorEvery  time.Duration
 	doctorWindow time.Duration
@@ -60,6 +61,11 @@ each finding is exported as gosleuth_finding{id, severity, pid, comm, group}
 = 1 until the next run, with gosleuth_finding_cpu_cores where the doctor can
 put its cost as CPU.
 
+With --runtime (the default), Go processes that run gosleuth's agent also
+give their runtime/metrics, named as client_golang's Go collector names them
+under the prefix gosleuth_ (gosleuth_go_gc_cycles_total_gc_cycles_total...)
+and summed per group; counters count what was added while watched.
+
 It listens on loopback unless --listen names another address (for a fleet:
 --listen :9467); the metrics carry command names, never command lines.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
@@ -70,6 +76,7 @@ It listens on loopback unless --listen names another address (for a fleet:
 			fs.IntVar(&f.maxSeries, "max-series", 5000, "cap on group series (about 10 per group)")
 			fs.IntVar(&f.topN, "top", 20, "processes by CPU named with their PID")
 			fs.StringVar(&f.procRoot, "proc", "/proc", "procfs mount `path`")
+			fs.BoolVar(&f.runtime, "runtime", true, "read the Go runtime of processes that have gosleuth's agent (gosleuth_go_* series per group)")
 			fs.DurationVar(&f.doctorEvery, "doctor-every", 5*time.Minute, "run the doctor over the host this `often` (0: never)")
 			fs.DurationVar(&f.doctorWindow, "doctor-window", 10*time.Second, "the doctor's observation `window`")
 			fs.IntVar(&f.doctorLooks, "doctor-looks", 2, "close looks per doctor run at most (0: /proc only)")
@@ -116,7 +123,7 @@ func runExporter(ctx context.Context, f *exporterFlags, stderr io.Writer, ready 
 		runtime.GOMAXPROCS(1)
 	}
 	e, err := export.New(export.Config{ProcRoot: f.procRoot, Interval: f.interval, GroupBy: kinds,
-		TopN: max(f.topN, 0), MaxGroups: max(f.maxSeries/10, 1)})
+		TopN: max(f.topN, 0), MaxGroups: max(f.maxSeries/10, 1), Runtime: f.runtime})
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,9 @@ type Config struct {
 	// (default 20); Rerank is how often they are re-ranked (default 1 min).
 	TopN   int
 	Rerank time.Duration
+	// Runtime reads the Go runtime metrics of Go processes that have a
+	// runtime source (gosleuth's agent), summed per group.
+	Runtime bool
 	// MaxGroups caps the groups with series of their own; processes of
 	// groups first seen beyond it are counted in the group "other" (default
 	// 500).
@@ -72,13 +75,15 @@ var otherGroup = groupKey{"other", "other"}
 type GroupStats struct {
 	Kind, Name string
 	// Counters, monotonic over the exporter's life.
-	UserSec, SysSec       float64
-	Wakeups, Involuntary  float64
-	Processes, Threads    int
-	RSSBytes              uint64
-	FDs                   int64
-	WorstFDRatio          float64 // highest fds/limit of its processes
-	GoVersions            map[string]int
+	UserSec, SysSec      float64
+	Wakeups, Involuntary float64
+	Processes, Threads   int
+	RSSBytes             uint64
+	FDs                  int64
+	WorstFDRatio         float64 // highest fds/limit of its processes
+	GoVersions           map[string]int
+	// RuntimeSources counts the processes whose Go runtime was read.
+	RuntimeSources        int
 	everSeen, lastTouched time.Time
 }
 
@@ -102,6 +107,7 @@ type Snapshot struct {
 	// the doctor is off), with DoctorRuns, DoctorErrors and DoctorSeconds
 	// (the last run's duration).
 	Findings                 []FindingSeries
+	Runtime                  []RuntimeSeries
 	DoctorRuns, DoctorErrors uint64
 	DoctorSeconds            float64
 }
@@ -130,6 +136,9 @@ type Exporter struct {
 	self      SelfStats
 
 	findings []FindingSeries // the doctor's last run, groups resolved
+	seen     map[procID]bool // the processes of the last sample
+	rt       map[groupKey]*rtGroup
+	rtProcs  map[procID]*rtProc
 
 	mu            sync.Mutex
 	last          *Snapshot
@@ -152,7 +161,7 @@ func New(cfg Config) (*Exporter, error) {
 		return nil, fmt.Errorf("exporter: open %s: %w", cfg.ProcRoot, err)
 	}
 	return &Exporter{cfg: cfg, reader: r, groups: map[groupKey]*GroupStats{}, procGroup: map[procID]groupKey{},
-		prev: &proc.Snapshot{}, cur: &proc.Snapshot{}}, nil
+		prev: &proc.Snapshot{}, cur: &proc.Snapshot{}, rt: map[groupKey]*rtGroup{}, rtProcs: map[procID]*rtProc{}}, nil
 }
 
 // Run samples every Interval until ctx ends, then closes the reader.
@@ -229,6 +238,10 @@ func (e *Exporter) Sample() error {
 		g.SysSec += r.SysPct / 100 * sec
 		g.Wakeups += math.Round(r.VolPerSec * sec)
 		g.Involuntary += math.Round(r.InvolPerSec * sec)
+	}
+	e.seen = seen
+	if e.cfg.Runtime {
+		e.sampleRuntime(now)
 	}
 	for id := range e.procGroup {
 		if !seen[id] {
@@ -315,8 +328,11 @@ func (e *Exporter) takeFindings() {
 func (e *Exporter) publish(now time.Time) {
 	e.takeFindings()
 	s := &Snapshot{Time: now, Self: e.self, Dropped: e.dropped, Top: slices.Clone(e.top), Findings: e.findings}
+	rt, rtProcs := e.publishRuntime()
+	s.Runtime = rt
 	for _, g := range e.groups {
 		c := *g
+		c.RuntimeSources = rtProcs[groupKey{g.Kind, g.Name}]
 		c.GoVersions = make(map[string]int, len(g.GoVersions))
 		for k, v := range g.GoVersions {
 			c.GoVersions[k] = v

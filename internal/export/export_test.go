@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -173,6 +174,65 @@ func TestLiveTickerGroup(t *testing.T) {
 	}
 	if g2.Processes != 0 || g2.Threads != 0 {
 		t.Errorf("after the exit: %d processes, %d threads", g2.Processes, g2.Threads)
+	}
+}
+
+// TestRuntimeSeries reads the Go runtime of a patient that has the agent:
+// its group gets client_golang-named runtime series under gosleuth_, a
+// gauge (goroutines) at the patient's value and a counter (objects
+// allocated, one per tick) that rises at its pace from a baseline of 0.
+func TestRuntimeSeries(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	bin := testbin.Build(t, "./testdata/exportticker")
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "PATIENT_AGENT=1")
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if !bufio.NewScanner(out).Scan() {
+		t.Fatal("patient did not start")
+	}
+	e, err := New(Config{GroupBy: []string{KindExe}, Runtime: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.reader.Close()
+	get := func(prom string) (float64, bool) {
+		s, _ := e.Last()
+		for _, r := range s.Runtime {
+			if r.Prom == prom && r.Name == "exportticker" {
+				return r.Value, true
+			}
+		}
+		return 0, false
+	}
+	e.Sample() // connects to the agent and takes the baseline
+	a0, ok := get("gosleuth_go_gc_heap_allocs_objects_total")
+	if !ok {
+		s, _ := e.Last()
+		t.Fatalf("no allocation counter for the patient's group among %d runtime series", len(s.Runtime))
+	}
+	t0 := time.Now()
+	time.Sleep(time.Second)
+	e.Sample()
+	a1, _ := get("gosleuth_go_gc_heap_allocs_objects_total")
+	rate := (a1 - a0) / time.Since(t0).Seconds()
+	g, _ := get("gosleuth_go_sched_goroutines_goroutines")
+	t.Logf("allocations %.0f/s, goroutines %.0f", rate, g)
+	// One object per 1 ms tick, plus the runtime's and the agent's own.
+	if a0 != 0 || rate < 500 {
+		t.Errorf("allocation counter %.0f then %.0f: want a baseline of 0 and about 1,000/s", a0, a1)
+	}
+	if g < 2 || g > 50 {
+		t.Errorf("goroutines %.0f", g)
+	}
+	s, _ := e.Last()
+	for _, gr := range s.Groups {
+		if gr.Name == "exportticker" && gr.RuntimeSources != 1 {
+			t.Errorf("runtime sources %d, want 1", gr.RuntimeSources)
+		}
 	}
 }
 

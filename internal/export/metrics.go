@@ -129,7 +129,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 // exported.
 func (e *Exporter) Handler() http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector{e})
+	reg.MustRegister(collector{e}, rtCollector{e})
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

@@ -268,8 +268,8 @@ node_x{path="a \"q\", b",other="z"} 3 1700000000
 	} {
 		for _, d := range metrics.All() {
 			if d.Name == name {
-				if got := promName(d); got != want {
-					t.Errorf("promName(%s) = %s, want %s", name, got, want)
+				if got := PromName(d); got != want {
+					t.Errorf("PromName(%s) = %s, want %s", name, got, want)
 				}
 			}
 		}

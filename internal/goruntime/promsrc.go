@@ -157,10 +157,10 @@ func parseLabels(s string) (map[string]string, error) {
 	return m, nil
 }
 
-// promName returns the name client_golang's Go collector gives a
+// PromName returns the name client_golang's Go collector gives a
 // runtime/metrics metric: go_ + path with / and - turned into _ + unit,
 // plus _total for cumulative scalars.
-func promName(d metrics.Description) string {
+func PromName(d metrics.Description) string {
 	key, unit, _ := strings.Cut(d.Name, ":")
 	key = strings.TrimPrefix(key, "/")
 	sub, name := path.Dir(key), path.Base(key)
@@ -193,7 +193,7 @@ func (s *promSource) Read(ctx context.Context) (*Sample, error) {
 	// Runtime/metrics-derived series first.
 	m := map[string]Metric{}
 	for _, d := range metrics.All() {
-		pn := promName(d)
+		pn := PromName(d)
 		switch d.Kind {
 		case metrics.KindUint64:
 			if v, ok := promScalar(series, pn); ok {
