@@ -299,6 +299,7 @@ func TestPatientsInside(t *testing.T) {
 			// note says so. Try once more.
 			if strings.Contains(strings.Join(rep.Notes, " "), "count syscalls") {
 				t.Logf("retrying: %v", rep.Notes)
+				time.Sleep(3 * time.Second) // let the other tracer finish releasing
 				rep = diagnose(t, p.pid, 4*time.Second, looks...)
 			}
 			fs := findingsOf(rep, p.pid)

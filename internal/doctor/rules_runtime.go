@@ -558,17 +558,17 @@ func slowPathOf(c LibCall) *slowPath {
 const minSiteSamples = 3
 
 // codeAt names the code the stack samples found for key (a class, "timer",
-// "exec", "newproc" or "syscall NAME"). A class's sites need
-// minSiteSamples samples (a share of a class is statistics); one sample is
-// enough under a specific call (a stack through os.StartProcess or in
-// openat shows the call itself).
+// "exec", "newproc" or "syscall NAME"). The scheduler's and mark assist's
+// sites need minSiteSamples samples (those classes are broad); one sample
+// is enough under a specific call (a stack through a mutex's slow path,
+// os.StartProcess or openat shows the call itself).
 func codeAt(w *Window, key, role string) []CodeRef {
 	if w.Stacks == nil || w.Stacks.Samples == 0 {
 		return nil
 	}
 	need := 1.0
 	switch key {
-	case ClassLock, ClassScheduler, ClassGCAssist:
+	case ClassScheduler, ClassGCAssist:
 		need = minSiteSamples
 	}
 	var out []CodeRef

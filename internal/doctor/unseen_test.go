@@ -133,6 +133,7 @@ func TestUnseenPatients(t *testing.T) {
 			rep := diagnose(t, pid, d, looks...)
 			if strings.Contains(strings.Join(rep.Notes, " "), "count syscalls") {
 				t.Logf("retrying: %v", rep.Notes)
+				time.Sleep(3 * time.Second) // let the other tracer finish releasing
 				rep = diagnose(t, pid, d, looks...)
 			}
 			fs := findingsOf(rep, pid)
