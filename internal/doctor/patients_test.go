@@ -125,7 +125,7 @@ func describe(fs []Finding) string {
 
 // TestPatientsProc runs every patient whose problem /proc alone can show,
 // all at once in one window (they are idle or light), and checks each one's
-// rule fires with sane evidence.
+// rule fires with sane evidence, and is the only warning.
 func TestPatientsProc(t *testing.T) {
 	tests := []struct {
 		mode string
@@ -155,6 +155,12 @@ func TestPatientsProc(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
 			fs := findingsOf(rep, pids[i])
+			// The one cause at warn level, or nothing above info when the
+			// rule's floor is info.
+			want := []string{tt.rule}
+			if got := warnIDs(fs); !slices.Equal(got, want) && !(tt.min == Info && len(got) == 0) {
+				t.Errorf("warn-level findings %v, want %v:%s", got, want, describe(fs))
+			}
 			for _, f := range flatten(fs) {
 				if f.ID == tt.rule {
 					if f.Severity < tt.min {
