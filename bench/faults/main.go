@@ -17,6 +17,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -326,6 +327,7 @@ func churn(d time.Duration) {
 		return runProg("top", nil, nil, d+60*time.Second, "-b", "-d", "1", "-n", secs)
 	}
 	quiet["top"], quiet["doctor"], quiet["procps"] = measure(top...), measure(doc...), anchor()
+	quiet["exporter"] = runExporter(d)
 	// 5,000 short-lived processes a second: 50 shells each forking 100/s.
 	ctx, cancel := context.WithCancel(context.Background())
 	for range 50 {
@@ -334,12 +336,15 @@ func churn(d time.Duration) {
 		go c.Wait()
 	}
 	time.Sleep(time.Second)
-	busy := map[string]result{"top": measure(top...), "doctor": measure(doc...), "procps": anchor()}
+	busy := map[string]result{"top": measure(top...), "doctor": measure(doc...), "procps": anchor(), "exporter": runExporter(d)}
 	cancel()
 	anchorRatio := float64(busy["procps"].cpu) / float64(max(quiet["procps"].cpu, time.Millisecond))
-	for _, k := range []string{"top", "doctor"} {
+	for _, k := range []string{"top", "doctor", "exporter"} {
 		q, b := quiet[k], busy[k]
 		p := sane(b, d+60*time.Second)
+		if p == "" && k == "exporter" && b.code != 0 {
+			p = b.stderr
+		}
 		ratio := float64(b.cpu) / float64(max(q.cpu, time.Millisecond))
 		if p == "" && b.maxRSS > 200*1024 {
 			p = fmt.Sprintf("max RSS %d MB", b.maxRSS/1024)
@@ -347,6 +352,47 @@ func churn(d time.Duration) {
 		row(k+": short-lived processes churning for "+d.String(), p, fmt.Sprintf("CPU %.2fs against %.2fs quiet (%.1fx; procps top -b %.2fs against %.2fs, %.1fx; the churn's own processes are in the whole-host view), max RSS %d MB (quiet %d MB)",
 			b.cpu.Seconds(), q.cpu.Seconds(), ratio, busy["procps"].cpu.Seconds(), quiet["procps"].cpu.Seconds(), anchorRatio, b.maxRSS/1024, q.maxRSS/1024))
 	}
+}
+
+// runExporter runs gosleuth exporter (without its periodic doctor) for d,
+// scraped once a second, and reports its outcome: a failed scrape or an
+// exit before the end is its stderr.
+func runExporter(d time.Duration) result {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(gosleuth, "exporter", "--listen", addr, "--doctor-every", "0")
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		return result{code: -2, stderr: err.Error()}
+	}
+	scrapes, failures := 0, 0
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Second) {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			failures++
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 200 && bytes.Contains(b, []byte("gosleuth_group_wakeups_total")) {
+			scrapes++
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	r := result{stdout: o.String(), stderr: e.String(), wall: time.Since(t0)}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.maxRSS = ru.Maxrss
+		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	r.stdout = fmt.Sprintf("%d scrapes", scrapes)
+	if scrapes < int(d.Seconds())-3 {
+		r.code, r.stderr = 1, fmt.Sprintf("only %d good scrapes of %d (%d failed)", scrapes, int(d.Seconds()), failures)
+	}
+	return r
 }
 
 func serve(h http.HandlerFunc) (string, func()) {

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -113,12 +116,36 @@ func TestLiveTickerGroup(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Read the patient's own counters from /proc just before and just
+	// after each sample: the group's delta must lie between the bracketing
+	// deltas (containment, exact: no tolerance to choose).
+	pid := cmd.Process.Pid
+	bracket := func() (before, after procCounters) {
+		t.Helper()
+		before = readCounters(t, pid)
+		sample()
+		after = readCounters(t, pid)
+		return
+	}
 	sample()
-	sample()
+	b0, a0 := bracket()
 	g0, t0 := group(), time.Now()
 	time.Sleep(2 * time.Second)
-	sample()
+	b1, a1 := bracket()
 	g1, t1 := group(), time.Now()
+	for _, c := range []struct {
+		what     string
+		got      float64
+		min, max float64
+	}{
+		{"wake-ups", g1.Wakeups - g0.Wakeups, b1.vol - a0.vol, a1.vol - b0.vol},
+		{"involuntary switches", g1.Involuntary - g0.Involuntary, b1.invol - a0.invol, a1.invol - b0.invol},
+		{"CPU seconds", g1.UserSec + g1.SysSec - g0.UserSec - g0.SysSec, b1.cpu - a0.cpu - 1e-9, a1.cpu - b0.cpu + 1e-9},
+	} {
+		if c.got < c.min || c.got > c.max {
+			t.Errorf("%s: the group counted %.3f, /proc brackets it in [%.3f, %.3f]", c.what, c.got, c.min, c.max)
+		}
+	}
 	rate := (g1.Wakeups - g0.Wakeups) / t1.Sub(t0).Seconds()
 	cpu := (g1.UserSec + g1.SysSec - g0.UserSec - g0.SysSec) / t1.Sub(t0).Seconds()
 	t.Logf("exportticker: %.0f wake-ups/s, %.1f%% of a core, %d threads", rate, cpu*100, g1.Threads)
@@ -234,6 +261,39 @@ func TestRuntimeSeries(t *testing.T) {
 			t.Errorf("runtime sources %d, want 1", gr.RuntimeSources)
 		}
 	}
+}
+
+// procCounters are a process's counters read straight from /proc.
+type procCounters struct{ vol, invol, cpu float64 }
+
+func readCounters(t *testing.T, pid int) procCounters {
+	t.Helper()
+	var c procCounters
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+	u, _ := strconv.ParseFloat(f[11], 64)
+	sy, _ := strconv.ParseFloat(f[12], 64)
+	c.cpu = (u + sy) / 100
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	for _, task := range tasks {
+		b, err := os.ReadFile(task)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "voluntary_ctxt_switches:"); ok {
+				x, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				c.vol += x
+			} else if v, ok := strings.CutPrefix(l, "nonvoluntary_ctxt_switches:"); ok {
+				x, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				c.invol += x
+			}
+		}
+	}
+	return c
 }
 
 // TestPromtoolAcceptsScrape checks the exposition with Prometheus's own
