@@ -33,6 +33,13 @@ var explains = []struct {
 	cause    string
 	symptoms []string
 }{
+	// A herd woken together (a channel closed to thousands of goroutines)
+	// queues on whatever mutex the woken goroutines take: when the
+	// program's code waking goroutines outside any lock holds at least
+	// the lock's share of samples, the herd is the cause and the lock
+	// waits its symptom (the herd patient: 30% under close(old), 2.6% in
+	// the lock).
+	{"scheduler-overhead", []string{"lock-contention"}},
 	// A hot call that opens files is the churn's code, not a second cause.
 	{"file-reopen-churn", []string{"cpu-hotspot"}},
 	{"gc-pressure", []string{"gc-assist", "lock-contention", "scheduler-overhead"}},
@@ -96,6 +103,18 @@ func explain(found []Finding) []Finding {
 // explainsIt reports whether a cause explains a finding the table pairs it
 // with, for the pairs that hold only in some cases.
 func explainsIt(cause, f Finding) bool {
+	if cause.ID == "scheduler-overhead" && f.ID == "lock-contention" {
+		// The herd's scheduler work is under the program's code (closing
+		// a channel, waking goroutines) outside any lock's slow path; a
+		// lock-bound program's scheduler samples are parked threads
+		// (no program frames) and the lock's own handoffs.
+		lock, ok := evidenceNum(f, "lock_share_pct")
+		herd := 0.0
+		for _, c := range cause.Code {
+			herd += c.Share
+		}
+		return ok && herd > 0 && 100*herd >= lock
+	}
 	if f.ID != "cpu-hotspot" {
 		return true
 	}
@@ -118,6 +137,17 @@ func explainsIt(cause, f Finding) bool {
 		}
 	}
 	return false
+}
+
+// evidenceNum returns a number in a finding's evidence.
+func evidenceNum(f Finding, name string) (float64, bool) {
+	for _, e := range f.Evidence {
+		if e.Name == name {
+			v, ok := e.Value.(float64)
+			return v, ok
+		}
+	}
+	return 0, false
 }
 
 func mergeSources(a, b []Source) []Source {

@@ -240,3 +240,35 @@ func TestLockExplainsTheWorkUnderIt(t *testing.T) {
 		}
 	}
 }
+
+// TestHerdExplainsItsLockWaits: a herd woken together takes a mutex on its
+// way; when the code waking it holds at least the lock's share of samples
+// the herd is the cause, else the lock is.
+func TestHerdExplainsItsLockWaits(t *testing.T) {
+	for _, tc := range []struct {
+		// waker is the share of samples under the program's code waking
+		// goroutines outside a lock.
+		sched, lock, waker float64
+		want               string
+	}{
+		{0.58, 0.026, 0.30, "scheduler-overhead"},
+		// A lock-bound program's parked threads are scheduler samples
+		// too, without program frames.
+		{0.58, 0.06, 0, "lock-contention"},
+		{0.35, 0.06, 0.01, "lock-contention"},
+	} {
+		w := win(10, func(w *Window) {
+			w.UserSec = 1.5
+			w.Stacks = &Stacks{Samples: 400, Classes: map[string]float64{ClassScheduler: tc.sched, ClassLock: tc.lock, ClassUserCode: 0.3}}
+			if tc.waker > 0 {
+				w.Stacks.Sites = map[string][]Site{ClassScheduler: {{Func: "main.broadcast", File: "/src/b.go", Line: 9, Share: tc.waker}}}
+			}
+			w.Runtime = nanRuntime()
+			w.Runtime.MutexWaitPerSec = 0.33
+		})
+		found, _ := Evaluate(w, &Host{CPUs: 2})
+		if got := warnIDs(found); !slices.Equal(got, []string{tc.want}) {
+			t.Errorf("scheduler %.0f%%, lock %.0f%%: warn %v, want [%s]:%s", 100*tc.sched, 100*tc.lock, got, tc.want, describe(found))
+		}
+	}
+}

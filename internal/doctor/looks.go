@@ -223,9 +223,12 @@ func summarizeStacks(p *stacks.Profile) *Stacks {
 			addSite(ClassGCAssist, st.Frames, n)
 		case stacks.ClassScheduler, stacks.ClassIdle:
 			s.Classes[ClassScheduler] += n
-			// Scheduler work under the program's code: the code that wakes
-			// goroutines (closing a channel) or parks them.
-			addSite(ClassScheduler, st.Frames, n)
+			// Scheduler work under the program's code, outside a lock's
+			// slow path: the code that wakes goroutines (closing a
+			// channel) or parks them. A mutex's handoffs are the lock's.
+			if !slices.ContainsFunc(st.Frames, func(f stacks.SymFrame) bool { return !f.Kernel && isLockFrame(f.Func) }) {
+				addSite(ClassScheduler, st.Frames, n)
+			}
 		case stacks.ClassUser:
 			s.Classes[ClassUserCode] += n
 		}

@@ -208,9 +208,14 @@ func checkGCPressure(w *Window, h *Host) *Finding {
 			ev = append(ev, Evidence{"heap_objects", r.HeapObjects, ""})
 		}
 	}
-	return gcFinding(w, share, from, fmt.Sprintf("%.0f%% of CPU goes to garbage collection", 100*share), ev,
+	f := gcFinding(w, share, from, fmt.Sprintf("%.0f%% of CPU goes to garbage collection", 100*share), ev,
 		"The heap holds many pointers (large maps of pointers, caches of structs with strings) or allocation is high, so every cycle marks a lot and cycles come often.",
 		"Cut allocation on the hot path (reuse buffers, sync.Pool), store cache entries without pointers (a pointer-free cache such as BigCache cut live objects from 2-3 M to 120 k), raise GOGC or set GOMEMLIMIT where memory allows.")
+	// The code that allocates is where the GC's work comes from; mark
+	// assist catches it in the act.
+	f.Code = codeFrom(w, ClassGCAssist, probeAssist, "allocates, and pays mark assist")
+	f.Sources = codeSources(f.Sources, f.Code)
+	return f
 }
 
 func checkGCAssist(w *Window, h *Host) *Finding {
