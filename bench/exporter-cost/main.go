@@ -1,13 +1,22 @@
-// Command exporter-cost runs gosleuth exporter and prometheus-process-exporter
-// side by side over the same host, with N extra sleeping processes, scraped
-// once a second like Prometheus would: each exporter's CPU (% of a core and
-// per scrape), scrape latency (median and max) and series count, in one run.
-// Both group processes by executable name. process-exporter reads /proc at
-// scrape time; gosleuth samples every second in the background and a scrape
-// writes the last sample. gosleuth runs with --doctor-every 0: the doctor's
-// whole-host run (every 5 minutes by default) is a separate, periodic cost.
+// Command exporter-cost runs gosleuth exporter, prometheus-process-exporter
+// (all processes, grouped by name, threads off) and prometheus-node-exporter
+// (defaults) side by side over the same host, in one run:
 //
-// Run it from the repository root: go run ./bench/exporter-cost [-procs 200,2000].
+//   - at about -tasks (threads on the host, raised with sleeping processes),
+//     each scraped every -scrape interval for -window: CPU (% of a core),
+//     RSS, scrape duration p50/p99, series;
+//   - gosleuth idle and unscraped: its own wake-ups per second;
+//   - under 1,000 short-lived processes a second: series gosleuth adds after
+//     a warm-up.
+//
+// process-exporter reads /proc at scrape time; gosleuth samples every second
+// in the background and a scrape writes the last sample. gosleuth runs with
+// --doctor-every 0: the doctor's whole-host run (every 5 minutes by default)
+// is a separate, periodic cost.
+//
+// Run it from the repository root (root, Debian's exporters installed):
+//
+//	go run ./bench/exporter-cost [-tasks 650,3600] [-scrape 15s,1s] [-window 60s]
 package main
 
 import (
@@ -28,10 +37,14 @@ import (
 )
 
 func main() {
-	procs := flag.String("procs", "200,2000", "extra sleeping processes per round, comma list")
-	window := flag.Duration("window", 30*time.Second, "scraping time per exporter and round")
+	tasks := flag.String("tasks", "650,3600", "tasks on the host per round, comma list (sleeping processes are added to reach each)")
+	scrapes := flag.String("scrape", "15s,1s", "scrape intervals, comma list")
+	window := flag.Duration("window", 60*time.Second, "measuring time per exporter and interval")
+	churnFor := flag.Duration("churn", 60*time.Second, "how long the 1,000 processes/s churn runs")
 	flag.Parse()
 	pe, err := exec.LookPath("prometheus-process-exporter")
+	check(err)
+	ne, err := exec.LookPath("prometheus-node-exporter")
 	check(err)
 	dir, err := os.MkdirTemp("", "exporter-cost-")
 	check(err)
@@ -40,76 +53,87 @@ func main() {
 	run("go", "build", "-o", gs, "./cmd/gosleuth")
 	cfg := filepath.Join(dir, "pe.yml")
 	check(os.WriteFile(cfg, []byte("process_names:\n  - name: \"{{.Comm}}\"\n    cmdline:\n    - '.+'\n"), 0o644))
+	exporters := []exporter{
+		{"gosleuth exporter", gs, func(p string) []string {
+			return []string{"exporter", "--listen", "127.0.0.1:" + p, "--group-by", "exe", "--doctor-every", "0"}
+		}},
+		{"process-exporter", pe, func(p string) []string {
+			return []string{"-config.path", cfg, "-threads=false", "-web.listen-address", "127.0.0.1:" + p}
+		}},
+		{"node-exporter", ne, func(p string) []string { return []string{"--web.listen-address=127.0.0.1:" + p} }},
+	}
 
-	fmt.Printf("%-8s %-28s %12s %14s %12s %12s %8s\n", "procs", "exporter", "% of a core", "CPU ms/scrape", "scrape p50", "scrape max", "series")
-	for _, f := range strings.Split(*procs, ",") {
-		n, err := strconv.Atoi(f)
+	fmt.Printf("%-6s %-7s %-20s %12s %8s %11s %11s %8s %9s\n", "tasks", "scrape", "exporter", "% of a core", "RSS MB", "scrape p50", "scrape p99", "series", "vs gosl.")
+	var sleepers []*exec.Cmd
+	for _, f := range strings.Split(*tasks, ",") {
+		want, err := strconv.Atoi(f)
 		check(err)
-		var sleepers []*exec.Cmd
-		for range n {
+		for countTasks() < want {
 			c := exec.Command("sleep", "3600")
 			check(c.Start())
 			sleepers = append(sleepers, c)
 		}
-		total := countProcs()
-		for _, ex := range []struct {
-			name string
-			args func(port string) []string
-			prog string
-		}{
-			{"gosleuth exporter", func(p string) []string {
-				return []string{"exporter", "--listen", "127.0.0.1:" + p, "--group-by", "exe", "--doctor-every", "0"}
-			}, gs},
-			{"process-exporter (default)", func(p string) []string {
-				return []string{"-config.path", cfg, "-web.listen-address", "127.0.0.1:" + p}
-			}, pe},
-		} {
-			port := freePort()
-			c := exec.Command(ex.prog, ex.args(port)...)
-			check(c.Start())
-			url := "http://127.0.0.1:" + port + "/metrics"
-			waitHTTP(url)
-			time.Sleep(3 * time.Second)
-			r := measure(c.Process.Pid, url, *window)
-			c.Process.Kill()
-			c.Wait()
-			fmt.Printf("%-8d %-28s %12.2f %14.2f %10.1fms %10.1fms %8d\n", total, ex.name, r.cpuPct, r.cpuPerScrape, r.p50, r.max, r.series)
-		}
-		for _, c := range sleepers {
-			c.Process.Kill()
-			c.Wait()
+		n := countTasks()
+		for _, s := range strings.Split(*scrapes, ",") {
+			every, err := time.ParseDuration(s)
+			check(err)
+			var base float64
+			for i, ex := range exporters {
+				r := ex.measure(every, *window)
+				ratio := "1.00x"
+				if i == 0 {
+					base = r.cpuPct
+				} else if base > 0 {
+					ratio = fmt.Sprintf("%.2fx", r.cpuPct/base)
+				}
+				fmt.Printf("%-6d %-7s %-20s %12.3f %8.1f %9.1fms %9.1fms %8d %9s\n", n, s, ex.name, r.cpuPct, r.rssMB, r.p50, r.p99, r.series, ratio)
+			}
 		}
 	}
+	for _, c := range sleepers {
+		c.Process.Kill()
+		c.Wait()
+	}
+	idle(exporters[0])
+	churnSeries(exporters[0], *churnFor)
+}
+
+type exporter struct {
+	name, prog string
+	args       func(port string) []string
+}
+
+func (ex exporter) start() (*exec.Cmd, string) {
+	port := freePort()
+	c := exec.Command(ex.prog, ex.args(port)...)
+	check(c.Start())
+	url := "http://127.0.0.1:" + port + "/metrics"
+	waitHTTP(url)
+	return c, url
 }
 
 type result struct {
-	cpuPct, cpuPerScrape, p50, max float64
-	series                         int
+	cpuPct, rssMB, p50, p99 float64
+	series                  int
 }
 
-// measure scrapes url once a second for d and reads pid's CPU around it.
-func measure(pid int, url string, d time.Duration) result {
+// measure runs the exporter, warms it up for 3 s, then scrapes it every
+// interval for d and reads its CPU around that.
+func (ex exporter) measure(every, d time.Duration) result {
+	c, url := ex.start()
+	defer func() { c.Process.Kill(); c.Wait() }()
+	time.Sleep(3 * time.Second)
+	pid := c.Process.Pid
 	c0, t0 := cpuTicks(pid), time.Now()
 	var lat []float64
 	series := 0
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	for ctx.Err() == nil {
 		s := time.Now()
-		resp, err := http.Get(url)
-		check(err)
-		series = 0
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		for sc.Scan() {
-			if l := sc.Bytes(); len(l) > 0 && l[0] != '#' {
-				series++
-			}
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		series = len(scrape(url))
 		lat = append(lat, float64(time.Since(s).Microseconds())/1000)
 		select {
 		case <-ctx.Done():
@@ -119,18 +143,110 @@ func measure(pid int, url string, d time.Duration) result {
 	sec := time.Since(t0).Seconds()
 	ticks := float64(cpuTicks(pid) - c0)
 	sort.Float64s(lat)
-	return result{cpuPct: ticks / sec, cpuPerScrape: ticks * 10 / float64(len(lat)), p50: lat[len(lat)/2], max: lat[len(lat)-1], series: series}
+	return result{cpuPct: ticks / sec, rssMB: float64(statusKB(pid, "VmHWM:")) / 1024,
+		p50: lat[len(lat)/2], p99: lat[min(len(lat)-1, len(lat)*99/100)], series: series}
 }
 
-func countProcs() int {
-	ents, _ := os.ReadDir("/proc")
-	n := 0
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err == nil {
-			n++
+// idle runs the exporter unscraped and counts its wake-ups.
+func idle(ex exporter) {
+	c, _ := ex.start()
+	defer func() { c.Process.Kill(); c.Wait() }()
+	time.Sleep(5 * time.Second)
+	w0, t0 := switches(c.Process.Pid), time.Now()
+	time.Sleep(30 * time.Second)
+	w := float64(switches(c.Process.Pid)-w0) / time.Since(t0).Seconds()
+	fmt.Printf("\n%s idle and unscraped (1 s sampling): %.1f wake-ups/s (goal <= 5)\n", ex.name, w)
+}
+
+// churnSeries starts 1,000 short-lived processes a second for d and counts
+// the series the exporter adds after a 10 s warm-up.
+func churnSeries(ex exporter, d time.Duration) {
+	c, url := ex.start()
+	defer func() { c.Process.Kill(); c.Wait() }()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for range 10 { // 10 shells x 2 children per 20 ms = 1,000/s
+		sh := exec.CommandContext(ctx, "sh", "-c", "while :; do /bin/true & /bin/true & wait; sleep 0.02; done")
+		check(sh.Start())
+		go sh.Wait()
+	}
+	time.Sleep(10 * time.Second)
+	warm := scrape(url)
+	all := map[string]bool{}
+	for k := range warm {
+		all[k] = true
+	}
+	added := map[string]bool{}
+	for ctx.Err() == nil {
+		time.Sleep(time.Second)
+		for k := range scrape(url) {
+			if !all[k] {
+				added[k] = true
+			}
 		}
 	}
+	var names []string
+	for k := range added {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	fmt.Printf("%s under 1,000 short-lived processes/s for %s: %d series after warm-up, %d added after it", ex.name, d, len(warm), len(added))
+	if len(names) > 0 {
+		fmt.Printf(" (%s)", strings.Join(names[:min(5, len(names))], "; "))
+	}
+	fmt.Println()
+}
+
+// scrape returns the set of series (name and labels) of one scrape.
+func scrape(url string) map[string]bool {
+	resp, err := http.Get(url)
+	check(err)
+	defer resp.Body.Close()
+	out := map[string]bool{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		if i := strings.LastIndexByte(l, ' '); i > 0 {
+			out[l[:i]] = true
+		}
+	}
+	io.Copy(io.Discard, resp.Body)
+	return out
+}
+
+func countTasks() int {
+	ents, _ := filepath.Glob("/proc/[0-9]*/task/[0-9]*")
+	return len(ents)
+}
+
+// statusKB reads a "Field: N kB" line of pid's status.
+func statusKB(pid int, field string) int {
+	return statusField(fmt.Sprintf("/proc/%d/status", pid), field)
+}
+
+func switches(pid int) uint64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var n uint64
+	for _, t := range tasks {
+		n += uint64(statusField(t, "voluntary_ctxt_switches:"))
+	}
 	return n
+}
+
+// statusField reads the number of a "Field: N [kB]" line of a status file.
+func statusField(path, field string) int {
+	b, _ := os.ReadFile(path)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, field); ok {
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return n
+		}
+	}
+	return 0
 }
 
 // cpuTicks is utime+stime of pid in clock ticks (100 Hz).

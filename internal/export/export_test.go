@@ -243,7 +243,9 @@ func TestRuntimeSeries(t *testing.T) {
 	}
 	t0 := time.Now()
 	time.Sleep(time.Second)
-	e.Sample()
+	for range runtimeEvery { // the runtime is read every runtimeEvery samples
+		e.Sample()
+	}
 	a1, _ := get("gosleuth_go_gc_heap_allocs_objects_total")
 	rate := (a1 - a0) / time.Since(t0).Seconds()
 	g, _ := get("gosleuth_go_sched_goroutines_goroutines")
