@@ -92,6 +92,11 @@ func TestDifferential(t *testing.T) {
 				KernelPaths: []Share{{"syscall read", 0.6}},
 				LibCalls:    []LibCall{{Callee: "os.ReadFile", Caller: Site{Func: "main.load", File: "/src/p.go", Line: 9}, Share: 0.6}}}
 		}), warn: nil, absent: []string{"file-reopen-churn"}},
+		{name: "a server churning connections is not re-opening files", w: win(10, func(w *Window) {
+			w.UserSec, w.SysSec = 0.5, 1.7
+			w.Stacks = &Stacks{Samples: 200, KernelShare: 0.7, Classes: map[string]float64{ClassUserCode: 0.2},
+				KernelPaths: []Share{{"syscall accept4", 0.1}, {"syscall close", 0.1}, {"syscall epoll_ctl", 0.1}, {"syscall fcntl", 0.05}, {"syscall openat", 0.01}, {"syscall read", 0.2}}}
+		}), absent: []string{"file-reopen-churn"}},
 		{name: "futex storm from kernel stacks", w: win(10, func(w *Window) {
 			w.UserSec, w.SysSec = 0.5, 1.5
 			w.Stacks = &Stacks{Samples: 200, KernelShare: 0.75, Classes: map[string]float64{ClassUserCode: 0.2},
