@@ -18,8 +18,12 @@ const (
 	idleWakeupsInfo = 100.0
 	idleWakeupsWarn = 500.0
 	// "Doing little": fewer read/write-class syscalls than this per wake-up.
-	// A busy HTTP server does ~1.5 per wake-up; a ticker loop ~0.
-	idleIOPerWakeup = 0.2
+	// A busy HTTP server does ~1.5 per wake-up; a ticker loop ~0, but in a
+	// process with a listener (any server, or the agent) a timer that
+	// fires while a thread waits in epoll pokes the netpoller through an
+	// eventfd, a write and a read: 0.33 per wake-up on a 1 ms ticker
+	// serving the agent, which 0.2 took for work.
+	idleIOPerWakeup = 0.5
 	// CPU per wake-up below this (seconds) means the wake-ups find nothing
 	// to do (a ticker costs ~10-20 us here, a CPU-bound worker 65 us). On a
 	// many-core host spinning Ms raise a ticker's cost per wake-up, but that
