@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -68,6 +69,30 @@ func TestExporterBadUsage(t *testing.T) {
 		var u usageError
 		if !errors.As(err, &u) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: err %v, want a usage error with %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+// TestExporterFailsOneLine: a procfs root that does not exist and a port
+// in use are failures (exit 1) with one line, before any serving.
+func TestExporterFailsOneLine(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exporter", "--proc", "/nonexistent", "--listen", "127.0.0.1:0"}, "no such file or directory"},
+		{[]string{"exporter", "--listen", ln.Addr().String()}, "address already in use"},
+	} {
+		var stderr strings.Builder
+		code := exitCode(run(context.Background(), tt.args, io.Discard, &stderr), &stderr)
+		if code != 1 || !strings.Contains(stderr.String(), tt.want) || strings.Count(stderr.String(), "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q", tt.args, code, stderr.String())
 		}
 	}
 }

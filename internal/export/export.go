@@ -162,7 +162,7 @@ func New(cfg Config) (*Exporter, error) {
 	cfg.defaults()
 	r, err := proc.NewReader(proc.Options{Root: cfg.ProcRoot, SkipKernelThreads: true})
 	if err != nil {
-		return nil, fmt.Errorf("exporter: open %s: %w", cfg.ProcRoot, err)
+		return nil, fmt.Errorf("exporter: %w", err)
 	}
 	return &Exporter{cfg: cfg, reader: r, groups: map[groupKey]*GroupStats{}, procGroup: map[procID]groupKey{},
 		prev: &proc.Snapshot{}, cur: &proc.Snapshot{}, rt: map[groupKey]*rtGroup{}, rtProcs: map[procID]*rtProc{}}, nil
