@@ -264,3 +264,51 @@ func TestBrowserProfile(t *testing.T) {
 	saveScreenshot(t, ctx, "profile.png")
 	pw.check(t)
 }
+
+// setHidden makes the page see its tab hidden or shown, as the browser
+// tells it (document.hidden and a visibilitychange event).
+const setHidden = `(() => {
+  Object.defineProperty(document, "hidden", {value: %t, configurable: true});
+  document.dispatchEvent(new Event("visibilitychange"));
+  return true;
+})()`
+
+// TestBrowserHiddenTabPauses: a hidden tab closes its event stream, so the
+// process's sampler stops (nobody watches); shown again, it reopens and the
+// sampler starts again.
+func TestBrowserHiddenTabPauses(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Chromium)
+	ctx := browser(t)
+	cmd := startPatient(t, nil)
+	s, ts := newTestServer(t, Config{Interval: 200 * time.Millisecond, Linger: 200 * time.Millisecond})
+	pw := watchPage(t, ctx, ts.URL)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(ts.URL+"/?pid="+strconv.Itoa(cmd.Process.Pid)),
+		chromedp.WaitVisible(chromedp.CSS("#panel-cpu canvas")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the sampler to start", func() bool { return s.samplers.Load() == 1 })
+	for _, hidden := range []bool{true, false} {
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(setHidden, hidden))); err != nil {
+			t.Fatal(err)
+		}
+		want := int32(1)
+		if hidden {
+			want = 0
+		}
+		waitFor(t, fmt.Sprintf("%d samplers with the tab hidden=%t", want, hidden), func() bool { return s.samplers.Load() == want })
+	}
+	// Shown again, live points arrive again.
+	n0, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.gosleuthDebug.points()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`window.gosleuthDebug.points() > %d`, n0),
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Errorf("no live points after the tab was shown again: %v", err)
+	}
+	pw.check(t)
+}
