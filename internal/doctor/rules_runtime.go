@@ -576,9 +576,14 @@ func codeAt(w *Window, key, role string) []CodeRef {
 	case ClassScheduler, ClassGCAssist:
 		need = minSiteSamples
 	}
+	// The samples are counted per function: one loop's lines share them.
+	perFunc := map[string]float64{}
+	for _, s := range w.Stacks.Sites[key] {
+		perFunc[s.Func] += s.Share * float64(w.Stacks.Samples)
+	}
 	var out []CodeRef
 	for _, s := range w.Stacks.Sites[key] {
-		if s.Share*float64(w.Stacks.Samples) < need-0.5 {
+		if perFunc[s.Func] < need-0.5 {
 			continue
 		}
 		out = append(out, CodeRef{Func: s.Func, File: s.File, Line: s.Line, Role: role, Share: round(s.Share, 3), From: "stack samples"})
