@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -23,7 +24,15 @@ type watcher struct {
 	pid  int
 	r    *proc.Reader
 	snap proc.Snapshot
-	gc   goruntime.Source
+	// prev is the reading before snap; rates merges the two by thread, and
+	// vol and invol sum the merged switch counts since the first reading:
+	// the process's own counters sum only live threads, so a thread that
+	// exited took its switches with it and a step's delta came out short,
+	// or 0 when more exited than ran.
+	prev       proc.Snapshot
+	rates      proc.Rates
+	vol, invol uint64
+	gc         goruntime.Source
 
 	// The runtime source is read by its own goroutine, once per tick, so a
 	// slow endpoint never delays a tick; read takes the latest reading.
@@ -117,15 +126,27 @@ type targetReading struct {
 
 func (w *watcher) read() targetReading {
 	var r targetReading
+	w.prev, w.snap = w.snap, w.prev
 	if err := w.r.Snapshot(&w.snap); err != nil {
+		w.prev, w.snap = w.snap, w.prev
 		return r
 	}
 	p := w.snap.Find(int32(w.pid))
 	if p == nil {
 		return r
 	}
+	if len(w.prev.Procs) > 0 {
+		w.rates.Compute(&w.prev, &w.snap)
+		sec := w.rates.Interval.Seconds()
+		for i := range w.rates.Procs {
+			if pr := &w.rates.Procs[i]; pr.Proc == p && !pr.New {
+				w.vol += uint64(math.Round(pr.VolPerSec * sec))
+				w.invol += uint64(math.Round(pr.InvolPerSec * sec))
+			}
+		}
+	}
 	r = targetReading{ok: true, t: w.snap.Time, utime: p.UTime, stime: p.STime, rss: p.RSSBytes,
-		threads: p.Threads, vol: p.VolCtxsw, invol: p.InvolCtxsw}
+		threads: p.Threads, vol: w.vol, invol: w.invol}
 	if w.gc != nil {
 		w.gcMu.Lock()
 		g := w.gcLast
