@@ -14,6 +14,14 @@ type Options struct {
 	PIDs []int
 	// SkipKernelThreads leaves kernel threads out (and unread).
 	SkipKernelThreads bool
+	// DeferNew, on a whole-host reader, reads a process that appears after
+	// the first Snapshot by its stat alone (CPU, RSS, state, comm) until it
+	// is seen again: most processes a busy host starts exit within a second,
+	// and reading their threads, descriptors, limits and command line cost
+	// about 30 syscalls each. Such a process lacks KnownCtxsw, KnownFDs and
+	// KnownExe in its first Snapshot, and Rates take the next reading as
+	// its threads' baseline.
+	DeferNew bool
 	// FullEvery re-reads each process's stat and limits once in this many
 	// refreshes (default 10) even when none of its threads ran, because RSS
 	// (under reclaim) and limits (prlimit) change without the process

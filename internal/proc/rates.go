@@ -102,7 +102,10 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 				// A thread that appeared in a process seen before was created
 				// during the interval (creating it made the process run, so
 				// the reader lists it at once): all its switches are new.
-				if p != nil {
+				// Not so when the earlier reading had no threads at all (a
+				// process first seen by its stat alone, Options.DeferNew):
+				// then this reading is the threads' baseline.
+				if p != nil && p.Known&KnownCtxsw != 0 {
 					vol += t.VolCtxsw
 					invol += t.InvolCtxsw
 					wait += t.WaitNS

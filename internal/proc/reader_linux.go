@@ -46,16 +46,20 @@ type Reader struct {
 }
 
 type procSlot struct {
-	p        Proc
-	statfd   int
-	taskfd   int
-	fdfd     int
-	iofd     int
-	limfd    int
-	tasks    []*taskSlot // sorted by TID
-	seen     uint64
-	skip     bool // a kernel thread left out by SkipKernelThreads
-	fresh    bool // not read in full yet
+	p      Proc
+	statfd int
+	taskfd int
+	fdfd   int
+	iofd   int
+	limfd  int
+	tasks  []*taskSlot // sorted by TID
+	seen   uint64
+	skip   bool // a kernel thread left out by SkipKernelThreads
+	fresh  bool // not read in full yet
+	// deferred marks a process first seen by a whole-host scan with
+	// Options.DeferNew: only its stat was read, in generation bornGen.
+	deferred bool
+	bornGen  uint64
 	gone     bool
 	fdDenied bool
 	ioDenied bool
@@ -208,7 +212,7 @@ func (r *Reader) Snapshot(dst *Snapshot) error {
 		}
 		p.taskHi = int32(len(dst.Tasks))
 		dst.Procs = append(dst.Procs, p)
-		if s.fdDenied || s.ioDenied || p.Known&KnownExe == 0 {
+		if !s.deferred && (s.fdDenied || s.ioDenied || p.Known&KnownExe == 0) {
 			r.stats.Denied = true
 		}
 	}
@@ -338,6 +342,13 @@ func (r *Reader) addSlot(pid int32) bool {
 	if s.statfd >= 0 && unix.Fstat(s.statfd, &st) == nil {
 		s.p.UID = st.Uid
 	}
+	if r.opts.DeferNew && r.procfd >= 0 && r.refresh > 1 {
+		// Most processes a busy host starts are gone by the next scan:
+		// reading their threads, descriptors, limits and identity cost
+		// about 30 syscalls each for nothing.
+		s.deferred, s.bornGen = true, r.gen
+		return true
+	}
 	r.readIdentity(s)
 	return true // refreshProc lists and reads its threads
 }
@@ -408,6 +419,19 @@ func (r *Reader) applyStat(s *procSlot, sf *statFields) {
 // change behind a sleeping process's back: a full pass re-reads just those.
 func (r *Reader) refreshProc(s *procSlot, full bool) {
 	pid := s.p.PID
+	if s.deferred {
+		if s.bornGen == r.gen {
+			return // first sight: its stat is all there is
+		}
+		// Seen again: read it in full now, stat first.
+		s.deferred = false
+		s.fresh = false
+		if !r.rereadStat(s) {
+			return
+		}
+		s.fresh = true
+		r.readIdentity(s)
+	}
 	ran := s.fresh
 	anyGone := false
 	for _, ts := range s.tasks {

@@ -561,3 +561,52 @@ func TestReaderFDCountFallback(t *testing.T) {
 		t.Errorf("fstat count %+v, listing count %+v", pa, pb)
 	}
 }
+
+// TestReaderDeferNew: with DeferNew, a process that appears after the first
+// whole-host snapshot is read by its stat alone at first sight, in full at
+// the next, and the rates of that next interval take its threads as their
+// baseline rather than counting every switch since it started.
+func TestReaderDeferNew(t *testing.T) {
+	requireProc(t)
+	r := newTestReader(t, Options{DeferNew: true, SkipKernelThreads: true})
+	var a, b, c Snapshot
+	if err := r.Snapshot(&a); err != nil {
+		t.Fatal(err)
+	}
+	waker := startHelper(t, "wake")
+	pid := int32(waker.Process.Pid)
+	time.Sleep(300 * time.Millisecond) // the helper wakes ~150 times meanwhile
+	if err := r.Snapshot(&b); err != nil {
+		t.Fatal(err)
+	}
+	p := b.Find(pid)
+	if p == nil {
+		t.Fatal("the new process is missing from the second snapshot")
+	}
+	if p.Known&(KnownCtxsw|KnownExe) != 0 || p.Cmdline != "" || len(b.TasksOf(p)) != 0 || p.UTime+p.STime == 0 && p.RSSBytes == 0 {
+		t.Errorf("first sight: known %b, cmdline %q, %d tasks, rss %d: want its stat alone", p.Known, p.Cmdline, len(b.TasksOf(p)), p.RSSBytes)
+	}
+	if b.Stats.Denied && !a.Stats.Denied {
+		t.Error("a deferred process made the snapshot look denied")
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := r.Snapshot(&c); err != nil {
+		t.Fatal(err)
+	}
+	p = c.Find(pid)
+	if p == nil || p.Known&KnownCtxsw == 0 || p.Cmdline == "" || len(c.TasksOf(p)) == 0 {
+		t.Fatalf("second sight: %+v: want it read in full", p)
+	}
+	var rates Rates
+	rates.Compute(&b, &c)
+	for _, pr := range rates.Procs {
+		if pr.Proc.PID == pid && (pr.New || pr.VolPerSec != 0) {
+			t.Errorf("the interval after first sight: new %v, %.0f wake-ups/s: want a baseline (0), not every switch since start", pr.New, pr.VolPerSec)
+		}
+	}
+	// Processes there from the first snapshot were read in full.
+	self := c.Find(int32(os.Getpid()))
+	if self == nil || self.Known&KnownCtxsw == 0 {
+		t.Errorf("this test's own process was not read in full: %+v", self)
+	}
+}

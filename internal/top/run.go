@@ -56,6 +56,10 @@ func newSampler(cfg *Config) (*sampler, error) {
 		MaxFDs:            cfg.MaxFDs,
 		PIDs:              cfg.PIDs,
 		SkipKernelThreads: !cfg.View.Kernel && len(cfg.PIDs) == 0,
+		// A busy host starts thousands of processes a second, most gone
+		// before the next refresh: read them in full only when seen twice
+		// (their CPU and RSS still show at first sight).
+		DeferNew: len(cfg.PIDs) == 0,
 	})
 	if err != nil {
 		return nil, err

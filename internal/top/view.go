@@ -381,7 +381,11 @@ func (v *View) text(r Row, c Column) string {
 			return r.Prefix + termsafe.String(r.Task.Comm)
 		}
 		cmd := p.Cmdline
-		if cmd == "" {
+		switch {
+		case cmd != "":
+		case !p.Kernel && p.State != 'Z' && p.Known&proc.KnownExe == 0:
+			cmd = p.Comm // first seen this refresh: its command line is read at the next
+		default:
 			cmd = "[" + p.Comm + "]"
 		}
 		return r.Prefix + termsafe.String(cmd)
