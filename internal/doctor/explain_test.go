@@ -22,7 +22,7 @@ func TestDifferential(t *testing.T) {
 			w.Syscalls = &Syscalls{Seconds: 5, Counts: map[string]uint64{"futex": 195000, "nanosleep": 30000}}
 			w.Stacks = &Stacks{Samples: 400, KernelShare: 0.6,
 				Classes:     map[string]float64{ClassUserCode: 0.31, ClassLock: lockShare, ClassScheduler: 0.35},
-				KernelPaths: []Share{{"syscall futex", 0.5}, {"syscall nanosleep", 0.1}},
+				KernelPaths: []Share{{Name: "syscall futex", Share: 0.5}, {Name: "syscall nanosleep", Share: 0.1}},
 				Sites:       map[string][]Site{ClassLock: {{Func: "main.worker", File: "/src/main.go", Line: 12, Share: lockShare}}}}
 		})
 	}
@@ -76,43 +76,43 @@ func TestDifferential(t *testing.T) {
 		{name: "reopen churn from kernel stacks when syscalls cannot be counted", w: win(10, func(w *Window) {
 			w.UserSec, w.SysSec = 0.5, 1.7
 			w.Stacks = &Stacks{Samples: 200, KernelShare: 0.7, Classes: map[string]float64{ClassUserCode: 0.2},
-				KernelPaths: []Share{{"syscall openat", 0.16}, {"syscall close", 0.08}, {"syscall fstat", 0.1}, {"syscall read", 0.1}, {"syscall epoll_ctl", 0.1}},
+				KernelPaths: []Share{{Name: "syscall openat", Share: 0.16}, {Name: "syscall close", Share: 0.08}, {Name: "syscall fstat", Share: 0.1}, {Name: "syscall read", Share: 0.1}, {Name: "syscall epoll_ctl", Share: 0.1}},
 				Sites:       map[string][]Site{"syscall openat": {{Func: "main.poll", File: "/src/p.go", Line: 30, Share: 0.16}}}}
 		}), warn: []string{"file-reopen-churn"}, symptoms: []string{"kernel-time"}, code: "main.poll"},
 		{name: "reopen churn from a hot os.ReadFile when open and close are barely sampled", w: win(10, func(w *Window) {
 			w.UserSec, w.SysSec = 0.1, 0.4
 			w.Stacks = &Stacks{Samples: 40, KernelShare: 0.7, Classes: map[string]float64{ClassUserCode: 0.2},
-				KernelPaths: []Share{{"syscall read", 0.3}, {"syscall close", 0.025}},
+				KernelPaths: []Share{{Name: "syscall read", Share: 0.3}, {Name: "syscall close", Share: 0.025}},
 				Sites:       map[string][]Site{"syscall close": {{Func: "main.poll", File: "/src/p.go", Line: 30, Share: 0.025}}},
 				LibCalls:    []LibCall{{Callee: "os.ReadFile", Caller: Site{Func: "main.poll", File: "/src/p.go", Line: 30}, Share: 0.5}}}
 		}), warn: nil, top: []string{"file-reopen-churn"}},
 		{name: "a hot os.ReadFile whose files are not opened in the window", w: win(10, func(w *Window) {
 			w.UserSec, w.SysSec = 0.1, 0.4
 			w.Stacks = &Stacks{Samples: 40, KernelShare: 0.7, Classes: map[string]float64{ClassUserCode: 0.2},
-				KernelPaths: []Share{{"syscall read", 0.6}},
+				KernelPaths: []Share{{Name: "syscall read", Share: 0.6}},
 				LibCalls:    []LibCall{{Callee: "os.ReadFile", Caller: Site{Func: "main.load", File: "/src/p.go", Line: 9}, Share: 0.6}}}
 		}), warn: nil, absent: []string{"file-reopen-churn"}},
 		{name: "a server churning connections is not re-opening files", w: win(10, func(w *Window) {
 			w.UserSec, w.SysSec = 0.5, 1.7
 			w.Stacks = &Stacks{Samples: 200, KernelShare: 0.7, Classes: map[string]float64{ClassUserCode: 0.2},
-				KernelPaths: []Share{{"syscall accept4", 0.1}, {"syscall close", 0.1}, {"syscall epoll_ctl", 0.1}, {"syscall fcntl", 0.05}, {"syscall openat", 0.01}, {"syscall read", 0.2}}}
+				KernelPaths: []Share{{Name: "syscall accept4", Share: 0.1}, {Name: "syscall close", Share: 0.1}, {Name: "syscall epoll_ctl", Share: 0.1}, {Name: "syscall fcntl", Share: 0.05}, {Name: "syscall openat", Share: 0.01}, {Name: "syscall read", Share: 0.2}}}
 		}), absent: []string{"file-reopen-churn"}},
 		{name: "futex storm from kernel stacks", w: win(10, func(w *Window) {
 			w.UserSec, w.SysSec = 0.5, 1.5
 			w.Stacks = &Stacks{Samples: 200, KernelShare: 0.75, Classes: map[string]float64{ClassUserCode: 0.2},
-				KernelPaths: []Share{{"syscall futex", 0.6}, {"syscall read", 0.1}}}
+				KernelPaths: []Share{{Name: "syscall futex", Share: 0.6}, {Name: "syscall read", Share: 0.1}}}
 		}), warn: []string{"kernel-time"}},
 		{name: "kernel stacks of I/O are not churn", w: win(10, func(w *Window) {
 			w.UserSec, w.SysSec = 0.5, 1.5
 			w.Stacks = &Stacks{Samples: 200, KernelShare: 0.75, Classes: map[string]float64{ClassUserCode: 0.2},
-				KernelPaths: []Share{{"syscall read", 0.4}, {"syscall write", 0.3}}}
+				KernelPaths: []Share{{Name: "syscall read", Share: 0.4}, {Name: "syscall write", Share: 0.3}}}
 		}), warn: nil},
 		{name: "regexp compiled per request", w: hot("regexp.MustCompile", 0.4), warn: []string{"cpu-hotspot"}, code: "main.handle"},
 		{name: "hashing is the job: info", w: hot("crypto/sha256.Sum256", 0.9), warn: nil},
 		{name: "fmt is needed work: info", w: hot("fmt.Sprintf", 0.4), warn: nil},
 		{name: "a replaceable codec holding most of the CPU", w: hot("encoding/json.Unmarshal", 0.6), warn: []string{"cpu-hotspot"}, code: "main.handle"},
-		{name: "large buffers cleared per call", w: hot("runtime.makeslice", 0.3, Share{"runtime.memclrNoHeapPointers", 0.7}), warn: []string{"cpu-hotspot"}},
-		{name: "makeslice that is not clearing memory", w: hot("runtime.makeslice", 0.3, Share{"runtime.mallocgc", 0.7}), warn: nil},
+		{name: "large buffers cleared per call", w: hot("runtime.makeslice", 0.3, Share{Name: "runtime.memclrNoHeapPointers", Share: 0.7}), warn: []string{"cpu-hotspot"}},
+		{name: "makeslice that is not clearing memory", w: hot("runtime.makeslice", 0.3, Share{Name: "runtime.mallocgc", Share: 0.7}), warn: nil},
 		{name: "below a quarter of the CPU", w: hot("regexp.MustCompile", 0.2), warn: nil},
 	}
 	for _, tt := range tests {

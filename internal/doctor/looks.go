@@ -357,7 +357,7 @@ func siteShares(m map[Site]float64, total float64) []Site {
 func shares(m map[string]float64, total float64) []Share {
 	out := make([]Share, 0, len(m))
 	for k, v := range m {
-		out = append(out, Share{k, v / total})
+		out = append(out, Share{Name: k, Share: v / total})
 	}
 	sortShares(out)
 	if len(out) > 10 {

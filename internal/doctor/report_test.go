@@ -36,7 +36,7 @@ func goldenReport() *Report {
 		w.Syscalls = &Syscalls{Seconds: 5, Counts: map[string]uint64{"futex": 195000, "nanosleep": 20000}}
 		w.Stacks = &Stacks{Samples: 400, KernelShare: 0.6,
 			Classes:     map[string]float64{ClassUserCode: 0.1, ClassLock: 0.08, ClassScheduler: 0.05},
-			KernelPaths: []Share{{"syscall futex", 0.5}, {"syscall nanosleep", 0.1}},
+			KernelPaths: []Share{{Name: "syscall futex", Share: 0.5}, {Name: "syscall nanosleep", Share: 0.1}},
 			Sites: map[string][]Site{ClassLock: {
 				{Func: "main.(*cache).get", File: "/src/app/cache.go", Line: 41, Share: 0.06},
 				{Func: "main.(*cache).put", File: "/src/app/cache.go", Line: 57, Share: 0.02},

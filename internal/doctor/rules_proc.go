@@ -356,7 +356,7 @@ func topSyscalls(s *Syscalls, n int) string {
 	shares := make([]Share, 0, len(s.Counts))
 	total := float64(s.Total())
 	for name, c := range s.Counts {
-		shares = append(shares, Share{name, float64(c) / total})
+		shares = append(shares, Share{Name: name, Share: float64(c) / total})
 	}
 	sortShares(shares)
 	return joinShares(shares, n)

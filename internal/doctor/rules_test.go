@@ -181,11 +181,11 @@ func TestRules(t *testing.T) {
 		}), "goroutine-leak", -1},
 		{"json hotspot", win(10, func(w *Window) {
 			w.UserSec = 5
-			w.Stacks = &Stacks{Samples: 500, Packages: []Share{{"runtime", 0.4}, {"encoding/json", 0.35}}, Functions: []Share{{"encoding/json.(*decodeState).object", 0.2}}}
+			w.Stacks = &Stacks{Samples: 500, Packages: []Share{{Name: "runtime", Share: 0.4}, {Name: "encoding/json", Share: 0.35}}, Functions: []Share{{Name: "encoding/json.(*decodeState).object", Share: 0.2}}}
 		}), "cpu-hotspot", Info},
 		{"spread out", win(10, func(w *Window) {
 			w.UserSec = 5
-			w.Stacks = &Stacks{Samples: 500, Packages: []Share{{"main", 0.2}, {"net/http", 0.2}}}
+			w.Stacks = &Stacks{Samples: 500, Packages: []Share{{Name: "main", Share: 0.2}, {Name: "net/http", Share: 0.2}}}
 		}), "cpu-hotspot", -1},
 	}
 	for _, tt := range tests {

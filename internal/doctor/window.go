@@ -2,309 +2,55 @@ package doctor
 
 import (
 	"math"
-	"time"
+
+	"github.com/gosleuth/gosleuth/internal/window"
 )
 
-// Source names a kind of evidence a window may carry.
-type Source string
+// The doctor judges windows; the types are the window layer's
+// (internal/window), named here so rules read as before.
+type (
+	// Source names a kind of evidence a window may carry.
+	Source = window.Source
+	// Host describes the machine the windows were taken on.
+	Host = window.Host
+	// Point is one reading of a process's levels.
+	Point = window.Point
+	// Window is what was observed of one process over [Start, End].
+	Window = window.Window
+	// Probes holds exact call counts of Go functions.
+	Probes = window.Probes
+	// ProbeCalls counts the calls of one function.
+	ProbeCalls = window.ProbeCalls
+	// ProbeArg is one value of a probed argument.
+	ProbeArg = window.ProbeArg
+	// GoFacts are a Go program's runtime settings.
+	GoFacts = window.GoFacts
+	// Syscalls is an exact syscall count.
+	Syscalls = window.Syscalls
+	// Stacks summarises CPU stack samples.
+	Stacks = window.Stacks
+	// Site is a place in the code.
+	Site = window.Site
+	// LibCall is a call from the program's code into a library.
+	LibCall = window.LibCall
+	// Share is a name and its fraction of samples.
+	Share = window.Share
+	// Runtime holds Go runtime metrics over the window.
+	Runtime = window.Runtime
+	// GoroutineGroup is a group of goroutines with one stack and creator.
+	GoroutineGroup = window.GoroutineGroup
+)
 
 // The sources a window can be built from.
 const (
-	SourceProc     Source = "proc"     // /proc counters, always present
-	SourceSyscalls Source = "syscalls" // exact per-syscall counts
-	SourceStacks   Source = "stacks"   // user + kernel stack samples
-	SourceRuntime  Source = "runtime"  // Go runtime metrics (agent, pprof, expvar, go_* metrics)
-	SourceProbes   Source = "probes"   // exact call counts and callers of Go functions (entry uprobes)
+	SourceProc     = window.SourceProc
+	SourceSyscalls = window.SourceSyscalls
+	SourceStacks   = window.SourceStacks
+	SourceRuntime  = window.SourceRuntime
+	SourceProbes   = window.SourceProbes
 )
 
-// Host describes the machine the windows were taken on.
-type Host struct {
-	// CPUs is the number of online CPUs.
-	CPUs int
-	// Procs and Tasks count the processes and threads seen.
-	Procs, Tasks int
-	// Start and End bound the observation.
-	Start, End time.Time
-	// Root is true when gosleuth ran as root: the reasons given for rules
-	// left undecided must not then say "run as root".
-	Root bool
-}
-
-// Point is one reading of a process's levels, T seconds after the window
-// started.
-type Point struct {
-	T       float64
-	RSS     uint64
-	FDs     int32
-	Threads int32
-}
-
-// Window is what was observed of one process over [Start, End]. Counter
-// fields are deltas over the window. Optional sources are nil when they were
-// not taken.
-type Window struct {
-	PID     int
-	Comm    string
-	Cmdline string
-	// GoVersion is the Go release of the executable ("go1.26.8"), empty for
-	// other programs or when the executable was unreadable.
-	GoVersion string
-	Start     time.Time
-	End       time.Time
-	// Exited is true when the process went away before the window ended.
-	Exited bool
-
-	// UserSec and SysSec are CPU seconds in user and kernel mode;
-	// ChildUserSec and ChildSysSec those of children reaped in the window.
-	UserSec, SysSec           float64
-	ChildUserSec, ChildSysSec float64
-	// VolCtxsw counts voluntary context switches over all threads (each one
-	// is a wake-up later); InvolCtxsw counts preemptions.
-	VolCtxsw, InvolCtxsw uint64
-	// IOCalls counts read- and write-like syscalls (/proc/PID/io syscr +
-	// syscw), -1 when io was unreadable.
-	IOCalls int64
-	// RunQueueSec is time threads spent runnable but waiting for a CPU.
-	RunQueueSec float64
-	// FDLimit is the process's own soft RLIMIT_NOFILE, 0 when unknown,
-	// negative when unlimited. FDsKnown says whether Series has fd counts.
-	FDLimit  int64
-	FDsKnown bool
-	// Series holds the levels read during the window, oldest first.
-	Series []Point
-	// ChildrenSeen counts child processes that appeared during the window
-	// (short-lived ones may be missed; their CPU is in ChildUserSec).
-	ChildrenSeen int
-	// ReapShare is the fraction of /proc readings in which the children's
-	// CPU grew: near 1 when children are started and reaped all the time,
-	// low when one long child (a build under a shell) finished.
-	ReapShare float64
-	// AllowedCPUs is the size of the process's CPU affinity mask, 0 when
-	// unknown.
-	AllowedCPUs int
-
-	// NotLooked is true when close looks ran on this host but not on this
-	// process (it did not look suspicious enough).
-	NotLooked bool
-
-	// Go holds facts about a Go program's runtime settings, nil if unknown.
-	Go *GoFacts
-	// Syscalls holds exact syscall counts, nil if not counted.
-	Syscalls *Syscalls
-	// Stacks holds a summary of stack samples, nil if not sampled.
-	Stacks *Stacks
-	// Runtime holds runtime metrics over the window, nil if not read.
-	Runtime *Runtime
-	// Probes holds exact call counts of Go functions, nil if not probed.
-	Probes *Probes
-}
-
-// Probes holds exact counts of calls to Go functions, from entry uprobes,
-// over part of the window.
-type Probes struct {
-	// Seconds is how long the probes were attached.
-	Seconds float64
-	// Calls maps a probed function ("runtime.newproc", "time.Sleep") to its
-	// calls; a function absent was not probed.
-	Calls map[string]ProbeCalls
-	// Mechanism names how they were taken.
-	Mechanism string
-}
-
-// ProbeCalls counts the calls of one function and names their callers.
-type ProbeCalls struct {
-	Count uint64
-	// Callers are the calling sites, Share being the fraction of calls.
-	Callers []Site
-	// Args are the values of the argument the recipe reads (time.Sleep's
-	// duration in ns, lockSlow's mutex address, os.OpenFile's path), with
-	// Name the symbol or string it stands for when known, largest share of
-	// calls first.
-	Args []ProbeArg
-}
-
-// ProbeArg is one value of a probed argument and its share of calls.
-type ProbeArg struct {
-	Value uint64
-	Name  string
-	Share float64
-}
-
-// Rate returns the calls per second of fn, and false when fn was not
-// probed.
-func (p *Probes) Rate(fn string) (float64, bool) {
-	if p == nil || p.Seconds <= 0 {
-		return 0, false
-	}
-	c, ok := p.Calls[fn]
-	if !ok {
-		return 0, false
-	}
-	return float64(c.Count) / p.Seconds, true
-}
-
-// GoFacts are a Go program's runtime settings.
-type GoFacts struct {
-	// GOMAXPROCS is the value the program runs with and GOMAXPROCSFrom says
-	// how it was found ("environ", "computed", "runtime").
-	GOMAXPROCS     int
-	GOMAXPROCSFrom string
-}
-
-// Syscalls is an exact syscall count over part of the window.
-type Syscalls struct {
-	// Seconds is how long the counters were attached.
-	Seconds float64
-	// Counts maps syscall names ("futex") to calls.
-	Counts map[string]uint64
-	// Mechanism names how they were counted.
-	Mechanism string
-}
-
-// Stacks summarises CPU stack samples taken over part of the window.
-type Stacks struct {
-	// Seconds is how long sampling ran; Samples how many were taken.
-	Seconds float64
-	Samples int
-	// KernelShare is the fraction of samples taken in the kernel.
-	KernelShare float64
-	// Classes maps runtime classes ("gc-mark-assist", "scheduler", ...) to
-	// their share of samples.
-	Classes map[string]float64
-	// Packages lists the leaf Go packages by share of samples, largest first.
-	Packages []Share
-	// Functions lists leaf functions by share of samples, largest first.
-	Functions []Share
-	// KernelPaths lists kernel entry points (syscalls, faults) by share.
-	KernelPaths []Share
-	// Callers maps a class to the user functions most often found calling
-	// into it, largest first.
-	Callers map[string][]Share
-	// Sites maps what the rules ask about (a class such as "lock" or
-	// "gc-assist", "timer" for timer and sleep paths, "syscall openat" for
-	// a kernel entry) to the code responsible: the program's own frame
-	// nearest the leaf (its function and the line of the call), largest
-	// share of all samples first.
-	Sites map[string][]Site
-	// LibCalls lists calls from the program's own code into a library (the
-	// standard library or another module), by the cumulative share of all
-	// samples taken under them, largest first.
-	LibCalls []LibCall
-}
-
-// Site is a place in the code and the share of samples found there.
-type Site struct {
-	Func  string  `json:"func"`
-	File  string  `json:"file,omitempty"`
-	Line  int     `json:"line,omitempty"`
-	Share float64 `json:"share"`
-}
-
-// LibCall is a call from the program's own code (Caller, at the line of
-// the call) into a library function (Callee), with the cumulative share of
-// all samples under it and, below it, the leaf functions that share falls
-// in (largest first).
-type LibCall struct {
-	Callee string  `json:"callee"`
-	Caller Site    `json:"caller"`
-	Share  float64 `json:"share"`
-	Leaves []Share `json:"leaves,omitempty"`
-}
-
-// Share is a name and its fraction of samples.
-type Share struct {
-	Name  string  `json:"name"`
-	Share float64 `json:"share"`
-}
-
-// Runtime holds Go runtime metrics over the window (from inside the
-// process: agent, pprof endpoint, expvar or go_* metrics).
-type Runtime struct {
-	// From names the source ("agent", "pprof", "metrics", "expvar").
-	From string
-	// Seconds is the span between the two readings.
-	Seconds float64
-	// Goroutines at the start and end of the window.
-	GoroutinesStart, GoroutinesEnd float64
-	// GCCycles ended in the window; GCCPUShare and AssistShare are the
-	// fractions of the process's CPU spent in GC and in mark assist (NaN
-	// when fewer than two cycles ended).
-	GCCycles    float64
-	GCCPUShare  float64
-	AssistShare float64
-	// SchedLatP99 is the 99th percentile scheduling latency in seconds (NaN
-	// when unknown); MutexWaitPerSec seconds of mutex wait per second.
-	SchedLatP99     float64
-	MutexWaitPerSec float64
-	// HeapLive and HeapObjects at the end of the window (NaN when unknown).
-	HeapLive, HeapObjects float64
-	// Groups are the largest groups of goroutines with one stack and one
-	// creator, from a goroutine dump taken at the end of the window when
-	// the count rose (nil otherwise, or when the source has no dump).
-	Groups []GoroutineGroup
-}
-
-// GoroutineGroup is a group of goroutines with the same stack and creator.
-type GoroutineGroup struct {
-	Count int
-	// State is the most common wait reason ("chan receive").
-	State string
-	// WaitsIn is the program's frame nearest the top of the stack (where
-	// they block); CreatedBy the go statement that started them.
-	WaitsIn, CreatedBy Site
-}
-
-// Seconds is the window's length.
-func (w *Window) Seconds() float64 { return w.End.Sub(w.Start).Seconds() }
-
-// CPUSec is the process's own CPU seconds (user + system).
-func (w *Window) CPUSec() float64 { return w.UserSec + w.SysSec }
-
-// Cores is the average number of CPUs the process used (1.0 = one core).
-func (w *Window) Cores() float64 { return perSec(w.CPUSec(), w.Seconds()) }
-
-// WakeupsPerSec is voluntary context switches per second.
-func (w *Window) WakeupsPerSec() float64 { return perSec(float64(w.VolCtxsw), w.Seconds()) }
-
-// Threads is the last thread count seen, 0 when none was.
-func (w *Window) Threads() int {
-	if len(w.Series) == 0 {
-		return 0
-	}
-	return int(w.Series[len(w.Series)-1].Threads)
-}
-
-// IsGo reports whether the process is a Go program.
-func (w *Window) IsGo() bool { return w.GoVersion != "" }
-
-// Rate returns calls per second of the named syscalls, and false when
-// syscalls were not counted.
-func (s *Syscalls) Rate(names ...string) (float64, bool) {
-	if s == nil || s.Seconds <= 0 {
-		return 0, false
-	}
-	var n uint64
-	for _, name := range names {
-		n += s.Counts[name]
-	}
-	return float64(n) / s.Seconds, true
-}
-
-// Total is the number of syscalls counted.
-func (s *Syscalls) Total() uint64 {
-	var n uint64
-	for _, c := range s.Counts {
-		n += c
-	}
-	return n
-}
-
-func perSec(v, sec float64) float64 {
-	if sec <= 0 {
-		return 0
-	}
-	return v / sec
-}
+var perSec = window.PerSec
 
 // slope fits y = a + b*t by least squares over the series and returns b (per
 // second) and the coefficient of determination r² (0 when y is flat).

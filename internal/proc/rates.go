@@ -18,6 +18,10 @@ type ProcRate struct {
 	// the threads, counting threads created during the interval in full and
 	// threads that exited not at all. Voluntary switches are wake-ups.
 	VolPerSec, InvolPerSec float64
+	// Vol, Invol and WaitNS are the same switch counts and run-queue
+	// nanoseconds as whole numbers over the interval, for summing over
+	// many intervals (internal/window) without rounding.
+	Vol, Invol, WaitNS uint64
 	// SyscallsPerSec is syscr+syscw per second, -1 when io is unreadable.
 	SyscallsPerSec float64
 	// RunQueuePct is time spent runnable but waiting for a CPU, in percent
@@ -125,6 +129,7 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 			wait += dw
 		}
 		if p != nil {
+			pr.Vol, pr.Invol, pr.WaitNS = vol, invol, wait
 			pr.VolPerSec = float64(vol) / sec
 			pr.InvolPerSec = float64(invol) / sec
 			pr.RunQueuePct = float64(wait) * nsPct

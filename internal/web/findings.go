@@ -155,11 +155,12 @@ func (w *watch) evaluate(sm *sampler, _ bool) {
 	slices.SortStableFunc(f.List, func(a, b finding) int { return int(b.Severity - a.Severity) })
 }
 
-// onlineCPUs is the host's online CPU count, 0 when unknown.
-func onlineCPUs() int {
-	c, err := proc.OnlineCPUs()
+// onlineCPUs is the host's online CPU count under the procfs mount root,
+// 0 when unknown.
+func onlineCPUs(root string) int {
+	n, err := proc.NewFS(root).OnlineCPUs()
 	if err != nil {
 		return 0
 	}
-	return len(c)
+	return n
 }

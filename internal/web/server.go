@@ -105,7 +105,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:      cfg,
 		capacity: int(cfg.History / cfg.Interval),
-		cpus:     onlineCPUs(),
+		cpus:     onlineCPUs(cfg.ProcRoot),
 		uid:      os.Getuid(),
 		watches:  map[int]*watch{},
 	}

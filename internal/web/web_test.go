@@ -387,14 +387,21 @@ func TestSharedSampler(t *testing.T) {
 	if n := s.samplers.Load(); n != 1 {
 		t.Errorf("%d samplers for five viewers of one process", n)
 	}
+	var h struct {
+		Data wireBatch `json:"data"`
+	}
+	// Two rows at least before the viewers leave (on a loaded machine five
+	// connections may take longer than one interval, or less).
+	waitFor(t, "two rows of history", func() bool {
+		getJSON(t, ts.URL+"/api/history?pid="+pid, &h)
+		return len(h.Data.Cols[colT]) >= 2
+	})
 	for _, b := range bodies {
 		b.Close()
 	}
 	waitFor(t, "the sampler to stop", func() bool { return s.samplers.Load() == 0 })
 	// The history stays, and a new viewer starts a new sampler.
-	var h struct {
-		Data wireBatch `json:"data"`
-	}
+	h.Data = wireBatch{}
 	getJSON(t, ts.URL+"/api/history?pid="+pid, &h)
 	if len(h.Data.Cols[colT]) < 2 {
 		t.Errorf("history lost: %d rows", len(h.Data.Cols[colT]))

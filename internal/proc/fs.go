@@ -1,0 +1,123 @@
+package proc
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// FS is a procfs mount ("/proc", or "/host/proc" for a container watching
+// its host, or a fixture tree in tests). Every /proc path gosleuth reads
+// outside the Reader's kept-descriptor hot path is built by an FS, so a
+// --proc ROOT reaches every part of a command. The zero FS is /proc.
+type FS struct{ root string }
+
+// NewFS returns the procfs mounted at root ("" means /proc).
+func NewFS(root string) FS { return FS{root: root} }
+
+// Root is the mount point.
+func (fs FS) Root() string {
+	if fs.root == "" {
+		return "/proc"
+	}
+	return fs.root
+}
+
+// Path joins elements under the mount: Path("42", "maps") is
+// ROOT/42/maps.
+func (fs FS) Path(elem ...string) string {
+	return filepath.Join(append([]string{fs.Root()}, elem...)...)
+}
+
+// PID is the directory of process pid: ROOT/PID.
+func (fs FS) PID(pid int, elem ...string) string {
+	return fs.Path(append([]string{strconv.Itoa(pid)}, elem...)...)
+}
+
+// OnlineCPUs counts the host's online CPUs from ROOT/stat (one "cpuN" line
+// each). This is the host's count, not gosleuth's own affinity (which
+// runtime.NumCPU gives, wrong under taskset or a cpuset), and it is read
+// through the mount, so a container given the host's /proc sees the host.
+func (fs FS) OnlineCPUs() (int, error) {
+	f, err := os.Open(fs.Path("stat"))
+	if err != nil {
+		return 0, fmt.Errorf("count online CPUs: %w", err)
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		l := sc.Bytes()
+		if len(l) > 3 && bytes.HasPrefix(l, []byte("cpu")) && l[3] >= '0' && l[3] <= '9' {
+			n++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("count online CPUs: %w", err)
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("count online CPUs: no cpuN line in %s: %w", fs.Path("stat"), ErrParse)
+	}
+	return n, nil
+}
+
+// AllowedCPUs returns the CPUs process pid may run on, from the
+// Cpus_allowed_list line of ROOT/PID/status.
+func (fs FS) AllowedCPUs(pid int) ([]int, error) {
+	b, err := os.ReadFile(fs.PID(pid, "status"))
+	if err != nil {
+		return nil, fmt.Errorf("read allowed CPUs of process %d: %w", pid, goneErr(pid, err))
+	}
+	for l := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+			return ParseCPUList(v)
+		}
+	}
+	return nil, fmt.Errorf("read allowed CPUs of process %d: no Cpus_allowed_list: %w", pid, ErrParse)
+}
+
+// TaskIDs lists the threads of process pid, from ROOT/PID/task.
+func (fs FS) TaskIDs(pid int) ([]int, error) {
+	ents, err := os.ReadDir(fs.PID(pid, "task"))
+	if err != nil {
+		return nil, fmt.Errorf("list threads of process %d: %w", pid, goneErr(pid, err))
+	}
+	out := make([]int, 0, len(ents))
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, tid)
+		}
+	}
+	return out, nil
+}
+
+// ThreadComm is the name of thread tid of process pid ("" when it exited).
+func (fs FS) ThreadComm(pid, tid int) string {
+	b, err := os.ReadFile(fs.PID(pid, "task", strconv.Itoa(tid), "comm"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
+
+// Exe is where ROOT/PID/exe points.
+func (fs FS) Exe(pid int) (string, error) {
+	p, err := os.Readlink(fs.PID(pid, "exe"))
+	if err != nil {
+		return "", fmt.Errorf("read executable of process %d: %w", pid, goneErr(pid, err))
+	}
+	return p, nil
+}
+
+// goneErr adds ErrProcessGone to a not-exist error, so callers can tell a
+// process that exited from a file they may not read.
+func goneErr(pid int, err error) error {
+	if os.IsNotExist(err) {
+		return fmt.Errorf("%w (%w)", ErrProcessGone, err)
+	}
+	return err
+}

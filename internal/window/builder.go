@@ -1,0 +1,293 @@
+package window
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/goruntime"
+	"github.com/gosleuth/gosleuth/internal/proc"
+)
+
+// Reader is where a Builder takes its /proc readings: a *proc.Reader, or a
+// fixture in tests.
+type Reader interface {
+	Snapshot(dst *proc.Snapshot) error
+}
+
+// Config says what a Builder keeps.
+type Config struct {
+	// PIDs, when set, keeps only these processes; others read are ignored.
+	PIDs []int
+	// ProcRoot is the procfs mount the readings came from ("/proc" when
+	// empty); the facts read once per process (allowed CPUs, GOMAXPROCS)
+	// and the host's CPU count are read through it too.
+	ProcRoot string
+	// NoFacts skips reading GOMAXPROCS and allowed CPUs (the exporter's
+	// fast path).
+	NoFacts bool
+}
+
+// Builder turns successive /proc readings into windows. Counters are
+// summed interval by interval with proc.Rates (threads matched by TID), so
+// the switches of a thread that exits inside the window are kept up to its
+// last reading; a delta of the live threads' sum would lose them. It is
+// not safe for concurrent use; the windows it returns are not changed
+// afterwards.
+type Builder struct {
+	r       Reader
+	fs      proc.FS
+	noFacts bool
+	wanted  map[int32]bool
+
+	snaps [2]proc.Snapshot
+	cur   int // index of the latest reading in snaps
+	n     int // readings taken
+	rates proc.Rates
+	start time.Time
+
+	accs map[key]*acc
+}
+
+type key struct {
+	pid   int32
+	start uint64
+}
+
+// acc accumulates one process's readings.
+type acc struct {
+	first, last   proc.Proc
+	firstT, lastT time.Time
+	initial       bool // seen in the first reading
+	gone          bool
+	vol, invol    uint64
+	waitNS        uint64
+	series        []Point
+	children      int
+	// intervals counts readings after the first; reaps those in which
+	// the children's CPU grew (some child was reaped).
+	intervals, reaps int
+	factsRead        bool
+	allowed          int
+	facts            *GoFacts
+}
+
+// NewBuilder returns a Builder reading from r.
+func NewBuilder(r Reader, cfg Config) *Builder {
+	b := &Builder{r: r, fs: proc.NewFS(cfg.ProcRoot), noFacts: cfg.NoFacts, accs: map[key]*acc{}}
+	if len(cfg.PIDs) > 0 {
+		b.wanted = map[int32]bool{}
+		for _, p := range cfg.PIDs {
+			b.wanted[int32(p)] = true
+		}
+	}
+	return b
+}
+
+// Read takes one reading and adds it to the windows. The snapshot returned
+// is valid until the next Read.
+func (b *Builder) Read() (*proc.Snapshot, error) {
+	next := 1 - b.cur
+	if b.n == 0 {
+		next = b.cur
+	}
+	s := &b.snaps[next]
+	if err := b.r.Snapshot(s); err != nil {
+		return nil, fmt.Errorf("window: read /proc: %w", err)
+	}
+	if b.n == 0 {
+		b.start = s.Time
+		b.observe(nil, s)
+	} else {
+		prev := &b.snaps[b.cur]
+		b.rates.Compute(prev, s)
+		b.observe(&b.rates, s)
+	}
+	b.cur = next
+	b.n++
+	return s, nil
+}
+
+// Latest is the last reading taken, nil before the first.
+func (b *Builder) Latest() *proc.Snapshot {
+	if b.n == 0 {
+		return nil
+	}
+	return &b.snaps[b.cur]
+}
+
+// Start is the time of the first reading.
+func (b *Builder) Start() time.Time { return b.start }
+
+func (b *Builder) observe(rates *proc.Rates, s *proc.Snapshot) {
+	first := rates == nil
+	seen := make(map[key]bool, len(s.Procs))
+	for i := range s.Procs {
+		p := &s.Procs[i]
+		k := key{p.PID, p.StartTime}
+		if b.wanted != nil && !b.wanted[p.PID] {
+			// A new child of a wanted process is counted for it.
+			if !first {
+				if parent := s.Find(p.PPID); parent != nil && b.wanted[parent.PID] {
+					if pa := b.accs[key{parent.PID, parent.StartTime}]; pa != nil && b.accs[k] == nil {
+						pa.children++
+						b.accs[k] = &acc{gone: true} // a marker: counted once
+					}
+				}
+			}
+			continue
+		}
+		seen[k] = true
+		a := b.accs[k]
+		if a == nil {
+			a = &acc{first: *p, firstT: s.Time, initial: first}
+			b.accs[k] = a
+			if !first {
+				if parent := s.Find(p.PPID); parent != nil {
+					if pa := b.accs[key{parent.PID, parent.StartTime}]; pa != nil {
+						pa.children++
+					}
+				}
+			}
+		} else if !first && a.lastT != s.Time {
+			a.intervals++
+			if p.CUTime+p.CSTime > a.last.CUTime+a.last.CSTime {
+				a.reaps++
+			}
+			if r := &rates.Procs[i]; !r.New {
+				a.vol += r.Vol
+				a.invol += r.Invol
+				a.waitNS += r.WaitNS
+			}
+		}
+		a.last, a.lastT = *p, s.Time
+		a.series = append(a.series, Point{T: s.Time.Sub(b.start).Seconds(), RSS: p.RSSBytes, FDs: p.FDs, Threads: p.Threads})
+	}
+	for k, a := range b.accs {
+		if !seen[k] && a.lastT != (time.Time{}) {
+			a.gone = true
+		}
+	}
+}
+
+// Windows returns a window for each process kept, by PID. A process that
+// lived less than minLife and was not there at the first reading is left
+// out (0 keeps all).
+func (b *Builder) Windows(minLife time.Duration) []*Window {
+	var out []*Window
+	for _, a := range b.accs {
+		if a.lastT.IsZero() {
+			continue // a child marker
+		}
+		if !a.initial && a.lastT.Sub(a.firstT) < minLife {
+			continue
+		}
+		out = append(out, b.window(a))
+	}
+	slices.SortFunc(out, func(x, y *Window) int {
+		if x.PID != y.PID {
+			return x.PID - y.PID
+		}
+		return x.Start.Compare(y.Start)
+	})
+	return out
+}
+
+// Window returns the window of the latest process with pid, nil when none
+// was read.
+func (b *Builder) Window(pid int) *Window {
+	var best *acc
+	for k, a := range b.accs {
+		if int(k.pid) == pid && !a.lastT.IsZero() && (best == nil || a.firstT.After(best.firstT)) {
+			best = a
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return b.window(best)
+}
+
+// Host describes the machine over the readings so far.
+func (b *Builder) Host() *Host {
+	h := &Host{Start: b.start, Root: os.Geteuid() == 0}
+	if n, err := b.fs.OnlineCPUs(); err == nil {
+		h.CPUs = n
+	}
+	if s := b.Latest(); s != nil {
+		h.Procs, h.Tasks, h.End = len(s.Procs), len(s.Tasks), s.Time
+	}
+	return h
+}
+
+// window builds a's window; the facts read once per process are kept.
+func (b *Builder) window(a *acc) *Window {
+	f, l := &a.first, &a.last
+	tick := func(d uint64) float64 { return float64(d) / proc.ClockTicks }
+	w := &Window{
+		PID:          int(l.PID),
+		Comm:         l.Comm,
+		Cmdline:      l.Cmdline,
+		GoVersion:    l.GoVersion,
+		Start:        a.firstT,
+		End:          a.lastT,
+		Exited:       a.gone,
+		UserSec:      tick(Delta(f.UTime, l.UTime)),
+		SysSec:       tick(Delta(f.STime, l.STime)),
+		ChildUserSec: tick(Delta(f.CUTime, l.CUTime)),
+		ChildSysSec:  tick(Delta(f.CSTime, l.CSTime)),
+		VolCtxsw:     a.vol,
+		InvolCtxsw:   a.invol,
+		IOCalls:      -1,
+		RunQueueSec:  float64(a.waitNS) / 1e9,
+		FDsKnown:     l.Known&proc.KnownFDs != 0,
+		Series:       slices.Clone(a.series),
+		ChildrenSeen: a.children,
+	}
+	if a.intervals > 0 {
+		w.ReapShare = float64(a.reaps) / float64(a.intervals)
+	}
+	if l.Known&proc.KnownIO != 0 && f.Known&proc.KnownIO != 0 {
+		w.IOCalls = int64(Delta(f.SyscR+f.SyscW, l.SyscR+l.SyscW))
+	}
+	if l.Known&proc.KnownFDLimit != 0 {
+		w.FDLimit = l.FDLimit
+		if l.FDLimit == proc.Unlimited {
+			w.FDLimit = -1
+		}
+	}
+	if !a.factsRead && !b.noFacts {
+		a.factsRead = true
+		if cpus, err := b.fs.AllowedCPUs(w.PID); err == nil {
+			a.allowed = len(cpus)
+		}
+		if w.IsGo() {
+			a.facts = goFacts(b.fs.Root(), w.PID)
+		}
+	}
+	w.AllowedCPUs, w.Go = a.allowed, a.facts
+	return w
+}
+
+// Delta is b-a for a counter read first as a then as b; a counter that went
+// backwards (a reset, a reused PID) counts as no change. It is the one
+// saturating subtraction of counters in gosleuth: the argument order is
+// (earlier, later), as in proc.Rates.
+func Delta(a, b uint64) uint64 {
+	if b < a {
+		return 0
+	}
+	return b - a
+}
+
+// goFacts finds the GOMAXPROCS a Go process runs with, as its Go version
+// computes it (environment, affinity mask, cgroup CPU limit), nil when it
+// cannot be told.
+func goFacts(root string, pid int) *GoFacts {
+	f, err := goruntime.Discover(root, pid)
+	if err != nil || !f.IsGo || f.GOMAXPROCS <= 0 {
+		return nil
+	}
+	return &GoFacts{GOMAXPROCS: f.GOMAXPROCS, GOMAXPROCSFrom: f.GOMAXPROCSFrom}
+}

@@ -1,0 +1,186 @@
+package window
+
+import (
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/testenv"
+)
+
+func newBuilder(t *testing.T, opts proc.Options, cfg Config) *Builder {
+	t.Helper()
+	r, err := proc.NewReader(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return NewBuilder(r, cfg)
+}
+
+// threadSwitches reads a thread's voluntary switches from its status.
+func threadSwitches(t *testing.T, tid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(l, "voluntary_ctxt_switches:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("thread %d: no voluntary_ctxt_switches", tid)
+	return 0
+}
+
+// TestWakeupsOfThreadsThatExit locks goroutines to threads inside a
+// window, lets each sleep 300 times (a wake-up each), reads their switch
+// counts, and lets the threads exit before the window ends. The window keeps every one of their
+// switches; the delta of the live threads' sum (what doctor, load and
+// stacks once took) loses them all.
+func TestWakeupsOfThreadsThatExit(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	self := os.Getpid()
+	b := newBuilder(t, proc.Options{PIDs: []int{self}}, Config{PIDs: []int{self}, NoFacts: true})
+	s, err := b.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstLive := s.Find(int32(self)).VolCtxsw
+	// The locked goroutines may run on threads the runtime made before the
+	// window: their switches from before it are not the window's.
+	before := map[int]uint64{}
+	for _, th := range s.TasksOf(s.Find(int32(self))) {
+		before[int(th.TID)] = th.VolCtxsw
+	}
+
+	const threads, sleeps = 4, 300
+	tids := make(chan int, threads)
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for range threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+			for range sleeps {
+				time.Sleep(200 * time.Microsecond)
+			}
+			tids <- syscallGettid()
+			<-release
+		}()
+	}
+	var ids []int
+	for range threads {
+		ids = append(ids, <-tids)
+	}
+	time.Sleep(20 * time.Millisecond) // let each block on release
+	switches := map[int]uint64{}
+	for _, tid := range ids {
+		switches[tid] = threadSwitches(t, tid) - before[tid]
+		if switches[tid] < sleeps {
+			t.Fatalf("thread %d switched %d times, fewer than its %d sleeps", tid, switches[tid], sleeps)
+		}
+	}
+	if _, err := b.Read(); err != nil { // their last reading
+		t.Fatal(err)
+	}
+	close(release)
+	wg.Wait()
+	// The runtime ends a thread whose goroutine exits locked, except the
+	// main thread (and one it keeps for itself): those stay, and count in
+	// both figures alike.
+	var want uint64
+	exited := 0
+	deadline := time.Now().Add(2 * time.Second)
+	for _, tid := range ids {
+		for {
+			if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(tid)); err != nil {
+				want += switches[tid]
+				exited++
+				break
+			}
+			if time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if exited < 2 {
+		t.Fatalf("only %d of %d locked threads exited", exited, threads)
+	}
+	s, err = b.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	naive := Delta(firstLive, s.Find(int32(self)).VolCtxsw)
+	w := b.Window(self)
+	if w == nil {
+		t.Fatal("no window for the test process")
+	}
+	t.Logf("exited threads' switches %d; window %d; live-sum delta %d", want, w.VolCtxsw, naive)
+	if w.VolCtxsw < want {
+		t.Errorf("window wake-ups %d < %d, the switches of the threads that exited", w.VolCtxsw, want)
+	}
+	// The live-thread delta misses at least the exited threads' switches.
+	if naive > w.VolCtxsw || w.VolCtxsw-naive < want {
+		t.Errorf("the live-thread delta %d is within %d of the window's %d: it did not lose the exited threads' switches, so the test shows nothing", naive, want, w.VolCtxsw)
+	}
+	if w.Exited || w.Threads() == 0 || len(w.Series) != 3 {
+		t.Errorf("window: exited %v, threads %d, %d points", w.Exited, w.Threads(), len(w.Series))
+	}
+}
+
+// TestHostCPUsUnderTaskset runs a test binary pinned to CPU 0: its Host
+// still counts the host's online CPUs, where runtime.NumCPU says 1.
+func TestHostCPUsUnderTaskset(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	if os.Getenv("GOSLEUTH_PRINT_HOST") != "" {
+		b := newBuilder(t, proc.Options{PIDs: []int{os.Getpid()}}, Config{NoFacts: true})
+		if _, err := b.Read(); err != nil {
+			t.Fatal(err)
+		}
+		os.Stdout.WriteString("host " + strconv.Itoa(b.Host().CPUs) + " numcpu " + strconv.Itoa(runtime.NumCPU()) + "\n")
+		return
+	}
+	online, err := proc.OnlineCPUs() // sysfs: a second, independent count
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		t.Fatalf("taskset (util-linux) not found: %v", err)
+	}
+	cmd := exec.Command(taskset, "-c", "0", os.Args[0], "-test.run=^TestHostCPUsUnderTaskset$", "-test.v")
+	cmd.Env = append(os.Environ(), "GOSLEUTH_PRINT_HOST=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	want := "host " + strconv.Itoa(len(online)) + " numcpu 1\n"
+	if !strings.Contains(string(out), want) {
+		t.Errorf("pinned to CPU 0, the child printed %q; want %q", out, want)
+	}
+}
+
+// TestDelta pins the argument order of the one counter subtraction.
+func TestDelta(t *testing.T) {
+	for _, tc := range []struct{ a, b, want uint64 }{
+		{10, 25, 15}, {25, 10, 0}, {7, 7, 0}, {0, 1 << 63, 1 << 63},
+	} {
+		if got := Delta(tc.a, tc.b); got != tc.want {
+			t.Errorf("Delta(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
