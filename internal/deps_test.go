@@ -33,7 +33,7 @@ var layer = map[string]string{
 	"internal/stacks":         "source",
 	"internal/goruntime":      "source",
 	"internal/goruntime/wire": "source",
-	"internal/load":           "source",
+	"internal/load":           "view", // the generator drives; its target watch reads windows
 	"internal/doctor":         "view",
 	"internal/top":            "view",
 	"internal/probe":          "source",

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,22 +16,18 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/goruntime"
 	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/window"
 )
 
 // watcher samples the target process once per tick.
 type watcher struct {
-	pid  int
-	r    *proc.Reader
-	snap proc.Snapshot
-	// prev is the reading before snap; rates merges the two by thread, and
-	// vol and invol sum the merged switch counts since the first reading:
-	// the process's own counters sum only live threads, so a thread that
-	// exited took its switches with it and a step's delta came out short,
-	// or 0 when more exited than ran.
-	prev       proc.Snapshot
-	rates      proc.Rates
-	vol, invol uint64
-	gc         goruntime.Source
+	pid int
+	r   *proc.Reader
+	// wb turns the readings into the target's window since the watch
+	// began; a step or a tick is window.Between two of them, so switches of
+	// threads that exit are kept (the window layer merges them by TID).
+	wb *window.Builder
+	gc goruntime.Source
 
 	// The runtime source is read by its own goroutine, once per tick, so a
 	// slow endpoint never delays a tick; read takes the latest reading.
@@ -54,7 +49,8 @@ func newWatcher(pid int, gc goruntime.Source, tick time.Duration) (*watcher, err
 	if err != nil {
 		return nil, fmt.Errorf("watch pid %d: %w", pid, err)
 	}
-	w := &watcher{pid: pid, r: r, gc: gc, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &watcher{pid: pid, r: r, gc: gc, stop: make(chan struct{}), done: make(chan struct{}),
+		wb: window.NewBuilder(r, window.Config{PIDs: []int{pid}, NoFacts: true})}
 	if !w.read().ok {
 		r.Close()
 		return nil, fmt.Errorf("watch pid %d: process not found", pid)
@@ -111,42 +107,26 @@ func (w *watcher) close() {
 	w.r.Close()
 }
 
-// targetReading is one reading of the target's cumulative counters.
+// targetReading is the target's window from the watch's start to one
+// reading, with the runtime's cumulative counters at that time.
 type targetReading struct {
-	ok           bool
-	t            time.Time
-	utime, stime uint64 // clock ticks
-	rss          uint64
-	threads      int32
-	vol, invol   uint64
-	gcOK         bool
-	gcCycles     uint64
-	gcPauses     *goruntime.Histogram // cumulative, seconds; nil when unknown
+	ok       bool
+	w        *window.Window
+	gcOK     bool
+	gcCycles uint64
+	gcPauses *goruntime.Histogram // cumulative, seconds; nil when unknown
 }
 
 func (w *watcher) read() targetReading {
 	var r targetReading
-	w.prev, w.snap = w.snap, w.prev
-	if err := w.r.Snapshot(&w.snap); err != nil {
-		w.prev, w.snap = w.snap, w.prev
+	if _, err := w.wb.Read(); err != nil {
 		return r
 	}
-	p := w.snap.Find(int32(w.pid))
-	if p == nil {
+	win := w.wb.Window(w.pid)
+	if win == nil || win.Exited {
 		return r
 	}
-	if len(w.prev.Procs) > 0 {
-		w.rates.Compute(&w.prev, &w.snap)
-		sec := w.rates.Interval.Seconds()
-		for i := range w.rates.Procs {
-			if pr := &w.rates.Procs[i]; pr.Proc == p && !pr.New {
-				w.vol += uint64(math.Round(pr.VolPerSec * sec))
-				w.invol += uint64(math.Round(pr.InvolPerSec * sec))
-			}
-		}
-	}
-	r = targetReading{ok: true, t: w.snap.Time, utime: p.UTime, stime: p.STime, rss: p.RSSBytes,
-		threads: p.Threads, vol: w.vol, invol: w.invol}
+	r = targetReading{ok: true, w: win}
 	if w.gc != nil {
 		w.gcMu.Lock()
 		g := w.gcLast
@@ -168,30 +148,25 @@ type TargetTick struct {
 	GCCycles   *uint64 `json:"gc_cycles,omitempty"`
 }
 
-func sub(a, b uint64) uint64 {
-	if b < a {
-		return 0
-	}
-	return b - a
-}
-
 func tickTarget(a, b targetReading) *TargetTick {
 	if !a.ok || !b.ok {
 		return nil
 	}
-	sec := b.t.Sub(a.t).Seconds()
+	d := window.Between(a.w, b.w)
+	sec := d.Seconds()
 	if sec <= 0 {
 		return nil
 	}
+	last := b.w.Series[len(b.w.Series)-1]
 	t := &TargetTick{
-		CPUUser:  float64(sub(a.utime, b.utime)) / proc.ClockTicks / sec,
-		CPUSys:   float64(sub(a.stime, b.stime)) / proc.ClockTicks / sec,
-		RSSBytes: b.rss, Threads: b.threads,
-		VolCtxsw:   float64(sub(a.vol, b.vol)) / sec,
-		InvolCtxsw: float64(sub(a.invol, b.invol)) / sec,
+		CPUUser:  d.UserSec / sec,
+		CPUSys:   d.SysSec / sec,
+		RSSBytes: last.RSS, Threads: last.Threads,
+		VolCtxsw:   float64(d.VolCtxsw) / sec,
+		InvolCtxsw: float64(d.InvolCtxsw) / sec,
 	}
 	if a.gcOK && b.gcOK {
-		n := sub(a.gcCycles, b.gcCycles)
+		n := window.Delta(a.gcCycles, b.gcCycles)
 		t.GCCycles = &n
 	}
 	return t
@@ -232,8 +207,9 @@ func (t *targetAcc) add(r targetReading) {
 		return
 	}
 	t.last = r
-	t.rss = max(t.rss, r.rss)
-	t.threads = max(t.threads, r.threads)
+	p := r.w.Series[len(r.w.Series)-1]
+	t.rss = max(t.rss, p.RSS)
+	t.threads = max(t.threads, p.Threads)
 }
 
 func (t *targetAcc) stats(first targetReading, w *watcher) *TargetStats {
@@ -241,23 +217,24 @@ func (t *targetAcc) stats(first targetReading, w *watcher) *TargetStats {
 	if !first.ok || !b.ok {
 		return nil
 	}
-	sec := b.t.Sub(first.t).Seconds()
+	d := window.Between(first.w, b.w)
+	sec := d.Seconds()
 	if sec <= 0 {
 		return nil
 	}
 	s := &TargetStats{PID: w.pid,
-		CPUUser:     float64(sub(first.utime, b.utime)) / proc.ClockTicks / sec,
-		CPUSys:      float64(sub(first.stime, b.stime)) / proc.ClockTicks / sec,
+		CPUUser:     d.UserSec / sec,
+		CPUSys:      d.SysSec / sec,
 		RSSMaxBytes: t.rss, MaxThreads: t.threads,
-		VolCtxsw:   float64(sub(first.vol, b.vol)) / sec,
-		InvolCtxsw: float64(sub(first.invol, b.invol)) / sec,
+		VolCtxsw:   float64(d.VolCtxsw) / sec,
+		InvolCtxsw: float64(d.InvolCtxsw) / sec,
 	}
 	switch {
 	case w.gc == nil:
 		s.GCNote = "no runtime metrics source (agent, --pprof or --metrics)"
 	case first.gcOK && b.gcOK:
 		s.GCSource = w.gc.Kind()
-		n := sub(first.gcCycles, b.gcCycles)
+		n := window.Delta(first.gcCycles, b.gcCycles)
 		s.GCCycles = &n
 		if first.gcPauses != nil && b.gcPauses != nil {
 			d := b.gcPauses.Sub(first.gcPauses)

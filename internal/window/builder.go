@@ -20,7 +20,7 @@ type Reader interface {
 type Config struct {
 	// PIDs, when set, keeps only these processes; others read are ignored.
 	PIDs []int
-	// ProcRoot is the procfs mount the readings came from ("/proc" when
+	// ProcRoot is the procfs mount the readings came from (/proc when
 	// empty); the facts read once per process (allowed CPUs, GOMAXPROCS)
 	// and the host's CPU count are read through it too.
 	ProcRoot string
@@ -290,4 +290,34 @@ func goFacts(root string, pid int) *GoFacts {
 		return nil
 	}
 	return &GoFacts{GOMAXPROCS: f.GOMAXPROCS, GOMAXPROCSFrom: f.GOMAXPROCSFrom}
+}
+
+// Between is what one process did from the end of earlier to the end of
+// later, two windows of it from one Builder (earlier taken first): its
+// counters are later's minus earlier's, its series the points read after
+// earlier ended. Views that report per step or per tick (load's target
+// watch) take it instead of subtracting readings themselves.
+func Between(earlier, later *Window) *Window {
+	w := *later
+	w.Start = earlier.End
+	sub := func(a, b float64) float64 { return max(b-a, 0) }
+	w.UserSec = sub(earlier.UserSec, later.UserSec)
+	w.SysSec = sub(earlier.SysSec, later.SysSec)
+	w.ChildUserSec = sub(earlier.ChildUserSec, later.ChildUserSec)
+	w.ChildSysSec = sub(earlier.ChildSysSec, later.ChildSysSec)
+	w.RunQueueSec = sub(earlier.RunQueueSec, later.RunQueueSec)
+	w.VolCtxsw = Delta(earlier.VolCtxsw, later.VolCtxsw)
+	w.InvolCtxsw = Delta(earlier.InvolCtxsw, later.InvolCtxsw)
+	w.ChildrenSeen = max(later.ChildrenSeen-earlier.ChildrenSeen, 0)
+	if earlier.IOCalls >= 0 && later.IOCalls >= 0 {
+		w.IOCalls = int64(Delta(uint64(earlier.IOCalls), uint64(later.IOCalls)))
+	} else {
+		w.IOCalls = -1
+	}
+	// A builder's series only grow: the points after earlier's are new.
+	w.Series = nil
+	if n := len(earlier.Series); n < len(later.Series) {
+		w.Series = slices.Clone(later.Series[n:])
+	}
+	return &w
 }
