@@ -82,7 +82,7 @@ Rule ids: ` + ruleIDs(),
 				}
 				cfg := doctor.Config{
 					PIDs: pids, Duration: *duration, ProcRoot: *procRoot,
-					MaxLooks: *maxLooks, Looks: doctorLooks(*pprofURL, *metricsURL),
+					MaxLooks: *maxLooks, Looks: doctorLooks(*procRoot, *pprofURL, *metricsURL),
 				}
 				if *maxLooks == 0 && len(pids) == 0 {
 					cfg.Looks = nil // /proc only

@@ -134,7 +134,7 @@ func runExporter(ctx context.Context, f *exporterFlags, stderr io.Writer, ready 
 	if f.doctorEvery > 0 {
 		dc := export.DoctorConfig{Every: f.doctorEvery, Window: f.doctorWindow, MaxLooks: f.doctorLooks}
 		if f.doctorLooks > 0 {
-			dc.Looks = doctorLooks("", "")
+			dc.Looks = doctorLooks(f.procRoot, "", "")
 		}
 		go e.RunDoctor(ctx, dc)
 	}

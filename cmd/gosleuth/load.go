@@ -78,6 +78,7 @@ offline).`,
 			warmup := fs.Duration("warmup", 0, "`time` dropped from the start of each step (default: 10% of the step, 1-5s)")
 			quiet := fs.Bool("quiet", false, "no live line on stderr")
 			pprofURL := fs.String("pprof-url", "", "the target's net/http/pprof `URL`, for GC cycles and pauses")
+			procRoot := fs.String("proc", "/proc", "procfs mount `path` the watched target is read through")
 			metricsURL := fs.String("metrics-url", "", "the target's Prometheus /metrics `URL` (client_golang go_* metrics), for GC cycles and pauses")
 			maxLag := fs.Duration("max-lag", time.Millisecond, "a step whose generator lag p99 exceeds `this` is invalid")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -157,7 +158,7 @@ offline).`,
 					}
 					plan.SLA = &s
 				}
-				cfg := load.Config{URL: u, Method: strings.ToUpper(*method), Headers: headers,
+				cfg := load.Config{ProcRoot: *procRoot, URL: u, Method: strings.ToUpper(*method), Headers: headers,
 					Connections: *conns, Timeout: *timeout, Proto: load.Proto(*proto), Insecure: *insecure,
 					Warmup: *warmup, MaxLag: *maxLag}
 				if *bodyFile != "" {
@@ -171,7 +172,7 @@ offline).`,
 				}
 				switch {
 				case *watch > 0:
-					if err := checkTargets("/proc", *watch); err != nil {
+					if err := checkTargets(*procRoot, *watch); err != nil {
 						return err
 					}
 					cfg.Watch = *watch
@@ -180,7 +181,7 @@ offline).`,
 					if port == 0 {
 						port = map[string]int{"http": 80, "https": 443}[u.Scheme]
 					}
-					if pid, err := load.FindListener("/proc", port); err == nil {
+					if pid, err := load.FindListener(*procRoot, port); err == nil {
 						cfg.Watch = pid
 						fmt.Fprintf(stderr, "watching pid %d (listening on port %d)\n", pid, port)
 					} else {
@@ -188,7 +189,7 @@ offline).`,
 					}
 				}
 				if cfg.Watch > 0 {
-					src, notes, err := goruntime.Connect(ctx, cfg.Watch, goruntime.Options{PprofURL: *pprofURL, MetricsURL: *metricsURL})
+					src, notes, err := goruntime.Connect(ctx, cfg.Watch, goruntime.Options{PprofURL: *pprofURL, MetricsURL: *metricsURL, ProcRoot: *procRoot})
 					for _, n := range notes {
 						fmt.Fprintf(stderr, "runtime source: %s\n", n)
 					}

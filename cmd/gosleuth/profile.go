@@ -64,6 +64,7 @@ becomes a [kernel time, not sampled] leaf.`,
 			events := fs.String("events", "auto", "sampling `events`: thread (one per thread), cpu (one per CPU, filtered to the process; root), auto (per thread, per CPU when the target switches too often)")
 			offCPU := fs.Bool("off-cpu", false, "also sample where threads block (switch-outs; needs root; about 2 us per recorded switch)")
 			offEvery := fs.Int("off-cpu-every", 1, "record one switch-out in `N` (each weighted N times)")
+			procRoot := fs.String("proc", "/proc", "procfs mount `path` the target is read through")
 			offAll := fs.Bool("off-cpu-all", false, "keep off-CPU stacks of idle runtime threads (parked Ms, sysmon, netpoller)")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				if *format != "text" && *format != "json" {
@@ -99,7 +100,7 @@ becomes a [kernel time, not sampled] leaf.`,
 					return usagef("--off-cpu-every must be at least 1")
 				}
 				if *pid > 0 && runtime.GOOS == "linux" {
-					if err := checkTargets("/proc", *pid); err != nil {
+					if err := checkTargets(*procRoot, *pid); err != nil {
 						return err
 					}
 				}
@@ -108,7 +109,7 @@ becomes a [kernel time, not sampled] leaf.`,
 				}
 				opts := stacks.Options{PID: *pid, Hz: *hz, Duration: *duration, UserOnly: *userOnly,
 					PerThread: *events == "thread", PerCPU: *events == "cpu",
-					OffCPU: *offCPU, OffCPUEvery: *offEvery, OffCPUAll: *offAll}
+					OffCPU: *offCPU, OffCPUEvery: *offEvery, OffCPUAll: *offAll, ProcRoot: *procRoot}
 				if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 					opts.Progress = func(p stacks.Progress) {
 						fmt.Fprintf(stderr, "\rsampling %s: %d samples, %d threads, %d lost ", p.Elapsed.Round(time.Second), p.Samples, p.Threads, p.Lost)

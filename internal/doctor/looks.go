@@ -17,14 +17,17 @@ import (
 // StacksLook samples user and kernel stacks at 99 Hz (user-only without
 // privileges) and summarises them into runtime classes, hot packages,
 // kernel paths and the Go callers behind them.
-type StacksLook struct{}
+type StacksLook struct {
+	// ProcRoot is the procfs mount the target is read through ("" is /proc).
+	ProcRoot string
+}
 
 // Source implements Look.
 func (StacksLook) Source() Source { return SourceStacks }
 
 // Look implements Look.
-func (StacksLook) Look(ctx context.Context, pid int, d time.Duration, w *Window) error {
-	raw, err := stacks.Sample(ctx, stacks.Options{PID: pid, Duration: d})
+func (l StacksLook) Look(ctx context.Context, pid int, d time.Duration, w *Window) error {
+	raw, err := stacks.Sample(ctx, stacks.Options{PID: pid, Duration: d, ProcRoot: l.ProcRoot})
 	if err != nil {
 		return fmt.Errorf("sample stacks: %w", err)
 	}
@@ -371,6 +374,8 @@ func shares(m map[string]float64, total float64) []Share {
 type RuntimeLook struct {
 	// PprofURL and MetricsURL are passed to goruntime.Connect.
 	PprofURL, MetricsURL string
+	// ProcRoot is the procfs mount the target is read through ("" is /proc).
+	ProcRoot string
 }
 
 // Source implements Look.
@@ -381,7 +386,7 @@ func (l RuntimeLook) Look(ctx context.Context, pid int, d time.Duration, w *Wind
 	if !w.IsGo() {
 		return nil
 	}
-	src, _, err := goruntime.Connect(ctx, pid, goruntime.Options{PprofURL: l.PprofURL, MetricsURL: l.MetricsURL})
+	src, _, err := goruntime.Connect(ctx, pid, goruntime.Options{PprofURL: l.PprofURL, MetricsURL: l.MetricsURL, ProcRoot: l.ProcRoot})
 	if err != nil {
 		if errors.Is(err, goruntime.ErrNoSource) {
 			return nil // the rules say what is missing and how to add it

@@ -27,7 +27,7 @@ var doctorSyscalls = []string{
 var attachMu sync.Mutex
 
 // Look implements Look.
-func (SyscallsLook) Look(ctx context.Context, pid int, d time.Duration, w *Window) error {
+func (l SyscallsLook) Look(ctx context.Context, pid int, d time.Duration, w *Window) error {
 	all, err := syscalls.SyscallEvents(syscalls.HostArch)
 	if err != nil {
 		return fmt.Errorf("list syscall tracepoints: %w", err)
@@ -49,7 +49,7 @@ func (SyscallsLook) Look(ctx context.Context, pid int, d time.Duration, w *Windo
 	done := make(chan attached, 1)
 	go func() {
 		attachMu.Lock()
-		c, err := syscalls.NewCounter(pid, syscalls.CounterOptions{Events: events, ThreadsOnly: true})
+		c, err := syscalls.NewCounter(pid, syscalls.CounterOptions{Events: events, ThreadsOnly: true, ProcRoot: l.ProcRoot})
 		attachMu.Unlock()
 		done <- attached{c, err}
 	}()

@@ -74,6 +74,9 @@ type Config struct {
 	// Watch, when non-zero, is the PID whose CPU, RSS, threads and context
 	// switches are sampled every tick.
 	Watch int
+	// ProcRoot is the procfs mount the watched process is read through
+	// ("" is /proc).
+	ProcRoot string
 	// GC, when set, is the watched process's runtime source (its agent, a
 	// pprof or a /metrics endpoint, see goruntime.Connect), read once per
 	// tick for GC cycles and pauses. The engine does not close it.

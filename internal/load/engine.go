@@ -82,7 +82,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	e.sleeper = sl
 	if c.Watch > 0 {
-		w, err := newWatcher(c.Watch, c.GC, c.Tick)
+		w, err := newWatcher(c.ProcRoot, c.Watch, c.GC, c.Tick)
 		if err != nil {
 			sl.close()
 			return nil, err

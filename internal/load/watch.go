@@ -44,13 +44,13 @@ type gcReading struct {
 	pauses *goruntime.Histogram // cumulative, seconds; nil when unknown
 }
 
-func newWatcher(pid int, gc goruntime.Source, tick time.Duration) (*watcher, error) {
-	r, err := proc.NewReader(proc.Options{PIDs: []int{pid}})
+func newWatcher(root string, pid int, gc goruntime.Source, tick time.Duration) (*watcher, error) {
+	r, err := proc.NewReader(proc.Options{Root: root, PIDs: []int{pid}})
 	if err != nil {
 		return nil, fmt.Errorf("watch pid %d: %w", pid, err)
 	}
 	w := &watcher{pid: pid, r: r, gc: gc, stop: make(chan struct{}), done: make(chan struct{}),
-		wb: window.NewBuilder(r, window.Config{PIDs: []int{pid}, NoFacts: true})}
+		wb: window.NewBuilder(r, window.Config{PIDs: []int{pid}, ProcRoot: root, NoFacts: true})}
 	if !w.read().ok {
 		r.Close()
 		return nil, fmt.Errorf("watch pid %d: process not found", pid)

@@ -28,7 +28,7 @@ func TestWatchCountsExitedThreads(t *testing.T) {
 	if !bufio.NewScanner(out).Scan() {
 		t.Fatal("patient did not start")
 	}
-	w, err := newWatcher(cmd.Process.Pid, nil, 0)
+	w, err := newWatcher("", cmd.Process.Pid, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

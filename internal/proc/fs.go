@@ -121,3 +121,17 @@ func goneErr(pid int, err error) error {
 	}
 	return err
 }
+
+// ThreadStartTime is when thread tid of process pid started, in
+// ClockTicks after boot.
+func (fs FS) ThreadStartTime(pid, tid int) (uint64, error) {
+	b, err := os.ReadFile(fs.PID(pid, "task", strconv.Itoa(tid), "stat"))
+	if err != nil {
+		return 0, fmt.Errorf("read start of thread %d: %w", tid, goneErr(pid, err))
+	}
+	var s statFields
+	if err := parseStat(b, &s); err != nil {
+		return 0, fmt.Errorf("read start of thread %d: %w", tid, err)
+	}
+	return s.StartTime, nil
+}

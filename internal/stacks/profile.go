@@ -140,6 +140,9 @@ type Options struct {
 	OffCPUAll bool
 	// Started, when set, is called once the first threads' events are open.
 	Started func()
+	// ProcRoot is the procfs mount the target is read through ("" is
+	// /proc): its threads, names, maps and executable.
+	ProcRoot string
 }
 
 // Progress is the state of a run, for a progress line.

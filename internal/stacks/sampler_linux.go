@@ -3,14 +3,12 @@
 package stacks
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -28,6 +26,7 @@ const (
 
 type sampler struct {
 	opts     Options
+	fs       proc.FS
 	raw      *Raw
 	rings    map[int]*perf.Ring
 	agg      map[string]*Stack
@@ -66,15 +65,17 @@ func Sample(ctx context.Context, opts Options) (*Raw, error) {
 		opts.Hz = 99
 	}
 	pid := opts.PID
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	fs := proc.NewFS(opts.ProcRoot)
+	exe, err := fs.Exe(pid)
 	if err != nil {
-		if _, serr := os.Stat(fmt.Sprintf("/proc/%d", pid)); serr != nil {
+		if _, serr := os.Stat(fs.PID(pid)); serr != nil {
 			return nil, fmt.Errorf("profile process %d: %w", pid, ErrNotFound)
 		}
 		exe = ""
 	}
 	s := &sampler{
 		opts:  opts,
+		fs:    fs,
 		rings: map[int]*perf.Ring{},
 		agg:   map[string]*Stack{},
 		raw: &Raw{PID: pid, Exe: strings.TrimSuffix(exe, " (deleted)"), Hz: opts.Hz,
@@ -82,11 +83,11 @@ func Sample(ctx context.Context, opts Options) (*Raw, error) {
 		userOnly: opts.UserOnly,
 	}
 	defer s.closeAll()
-	id0, idErr := proc.ReadIdentity("", pid)
+	id0, idErr := proc.ReadIdentity(opts.ProcRoot, pid)
 	s.raw.maps = s.loadMaps(nil)
 	perf.RaiseFDLimit() // one descriptor per thread; best effort
 
-	pr, err := proc.NewReader(proc.Options{PIDs: []int{pid}})
+	pr, err := proc.NewReader(proc.Options{Root: opts.ProcRoot, PIDs: []int{pid}})
 	if err != nil {
 		return nil, fmt.Errorf("read /proc for process %d: %w", pid, err)
 	}
@@ -122,7 +123,7 @@ func Sample(ctx context.Context, opts Options) (*Raw, error) {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
 	s.bootStart = time.Duration(ts.Nano())
-	fol := perf.NewFollower("", pid, false)
+	fol := perf.NewFollower(opts.ProcRoot, pid, false)
 	if err := s.follow(fol); err != nil {
 		if errors.Is(err, perf.ErrExited) {
 			return nil, fmt.Errorf("profile process %d: %w", pid, ErrNotFound)
@@ -162,7 +163,7 @@ loop:
 				}
 				return nil, err
 			}
-			if zombie(pid) {
+			if zombie(opts.ProcRoot, pid) {
 				// Exited but not yet reaped by its parent: /proc still
 				// lists the leader, so the Follower cannot tell.
 				s.raw.Exited = true
@@ -215,8 +216,8 @@ loop:
 		s.raw.Stacks = append(s.raw.Stacks, st)
 		if _, ok := s.raw.Threads[st.TID]; !ok {
 			// Per-CPU events see threads the follower has not listed.
-			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", pid, st.TID)); err == nil {
-				s.raw.Threads[st.TID] = strings.TrimSpace(string(b))
+			if c := fs.ThreadComm(pid, st.TID); c != "" {
+				s.raw.Threads[st.TID] = c
 			}
 		}
 	}
@@ -236,7 +237,7 @@ loop:
 	}
 	// An exec or a PID reuse during the window changes what addresses
 	// mean: say so rather than print names that may be wrong.
-	if id1, err := proc.ReadIdentity("", pid); err == nil && idErr == nil && !s.raw.Exited {
+	if id1, err := proc.ReadIdentity(opts.ProcRoot, pid); err == nil && idErr == nil && !s.raw.Exited {
 		switch {
 		case id1.StartTime != id0.StartTime:
 			s.raw.Notes = append(s.raw.Notes, fmt.Sprintf("process %d exited during the profile and its PID now belongs to another process (%s): samples after the exit are that process's, and their names may be wrong",
@@ -360,8 +361,8 @@ func (s *sampler) open(tid int) error {
 		}
 	}
 	s.raw.ThreadsSeen++
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", s.opts.PID, tid)); err == nil {
-		s.raw.Threads[tid] = strings.TrimSpace(string(b))
+	if c := s.fs.ThreadComm(s.opts.PID, tid); c != "" {
+		s.raw.Threads[tid] = c
 	}
 	s.pickup(tid)
 	return nil
@@ -436,19 +437,7 @@ func (s *sampler) openCPUs() error {
 // pickup records how long after its start a thread that began during the
 // run got its event, from its start time in /proc (clock ticks since boot).
 func (s *sampler) pickup(tid int) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", s.opts.PID, tid))
-	if err != nil {
-		return
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return
-	}
-	ticks, err := strconv.ParseUint(f[19], 10, 64) // field 22, starttime
+	ticks, err := s.fs.ThreadStartTime(s.opts.PID, tid)
 	if err != nil {
 		return
 	}
@@ -535,11 +524,20 @@ func (s *sampler) maybePerCPU(first, last *proc.Snapshot) {
 	// waking. Preemptions come from the machine's load, and a move taken
 	// for them would trade exact per-thread counts for nothing the target
 	// does.
-	sw0, sw1 := p0.VolCtxsw, p1.VolCtxsw
-	if sw1 <= sw0 {
+	// Merged by thread (proc.Rates), as the window layer counts them: the
+	// process's own sum covers live threads only.
+	var r proc.Rates
+	r.Compute(first, last)
+	var vol uint64
+	for i := range r.Procs {
+		if pr := &r.Procs[i]; pr.Proc == p1 && !pr.New {
+			vol = pr.Vol
+		}
+	}
+	if vol == 0 {
 		return
 	}
-	rate := float64(sw1-sw0) / dt
+	rate := float64(vol) / dt
 	cpu := float64(p1.UTime+p1.STime-min(p0.UTime+p0.STime, p1.UTime+p1.STime)) / proc.ClockTicks / dt
 	if rate*switchCost <= 0.01*max(cpu, 0.05) {
 		return
@@ -716,7 +714,7 @@ func (s *sampler) add(agg map[string]*Stack, tid int, mode Mode, fixed bool) *St
 // keeping mappings already known in prev (a process that exits keeps the
 // maps read at the start).
 func (s *sampler) loadMaps(prev []mapping) []mapping {
-	f, err := os.Open("/proc/" + strconv.Itoa(s.opts.PID) + "/maps")
+	f, err := os.Open(s.fs.PID(s.opts.PID, "maps"))
 	if err != nil {
 		return prev
 	}
@@ -735,9 +733,9 @@ func (s *sampler) loadMaps(prev []mapping) []mapping {
 		if !strings.HasPrefix(m.path, "/") {
 			continue
 		}
-		path := fmt.Sprintf("/proc/%d/root%s", s.opts.PID, m.path)
+		path := s.fs.PID(s.opts.PID, "root", m.path)
 		if strings.TrimSuffix(m.path, " (deleted)") == s.raw.Exe {
-			path = fmt.Sprintf("/proc/%d/exe", s.opts.PID)
+			path = s.fs.PID(s.opts.PID, "exe")
 		}
 		o, err := loadObject(path)
 		if err != nil {
@@ -751,7 +749,7 @@ func (s *sampler) loadMaps(prev []mapping) []mapping {
 }
 
 // zombie reports whether process pid has exited (a zombie, or gone).
-func zombie(pid int) bool {
-	err := proc.CheckTarget("", pid)
+func zombie(root string, pid int) bool {
+	err := proc.CheckTarget(root, pid)
 	return errors.Is(err, proc.ErrZombie) || errors.Is(err, proc.ErrProcessGone)
 }

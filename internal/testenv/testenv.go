@@ -42,6 +42,7 @@ const (
 	Nobody     Feature = "nobody"     // root, so a test can run a command as user nobody
 	GCC        Feature = "gcc"        // gcc on PATH (cgo patients, external linking)
 	Node       Feature = "node"       // node on PATH (runs the flame graph page's script)
+	Strace     Feature = "strace"     // strace on PATH (tests of what gosleuth opens)
 	// NodeExporter is Debian's prometheus-node-exporter: a real stripped
 	// binary built by an older Go (1.19), for the layout readers.
 	NodeExporter Feature = "node-exporter"
@@ -136,7 +137,7 @@ func probe(f Feature) string {
 			}
 		}
 		return ""
-	case Tmux, GCC, Node:
+	case Tmux, GCC, Node, Strace:
 		if _, err := exec.LookPath(string(f)); err != nil {
 			return "no " + string(f) + " on PATH"
 		}
