@@ -36,7 +36,7 @@ type Config struct {
 	// Interval is the /proc sampling period (default 1 s, at most a fifth
 	// of Duration).
 	Interval time.Duration
-	// ProcRoot is the procfs mount ("/proc" when empty).
+	// ProcRoot is the procfs mount (/proc when empty).
 	ProcRoot string
 	// Looks are the close-look sources, tried on the processes chosen after
 	// the first part of the window.

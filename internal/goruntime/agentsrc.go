@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/goruntime/wire"
+	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 // agentSource reads a program's gosleuth agent over its Unix socket.
@@ -129,16 +130,14 @@ func agentDirs(f *Facts, extra []string) []string {
 // A socket that is not the process's (dead listener, other owner, other
 // peer PID) is skipped with a note.
 func findAgent(ctx context.Context, procRoot string, f *Facts, extra []string) (*agentSource, []string, error) {
-	if procRoot == "" {
-		procRoot = "/proc"
-	}
+	pfs := proc.NewFS(procRoot)
 	var notes []string
 	name := wire.SocketName(f.NSPID)
 	for _, dir := range agentDirs(f, extra) {
 		paths := []string{filepath.Join(dir, name)}
 		// A process in another mount namespace (a container) has its
 		// /tmp and /run under /proc/PID/root.
-		paths = append(paths, filepath.Join(procRoot, strconv.Itoa(f.PID), "root", dir, name))
+		paths = append(paths, pfs.PID(f.PID, "root", dir, name))
 		for _, p := range paths {
 			fi, err := os.Lstat(p)
 			if err != nil {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 // cgroupMount is a mounted cgroup hierarchy holding the CPU controller.
@@ -21,9 +23,9 @@ type cgroupMount struct {
 // throttling counters. It reads through procRoot/PID/root so the mount
 // points are those of the process; when that is not accessible (it needs
 // the right to ptrace the process), the host's view is tried.
-func readCgroupCPU(procRoot string, pid int, f *Facts) CgroupCPU {
+func readCgroupCPU(fs proc.FS, pid int, f *Facts) CgroupCPU {
 	var c CgroupCPU
-	dir := filepath.Join(procRoot, strconv.Itoa(pid))
+	dir := fs.PID(pid)
 	cg, err := os.ReadFile(filepath.Join(dir, "cgroup"))
 	if err != nil {
 		f.note("cgroup unreadable: %v", err)
@@ -61,7 +63,7 @@ func readCgroupCPU(procRoot string, pid int, f *Facts) CgroupCPU {
 		rel = strings.TrimPrefix(p, m.root)
 	}
 	base := filepath.Join(dir, "root", m.point)
-	if _, err := os.Stat(base); err != nil && procRoot == "/proc" {
+	if _, err := os.Stat(base); err != nil && fs.Root() == proc.NewFS("").Root() {
 		base = m.point
 	}
 	// Walk from the process's cgroup up to the mount's root.

@@ -106,16 +106,14 @@ type CgroupCPU struct {
 }
 
 // Discover reads what /proc and the executable tell about process pid.
-// procRoot is the procfs mount ("/proc"); the cgroup filesystem is read
+// procRoot is the procfs mount (/proc when empty); the cgroup filesystem is read
 // through procRoot/PID/root, so fixtures under testdata/ work and a
 // process in another mount namespace is read in its own view. An error is
 // returned only when the process cannot be read at all; a process that is
 // not Go gives Facts with IsGo false and no error.
 func Discover(procRoot string, pid int) (*Facts, error) {
-	if procRoot == "" {
-		procRoot = "/proc"
-	}
-	dir := filepath.Join(procRoot, strconv.Itoa(pid))
+	pfs := proc.NewFS(procRoot)
+	dir := pfs.PID(pid)
 	status, err := os.ReadFile(filepath.Join(dir, "status"))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -133,7 +131,7 @@ func Discover(procRoot string, pid int) (*Facts, error) {
 	} else {
 		f.note("environment unreadable (%v): GOMAXPROCS and GODEBUG from the environment unknown", errors.Unwrap(err))
 	}
-	f.Cgroup = readCgroupCPU(procRoot, pid, f)
+	f.Cgroup = readCgroupCPU(pfs, pid, f)
 	f.computeGOMAXPROCS()
 	return f, nil
 }

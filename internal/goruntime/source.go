@@ -52,7 +52,7 @@ var (
 
 // Options say where to look for a runtime source.
 type Options struct {
-	// ProcRoot is the procfs mount, "/proc" when empty.
+	// ProcRoot is the procfs mount, /proc when empty.
 	ProcRoot string
 	// PprofURL is a net/http/pprof endpoint ("http://127.0.0.1:6060" or
 	// ".../debug/pprof/"); its /debug/vars is tried for expvar memstats.

@@ -287,7 +287,7 @@ func IsLocalHost(host string) bool {
 
 // FindListener returns the PID of the process with a TCP socket listening
 // on port, found through /proc/net/tcp{,6} (socket inode) and the
-// processes' fd links. root is the procfs mount ("/proc").
+// processes' fd links. root is the procfs mount (/proc when empty).
 func FindListener(root string, port int) (int, error) {
 	inodes := map[string]bool{}
 	for _, f := range []string{"net/tcp", "net/tcp6"} {

@@ -3,12 +3,7 @@ package perf
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/gosleuth/gosleuth/internal/proc"
 )
@@ -30,7 +25,7 @@ type Task struct {
 //
 // A Follower is not safe for concurrent use.
 type Follower struct {
-	root        string
+	fs          proc.FS
 	descendants bool
 	procs       map[int]bool // tracked processes (thread group IDs)
 	tasks       map[Task]bool
@@ -41,11 +36,8 @@ type Follower struct {
 // procRoot ("" means /proc). With descendants, child processes of any
 // tracked process are tracked too, from /proc/PID/task/TID/children.
 func NewFollower(procRoot string, pid int, descendants bool) *Follower {
-	if procRoot == "" {
-		procRoot = "/proc"
-	}
 	return &Follower{
-		root:        procRoot,
+		fs:          proc.NewFS(procRoot),
 		descendants: descendants,
 		procs:       map[int]bool{pid: true},
 		tasks:       map[Task]bool{},
@@ -71,7 +63,7 @@ func (f *Follower) Poll() (added, gone []Task, err error) {
 		queue = queue[1:]
 		tids, err := f.listTasks(pid)
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoProcess) {
+			if errors.Is(err, proc.ErrProcessGone) {
 				delete(f.procs, pid)
 				continue
 			}
@@ -131,61 +123,15 @@ func (f *Follower) Processes() []int {
 	return out
 }
 
-var errNoProcess = errors.New("no such process")
-
-// listTasks returns the TIDs under /proc/PID/task. A zombie thread group
-// leader with no live threads counts as gone.
+// listTasks returns the threads of pid; a process gone (or an exited
+// leader awaiting its reaping) wraps proc.ErrProcessGone.
 func (f *Follower) listTasks(pid int) ([]int, error) {
-	entries, err := os.ReadDir(filepath.Join(f.root, strconv.Itoa(pid), "task"))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, os.ErrPermission) && !f.exists(pid) {
-			return nil, errNoProcess
-		}
-		return nil, fmt.Errorf("list threads of %d: %w", pid, err)
-	}
-	tids := make([]int, 0, len(entries))
-	for _, e := range entries {
-		tid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		tids = append(tids, tid)
-	}
-	if len(tids) == 0 {
-		return nil, errNoProcess
-	}
-	// An exited process its parent has not reaped yet keeps its leader's
-	// entry, in state Z: nothing runs there any more.
-	if len(tids) == 1 && tids[0] == pid && f.zombie(pid) {
-		return nil, errNoProcess
-	}
-	return tids, nil
+	return f.fs.TaskIDs(pid)
 }
 
-// zombie reports whether process pid has exited and awaits its reaping.
-func (f *Follower) zombie(pid int) bool {
-	return errors.Is(proc.CheckTarget(f.root, pid), proc.ErrZombie)
-}
-
-func (f *Follower) exists(pid int) bool {
-	_, err := os.Stat(filepath.Join(f.root, strconv.Itoa(pid)))
-	return err == nil
-}
-
-// children reads /proc/PID/task/TID/children: the PIDs this thread forked
-// that are still alive. Errors mean the thread has gone; they are not fatal.
+// children lists the live processes thread tid of pid forked.
 func (f *Follower) children(pid, tid int) []int {
-	b, err := os.ReadFile(filepath.Join(f.root, strconv.Itoa(pid), "task", strconv.Itoa(tid), "children"))
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, s := range strings.Fields(string(b)) {
-		if n, err := strconv.Atoi(s); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out
+	return f.fs.Children(pid, tid)
 }
 
 func sortTasks(ts []Task) {

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/tracefs"
 )
 
@@ -87,11 +88,11 @@ func Tracepoints(group, prefix string) ([]string, error) {
 // distributions: unprivileged users may only profile their own processes in
 // user mode).
 func Paranoid() (int, error) {
-	b, err := os.ReadFile("/proc/sys/kernel/perf_event_paranoid")
+	v, err := proc.NewFS("").Sysctl("kernel/perf_event_paranoid")
 	if err != nil {
-		return 0, fmt.Errorf("read perf_event_paranoid: %w", err)
+		return 0, err
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	n, err := strconv.Atoi(v)
 	if err != nil {
 		return 0, fmt.Errorf("parse perf_event_paranoid: %w", err)
 	}

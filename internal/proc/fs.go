@@ -3,6 +3,7 @@ package proc
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -80,10 +81,20 @@ func (fs FS) AllowedCPUs(pid int) ([]int, error) {
 	return nil, fmt.Errorf("read allowed CPUs of process %d: no Cpus_allowed_list: %w", pid, ErrParse)
 }
 
-// TaskIDs lists the threads of process pid, from ROOT/PID/task.
+// TaskIDs lists the threads of process pid, from ROOT/PID/task, in the
+// directory's order. A process that is gone, has no threads left, or is an
+// exited leader its parent has not reaped (a zombie alone in its group)
+// gives an error wrapping ErrProcessGone: nothing runs there any more.
 func (fs FS) TaskIDs(pid int) ([]int, error) {
 	ents, err := os.ReadDir(fs.PID(pid, "task"))
 	if err != nil {
+		if os.IsPermission(err) {
+			// A process that exits between the lookup and the read can
+			// show as a permission error; tell that from a real one.
+			if _, serr := os.Stat(fs.PID(pid)); serr != nil {
+				err = serr
+			}
+		}
 		return nil, fmt.Errorf("list threads of process %d: %w", pid, goneErr(pid, err))
 	}
 	out := make([]int, 0, len(ents))
@@ -92,7 +103,26 @@ func (fs FS) TaskIDs(pid int) ([]int, error) {
 			out = append(out, tid)
 		}
 	}
+	if len(out) == 0 || len(out) == 1 && out[0] == pid && errors.Is(CheckTarget(fs.root, pid), ErrZombie) {
+		return nil, fmt.Errorf("list threads of process %d: %w", pid, ErrProcessGone)
+	}
 	return out, nil
+}
+
+// Children lists the live processes thread tid of process pid forked, from
+// ROOT/PID/task/TID/children; nil when the thread has gone.
+func (fs FS) Children(pid, tid int) []int {
+	b, err := os.ReadFile(fs.PID(pid, "task", strconv.Itoa(tid), "children"))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, s := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(s); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // ThreadComm is the name of thread tid of process pid ("" when it exited).
@@ -134,4 +164,33 @@ func (fs FS) ThreadStartTime(pid, tid int) (uint64, error) {
 		return 0, fmt.Errorf("read start of thread %d: %w", tid, err)
 	}
 	return s.StartTime, nil
+}
+
+// Comm is the name of process pid ("" when it exited).
+func (fs FS) Comm(pid int) string {
+	b, err := os.ReadFile(fs.PID(pid, "comm"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
+
+// Sysctl reads a kernel setting under ROOT/sys ("kernel/perf_event_paranoid"),
+// trimmed.
+func (fs FS) Sysctl(name string) (string, error) {
+	b, err := os.ReadFile(fs.Path("sys", name))
+	if err != nil {
+		return "", fmt.Errorf("read sysctl %s: %w", name, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// SelfFDs counts the descriptors gosleuth itself has open (ROOT/self/fd),
+// -1 when unreadable.
+func (fs FS) SelfFDs() int {
+	ents, err := os.ReadDir(fs.Path("self", "fd"))
+	if err != nil {
+		return -1
+	}
+	return len(ents)
 }

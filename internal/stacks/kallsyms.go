@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 // kernelSyms is /proc/kallsyms: kernel and module text symbols sorted by
@@ -31,7 +33,7 @@ func loadKallsyms() *kernelSyms {
 	kallsymsCache.Lock()
 	defer kallsymsCache.Unlock()
 	if kallsymsCache.k == nil {
-		f, err := os.Open("/proc/kallsyms")
+		f, err := os.Open(proc.NewFS("").Path("kallsyms"))
 		if err != nil {
 			kallsymsCache.k = &kernelSyms{err: fmt.Errorf("read kernel symbols: %w", err)}
 		} else {
@@ -93,7 +95,7 @@ func (k *kernelSyms) usable() (bool, string) {
 	case k.err != nil:
 		return false, k.err.Error()
 	case k.zero:
-		return false, "/proc/kallsyms shows no addresses (needs root, or kernel.kptr_restrict is set): kernel frames stay as addresses"
+		return false, "the kernel symbol table (kallsyms) shows no addresses (needs root, or kernel.kptr_restrict is set): kernel frames stay as addresses"
 	}
 	return true, ""
 }

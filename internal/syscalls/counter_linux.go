@@ -6,14 +6,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/perf"
+	"github.com/gosleuth/gosleuth/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -201,35 +200,16 @@ func NewCounter(pid int, opts CounterOptions) (*Counter, error) {
 // fdBudget is how many more descriptors this process may open, keeping a
 // margin for everything else it does.
 func fdBudget(limit uint64) int {
-	open := 0
-	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
-		open = len(ents)
-	}
+	open := max(proc.NewFS("").SelfFDs(), 0)
 	return max(0, int(limit)-open-64)
 }
 
 func (c *Counter) listTasks() ([]int, error) {
-	root := c.opts.ProcRoot
-	if root == "" {
-		root = "/proc"
-	}
-	ents, err := os.ReadDir(root + "/" + strconv.Itoa(c.pid) + "/task")
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("list threads of %d: %w", c.pid, unix.ESRCH)
-		}
-		return nil, fmt.Errorf("list threads of %d: %w", c.pid, err)
-	}
-	tids := make([]int, 0, len(ents))
-	for _, e := range ents {
-		if n, err := strconv.Atoi(e.Name()); err == nil {
-			tids = append(tids, n)
-		}
-	}
-	if len(tids) == 0 {
+	tids, err := proc.NewFS(c.opts.ProcRoot).TaskIDs(c.pid)
+	if errors.Is(err, proc.ErrProcessGone) {
 		return nil, fmt.Errorf("list threads of %d: %w", c.pid, unix.ESRCH)
 	}
-	return tids, nil
+	return tids, err
 }
 
 // newTIDs returns the TIDs in after that are not in before.

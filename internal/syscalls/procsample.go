@@ -6,6 +6,8 @@ import (
 	"os"
 	"slices"
 	"strconv"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 // ProcSampler samples /proc/PID/task/*/syscall to find in which syscalls
@@ -13,7 +15,7 @@ import (
 // beyond ptrace access to the target (same user). Each thread's file is
 // opened once and re-read from offset 0.
 type ProcSampler struct {
-	root    string
+	fs      proc.FS
 	pid     int
 	arch    Arch
 	tasks   map[int]*os.File
@@ -28,17 +30,14 @@ type ProcSampler struct {
 // NewProcSampler returns a sampler for pid under the proc mount root ("" is
 // /proc), naming syscalls with the table for a.
 func NewProcSampler(root string, pid int, a Arch) *ProcSampler {
-	if root == "" {
-		root = "/proc"
-	}
-	return &ProcSampler{root: root, pid: pid, arch: a, tasks: map[int]*os.File{},
+	return &ProcSampler{fs: proc.NewFS(root), pid: pid, arch: a, tasks: map[int]*os.File{},
 		buf: make([]byte, 256), blocked: map[int]int{}}
 }
 
 // Rescan opens the syscall files of threads that appeared and closes those
 // of threads that have gone.
 func (s *ProcSampler) Rescan() {
-	dir := s.root + "/" + strconv.Itoa(s.pid) + "/task"
+	dir := s.fs.PID(s.pid, "task")
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return

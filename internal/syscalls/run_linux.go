@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -34,9 +33,6 @@ type source interface {
 // Run counts cfg's target for the window and writes the report to stdout.
 // Progress and notes go to stderr.
 func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
-	if cfg.ProcRoot == "" {
-		cfg.ProcRoot = "/proc"
-	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
 	}
@@ -134,13 +130,7 @@ func write(r *Report, asJSON bool, w io.Writer) error {
 }
 
 // comm returns the process's name, or "" when it does not exist.
-func comm(root string, pid int) string {
-	b, err := os.ReadFile(root + "/" + strconv.Itoa(pid) + "/comm")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
+func comm(root string, pid int) string { return proc.NewFS(root).Comm(pid) }
 
 // watchExit returns a channel closed when pid exits (becomes a zombie or
 // disappears), watched through a pidfd.
@@ -384,7 +374,7 @@ func (s *exactSource) report(r *Report, seconds float64) error {
 			if sum == 0 {
 				continue
 			}
-			r.PerThread = append(r.PerThread, ThreadRow{TID: th.TID, Comm: comm(s.procRoot+"/"+strconv.Itoa(r.PID)+"/task", th.TID),
+			r.PerThread = append(r.PerThread, ThreadRow{TID: th.TID, Comm: proc.NewFS(s.procRoot).ThreadComm(r.PID, th.TID),
 				Total: sum, Exited: th.Exited, Syscalls: rows})
 		}
 		r.Unattributed = 0
