@@ -24,6 +24,7 @@ var layer = map[string]string{
 	"internal/tracefs":        "helper",
 	"internal/termsafe":       "helper",
 	"internal/atomicfile":     "helper",
+	"internal/units":          "helper",
 	"internal/testbin":        "test",
 	"internal/testenv":        "test",
 	"internal/golden":         "test",

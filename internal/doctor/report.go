@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/termsafe"
+	"github.com/gosleuth/gosleuth/internal/units"
 )
 
 // Report is the doctor's verdict.
@@ -233,7 +234,7 @@ func (r *Report) WriteText(w io.Writer, colour bool) error {
 			exited = " (exited)"
 		}
 		fmt.Fprintf(&b, "\n%d %s%s%s  cpu %.1f%% (sys %.1f%%)  wake %.0f/s  threads %d  rss %s  [%s]\n",
-			p.PID, p.Comm, goVer, exited, p.CPUPct, p.SysPct, p.WakeupsPerSec, p.Threads, formatMB(p.RSSBytes), joinSources(p.Sources))
+			p.PID, p.Comm, goVer, exited, p.CPUPct, p.SysPct, p.WakeupsPerSec, p.Threads, units.Bytes(p.RSSBytes), joinSources(p.Sources))
 		if len(p.Findings) == 0 {
 			b.WriteString("  no findings\n")
 		}
@@ -304,7 +305,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			fmt.Fprintf(&b, " (%s)", p.GoVersion)
 		}
 		fmt.Fprintf(&b, "\n\nCPU %.1f%% (sys %.1f%%), %.0f wake-ups/s, %d threads, RSS %s. Sources: %s.\n",
-			p.CPUPct, p.SysPct, p.WakeupsPerSec, p.Threads, formatMB(p.RSSBytes), joinSources(p.Sources))
+			p.CPUPct, p.SysPct, p.WakeupsPerSec, p.Threads, units.Bytes(p.RSSBytes), joinSources(p.Sources))
 		for _, f := range p.Findings {
 			kind := ""
 			if f.Kind == "symptom" {
@@ -414,10 +415,6 @@ func pidList(pids []int) string {
 		fmt.Fprint(&b, p)
 	}
 	return b.String()
-}
-
-func formatMB(b uint64) string {
-	return fmt.Sprintf("%.1fM", float64(b)/(1<<20))
 }
 
 // severityLine matches the first line of a finding in the text report.

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gosleuth/gosleuth/internal/termsafe"
+	"github.com/gosleuth/gosleuth/internal/units"
 )
 
 // WriteJSON writes the report as one indented JSON object. Figures unknown
@@ -147,7 +148,7 @@ func (r *Report) WriteText(out io.Writer) error {
 			fd += fmt.Sprintf("/%d", p.FDLimit)
 		}
 		fmt.Fprintf(w, "/proc\tover %.1fs: CPU %.1f%% user + %.1f%% sys, RSS %s, %d threads, fds %s, wake-ups %.0f/s\n",
-			p.Seconds, p.UserPct, p.SysPct, bytesIEC(p.RSSBytes), p.Threads, fd, p.WakeupsPerSec)
+			p.Seconds, p.UserPct, p.SysPct, units.Bytes(p.RSSBytes), p.Threads, fd, p.WakeupsPerSec)
 	}
 	if r.Window != nil {
 		r.writeWindow(w)
@@ -249,24 +250,24 @@ func (r *Report) writeWindow(w io.Writer) {
 	}
 	var heap []string
 	if k.Has(KnownHeapLive) {
-		heap = append(heap, "live "+bytesIEC(win.HeapLive))
+		heap = append(heap, "live "+units.Bytes(win.HeapLive))
 	}
 	if k.Has(KnownHeapAlloc) {
-		heap = append(heap, "in objects "+bytesIEC(win.HeapAlloc))
+		heap = append(heap, "in objects "+units.Bytes(win.HeapAlloc))
 	}
 	if k.Has(KnownHeapObjects) {
 		heap = append(heap, fmt.Sprintf("%s objects (incl. unswept)", num(float64(win.HeapObjects))))
 	}
 	if k.Has(KnownHeapGoal) {
-		heap = append(heap, "goal "+bytesIEC(win.HeapGoal))
+		heap = append(heap, "goal "+units.Bytes(win.HeapGoal))
 	}
 	if k.Has(KnownAllocs) {
-		heap = append(heap, fmt.Sprintf("alloc %s/s (%s objects/s)", bytesIEC(uint64(win.AllocBytesPerSec)), num(win.AllocObjectsPerSec)))
+		heap = append(heap, fmt.Sprintf("alloc %s/s (%s objects/s)", units.Bytes(uint64(win.AllocBytesPerSec)), num(win.AllocObjectsPerSec)))
 	}
 	if len(heap) > 0 {
 		fmt.Fprintf(w, "heap\t%s\n", strings.Join(heap, ", "))
 	}
-	line(KnownScan, "scannable", "stacks %s, heap %s, globals %s", bytesIEC(win.ScanStack), bytesIEC(win.ScanHeap), bytesIEC(win.ScanGlobals))
+	line(KnownScan, "scannable", "stacks %s, heap %s, globals %s", units.Bytes(win.ScanStack), units.Bytes(win.ScanHeap), units.Bytes(win.ScanGlobals))
 	if k.Has(KnownSchedLatency) {
 		if win.SchedSamples == 0 {
 			fmt.Fprintf(w, "sched latency\tno transition recorded in the window\n")
@@ -355,18 +356,4 @@ func num(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.3g", v)
-}
-
-// bytesIEC formats a byte count (KiB, MiB, GiB).
-func bytesIEC(b uint64) string {
-	const k = 1024
-	switch {
-	case b >= k*k*k:
-		return fmt.Sprintf("%.3g GiB", float64(b)/(k*k*k))
-	case b >= k*k:
-		return fmt.Sprintf("%.3g MiB", float64(b)/(k*k))
-	case b >= k:
-		return fmt.Sprintf("%.3g KiB", float64(b)/k)
-	}
-	return fmt.Sprintf("%d B", b)
 }

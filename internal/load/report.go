@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gosleuth/gosleuth/internal/termsafe"
+	"github.com/gosleuth/gosleuth/internal/units"
 
 	"github.com/gosleuth/gosleuth/internal/atomicfile"
 )
@@ -50,10 +51,6 @@ func fmtMS(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-func fmtBytes(b uint64) string {
-	return fmt.Sprintf("%.1fM", float64(b)/(1<<20))
-}
-
 // WriteText writes the per-step table and, for a search, its outcome.
 func (r *Report) WriteText(w io.Writer) error {
 	var b bytes.Buffer
@@ -79,7 +76,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmtMS(l.Max), fmtMS(s.Uncorrected.P99), s.Errors, fmtMS(s.Lag.P99), s.MaxConnections, s.GenCPU)
 		if watch {
 			if t := s.Target; t != nil {
-				fmt.Fprintf(tw, "%.2f\t%.2f\t%s\t%d\t%.0f\t", t.CPUUser, t.CPUSys, fmtBytes(t.RSSMaxBytes), t.MaxThreads,
+				fmt.Fprintf(tw, "%.2f\t%.2f\t%s\t%d\t%.0f\t", t.CPUUser, t.CPUSys, units.Bytes(t.RSSMaxBytes), t.MaxThreads,
 					t.VolCtxsw+t.InvolCtxsw)
 			} else {
 				fmt.Fprint(tw, "-\t-\t-\t-\t-\t")

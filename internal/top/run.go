@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/units"
 )
 
 // Config is what "gosleuth top" was asked to do.
@@ -179,7 +180,7 @@ func (s *sampler) threads() int {
 func (s *sampler) summary() string {
 	st := s.cur.Stats
 	return fmt.Sprintf("gosleuth: cpu %.1f%% (usr %.1f sys %.1f)  peak rss %s  kept fds %d/%d  refresh %.1f ms",
-		s.selfCPU[0]+s.selfCPU[1], s.selfCPU[0], s.selfCPU[1], FormatBytes(s.self.rss),
+		s.selfCPU[0]+s.selfCPU[1], s.selfCPU[0], s.selfCPU[1], units.Bytes(s.self.rss),
 		st.KeptFDs, st.MaxFDs, float64(st.Duration.Microseconds())/1000)
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gosleuth/gosleuth/internal/termsafe"
+	"github.com/gosleuth/gosleuth/internal/units"
 
 	"github.com/gosleuth/gosleuth/internal/proc"
 )
@@ -349,7 +350,7 @@ func (v *View) text(r Row, c Column) string {
 		if r.Task != nil {
 			return ""
 		}
-		return FormatBytes(p.RSSBytes)
+		return units.Bytes(p.RSSBytes)
 	case ColThreads:
 		if r.Task != nil {
 			return ""
@@ -413,25 +414,6 @@ func formatLimit(n int64) string {
 		return "inf"
 	}
 	return strconv.FormatInt(n, 10)
-}
-
-// FormatBytes prints a byte count in binary units, e.g. "12.3M".
-func FormatBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatUint(n, 10)
-	}
-	f := float64(n)
-	for _, s := range []string{"K", "M", "G", "T"} {
-		f /= unit
-		if f < unit || s == "T" {
-			if f < 10 {
-				return strconv.FormatFloat(f, 'f', 1, 64) + s
-			}
-			return strconv.FormatFloat(f, 'f', 0, 64) + s
-		}
-	}
-	return ""
 }
 
 // Header returns the column titles, padded like cells.

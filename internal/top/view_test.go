@@ -15,6 +15,7 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/golden"
 	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/units"
 )
 
 const fixtures = "../proc/testdata/proc"
@@ -146,8 +147,8 @@ func TestFormatBytes(t *testing.T) {
 		{0, "0"}, {1023, "1023"}, {1024, "1.0K"}, {1536, "1.5K"}, {10 << 20, "10M"}, {5 << 30, "5.0G"}, {3 << 40, "3.0T"},
 	}
 	for _, tt := range tests {
-		if got := FormatBytes(tt.in); got != tt.want {
-			t.Errorf("FormatBytes(%d) = %q, want %q", tt.in, got, tt.want)
+		if got := units.Bytes(tt.in); got != tt.want {
+			t.Errorf("units.Bytes(%d) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

@@ -1,0 +1,26 @@
+package units
+
+import "testing"
+
+func TestBytes(t *testing.T) {
+	for _, tc := range []struct {
+		in   uint64
+		want string
+	}{
+		{0, "0"},
+		{1023, "1023"},
+		{1024, "1.0K"},
+		{1536, "1.5K"},
+		{10*1024 - 1, "10K"}, // 9.999K rounds to 10, shown without a decimal
+		{12_900_000, "12M"},
+		{1_700_000, "1.6M"},
+		{1023 * 1024 * 1024, "1023M"},
+		{1024*1024*1024 - 1, "1.0G"}, // not "1024M"
+		{3 << 40, "3.0T"},
+		{1 << 62, "4096P"},
+	} {
+		if got := Bytes(tc.in); got != tc.want {
+			t.Errorf("Bytes(%d) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
