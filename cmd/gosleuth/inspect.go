@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/atomicfile"
-	"github.com/gosleuth/gosleuth/internal/goruntime"
+	"github.com/gosleuth/gosleuth/internal/inspect"
 )
 
 func init() {
@@ -39,7 +39,7 @@ text and null in JSON. Ctrl-C ends the window early.`,
 			pprofURL := fs.String("pprof-url", "", "net/http/pprof endpoint `URL` of the process (http://HOST:PORT)")
 			metricsURL := fs.String("metrics-url", "", "Prometheus /metrics `URL` of the process")
 			groups := fs.Int("groups", 10, "goroutine groups to show (0: no dump)")
-			dumpMax := fs.Int("dump-max", goruntime.DefaultDumpMax, "take the goroutine dump only when the process has at most `N` goroutines (it stops the process for ~3 µs each; -1: no limit)")
+			dumpMax := fs.Int("dump-max", inspect.DefaultDumpMax, "take the goroutine dump only when the process has at most `N` goroutines (it stops the process for ~3 µs each; -1: no limit)")
 			root := fs.String("proc", "/proc", "procfs mount `path`")
 			out := fs.String("o", "", "write the report (in --format) to `FILE`, completely or not at all")
 			trace := fs.String("trace", "", "write the agent's FlightRecorder snapshot (execution trace of the last seconds) to `FILE` at the end of the window")
@@ -80,7 +80,7 @@ text and null in JSON. Ctrl-C ends the window early.`,
 				if g == 0 {
 					g = -1
 				}
-				rep, err := goruntime.Inspect(ctx, goruntime.InspectOptions{PID: *pid, Duration: *duration,
+				rep, err := inspect.Run(ctx, inspect.Options{PID: *pid, Duration: *duration,
 					ProcRoot: *root, PprofURL: *pprofURL, MetricsURL: *metricsURL, Groups: g, DumpMax: *dumpMax, TracePath: *trace})
 				if err != nil {
 					return err

@@ -190,3 +190,6 @@ func within(got, want, rel, abs float64) bool {
 	}
 	return diff <= abs || diff <= rel*want
 }
+
+// dur prints seconds as a duration, for test logs.
+func dur(s float64) string { return time.Duration(s * float64(time.Second)).String() }

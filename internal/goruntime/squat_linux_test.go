@@ -56,11 +56,12 @@ func TestAgentDirSquatted(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	rep, err := Inspect(ctx, InspectOptions{PID: cmd.Process.Pid, Duration: 200 * time.Millisecond, Groups: -1})
+	src, notes, err := Connect(ctx, cmd.Process.Pid, Options{})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("gosleuth did not find the agent in %s: %v (notes %q)", sock, err, notes)
 	}
-	if rep.Source != "agent" {
-		t.Errorf("gosleuth did not find the agent in %s: source %q, hint %q, notes %q", sock, rep.Source, rep.Hint, rep.Notes)
+	defer src.Close()
+	if src.Kind() != "agent" {
+		t.Errorf("gosleuth connected to %s %s, not the agent in %s (notes %q)", src.Kind(), src.Addr(), sock, notes)
 	}
 }

@@ -1,13 +1,16 @@
-package goruntime
+package inspect
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gosleuth/gosleuth/internal/goruntime"
 	"github.com/gosleuth/gosleuth/internal/termsafe"
 	"github.com/gosleuth/gosleuth/internal/units"
 )
@@ -31,11 +34,11 @@ func (r *Report) WriteJSON(w io.Writer) error {
 }
 
 // windowJSON maps a window to JSON with null for unknown and NaN figures.
-func windowJSON(w *Window) map[string]any {
+func windowJSON(w *goruntime.Window) map[string]any {
 	m := map[string]any{
 		"start": w.Start, "end": w.End, "seconds": w.Duration.Seconds(), "source": w.Source,
 	}
-	put := func(bit Known, kv ...any) {
+	put := func(bit goruntime.Known, kv ...any) {
 		for i := 0; i < len(kv); i += 2 {
 			v := kv[i+1]
 			if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
@@ -47,30 +50,30 @@ func windowJSON(w *Window) map[string]any {
 			m[kv[i].(string)] = v
 		}
 	}
-	put(KnownGoroutines, "goroutines", w.Goroutines, "goroutines_delta", w.GoroutinesDelta)
-	put(KnownGoroutinesCreated, "goroutines_created_per_sec", w.CreatedPerSec)
-	put(KnownGoroutineStates, "goroutines_running", w.Running, "goroutines_runnable", w.Runnable,
+	put(goruntime.KnownGoroutines, "goroutines", w.Goroutines, "goroutines_delta", w.GoroutinesDelta)
+	put(goruntime.KnownGoroutinesCreated, "goroutines_created_per_sec", w.CreatedPerSec)
+	put(goruntime.KnownGoroutineStates, "goroutines_running", w.Running, "goroutines_runnable", w.Runnable,
 		"goroutines_waiting", w.Waiting, "goroutines_not_in_go", w.NotInGo)
-	put(KnownThreads, "threads", w.Threads)
-	put(KnownGOMAXPROCS, "gomaxprocs", w.GOMAXPROCS)
-	put(KnownGCCycles, "gc_cycles", w.GCCycles, "gc_cycles_per_sec", w.GCCyclesPerSec)
-	put(KnownGCPauses, "gc_pause_p50_seconds", w.PauseP50, "gc_pause_p99_seconds", w.PauseP99,
+	put(goruntime.KnownThreads, "threads", w.Threads)
+	put(goruntime.KnownGOMAXPROCS, "gomaxprocs", w.GOMAXPROCS)
+	put(goruntime.KnownGCCycles, "gc_cycles", w.GCCycles, "gc_cycles_per_sec", w.GCCyclesPerSec)
+	put(goruntime.KnownGCPauses, "gc_pause_p50_seconds", w.PauseP50, "gc_pause_p99_seconds", w.PauseP99,
 		"gc_pause_max_seconds", w.PauseMax)
-	put(KnownCPUClasses, "gc_cpu_share", w.GCCPUShare, "assist_share", w.AssistShare, "gc_cpu_cores", w.GCCPUCores)
-	put(KnownGCCPUFraction, "gc_cpu_fraction_since_start", w.GCCPUFraction)
-	put(KnownHeapLive, "heap_live_bytes", w.HeapLive)
-	put(KnownHeapObjects, "heap_objects", w.HeapObjects)
-	put(KnownHeapGoal, "heap_goal_bytes", w.HeapGoal)
-	put(KnownHeapAlloc, "heap_alloc_bytes", w.HeapAlloc)
-	put(KnownScan, "scan_stack_bytes", w.ScanStack, "scan_heap_bytes", w.ScanHeap, "scan_globals_bytes", w.ScanGlobals)
-	put(KnownAllocs, "alloc_bytes_per_sec", w.AllocBytesPerSec, "alloc_objects_per_sec", w.AllocObjectsPerSec)
-	put(KnownSchedLatency, "sched_latency_p50_seconds", w.SchedP50, "sched_latency_p99_seconds", w.SchedP99,
+	put(goruntime.KnownCPUClasses, "gc_cpu_share", w.GCCPUShare, "assist_share", w.AssistShare, "gc_cpu_cores", w.GCCPUCores)
+	put(goruntime.KnownGCCPUFraction, "gc_cpu_fraction_since_start", w.GCCPUFraction)
+	put(goruntime.KnownHeapLive, "heap_live_bytes", w.HeapLive)
+	put(goruntime.KnownHeapObjects, "heap_objects", w.HeapObjects)
+	put(goruntime.KnownHeapGoal, "heap_goal_bytes", w.HeapGoal)
+	put(goruntime.KnownHeapAlloc, "heap_alloc_bytes", w.HeapAlloc)
+	put(goruntime.KnownScan, "scan_stack_bytes", w.ScanStack, "scan_heap_bytes", w.ScanHeap, "scan_globals_bytes", w.ScanGlobals)
+	put(goruntime.KnownAllocs, "alloc_bytes_per_sec", w.AllocBytesPerSec, "alloc_objects_per_sec", w.AllocObjectsPerSec)
+	put(goruntime.KnownSchedLatency, "sched_latency_p50_seconds", w.SchedP50, "sched_latency_p99_seconds", w.SchedP99,
 		"sched_latency_samples", w.SchedSamples)
-	put(KnownMutexWait, "mutex_wait_per_sec", w.MutexWaitPerSec)
-	if w.Known.Has(KnownRecentPauses) {
+	put(goruntime.KnownMutexWait, "mutex_wait_per_sec", w.MutexWaitPerSec)
+	if w.Known.Has(goruntime.KnownRecentPauses) {
 		m["recent_gc_pauses"] = w.RecentPauses
 	}
-	if w.Known.Has(KnownGODEBUG) {
+	if w.Known.Has(goruntime.KnownGODEBUG) {
 		m["godebug_events"] = w.GODEBUG
 		m["godebug_events_total"] = w.GODEBUGTotal
 	}
@@ -115,7 +118,7 @@ func (r *Report) WriteText(out io.Writer) error {
 		if f.GOMAXPROCS == 0 {
 			gm = "unknown"
 		}
-		if r.Window != nil && r.Window.Known.Has(KnownGOMAXPROCS) {
+		if r.Window != nil && r.Window.Known.Has(goruntime.KnownGOMAXPROCS) {
 			live := r.Window.GOMAXPROCS
 			if int(live) == f.GOMAXPROCS {
 				gm += fmt.Sprintf("; the runtime agrees: %d", live)
@@ -180,53 +183,53 @@ func (r *Report) writeWindow(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nruntime\tfrom %s at %s%s over %.1fs\n", r.Source, r.SourceAddr, fr, win.Duration.Seconds())
 	var missing []string
-	line := func(bit Known, name, format string, args ...any) {
+	line := func(bit goruntime.Known, name, format string, args ...any) {
 		if !k.Has(bit) {
 			missing = append(missing, name)
 			return
 		}
 		fmt.Fprintf(w, "%s\t"+format+"\n", append([]any{name}, args...)...)
 	}
-	if k.Has(KnownGoroutines) {
+	if k.Has(goruntime.KnownGoroutines) {
 		g := fmt.Sprintf("%d (%+d in window", win.Goroutines, win.GoroutinesDelta)
-		if k.Has(KnownGoroutineStates) {
+		if k.Has(goruntime.KnownGoroutineStates) {
 			// runtime/metrics counts the runtime's own goroutines too
 			// (GC workers, sweeper, scavenger, ...).
 			g = fmt.Sprintf("%d incl. the runtime's own (%+d in window", win.Goroutines, win.GoroutinesDelta)
 		}
-		if k.Has(KnownGoroutinesCreated) {
+		if k.Has(goruntime.KnownGoroutinesCreated) {
 			g += fmt.Sprintf(", %s created/s", num(win.CreatedPerSec))
 		}
 		g += ")"
-		if k.Has(KnownGoroutineStates) {
+		if k.Has(goruntime.KnownGoroutineStates) {
 			g += fmt.Sprintf("  running %d, runnable %d, waiting %d, not in Go %d", win.Running, win.Runnable, win.Waiting, win.NotInGo)
 		}
 		fmt.Fprintf(w, "goroutines\t%s\n", g)
 	} else {
 		missing = append(missing, "goroutines")
 	}
-	if k.Has(KnownThreads) || k.Has(KnownGOMAXPROCS) {
+	if k.Has(goruntime.KnownThreads) || k.Has(goruntime.KnownGOMAXPROCS) {
 		th := "?"
-		if k.Has(KnownThreads) {
+		if k.Has(goruntime.KnownThreads) {
 			th = fmt.Sprint(win.Threads)
-			if r.Source != "agent" && !k.Has(KnownGoroutineStates) {
+			if r.Source != "agent" && !k.Has(goruntime.KnownGoroutineStates) {
 				th += " created"
 			}
 		}
 		gm := "?"
 		switch {
-		case k.Has(KnownGOMAXPROCS):
+		case k.Has(goruntime.KnownGOMAXPROCS):
 			gm = fmt.Sprint(win.GOMAXPROCS)
 		case r.Facts.GOMAXPROCS > 0:
 			gm = fmt.Sprintf("%d (discovered)", r.Facts.GOMAXPROCS)
 		}
 		fmt.Fprintf(w, "threads\t%s threads vs GOMAXPROCS %s vs %d allowed CPUs\n", th, gm, r.Facts.AllowedCPUs)
 	}
-	if k.Has(KnownGCCycles) {
+	if k.Has(goruntime.KnownGCCycles) {
 		g := fmt.Sprintf("%d cycles, %.2f/s", win.GCCycles, win.GCCyclesPerSec)
-		if k.Has(KnownGCPauses) && !math.IsNaN(win.PauseP50) {
+		if k.Has(goruntime.KnownGCPauses) && !math.IsNaN(win.PauseP50) {
 			g += fmt.Sprintf("; pauses p50 %s, p99 %s, max %s", dur(win.PauseP50), dur(win.PauseP99), dur(win.PauseMax))
-		} else if k.Has(KnownRecentPauses) {
+		} else if k.Has(goruntime.KnownRecentPauses) {
 			var qs []string
 			for _, q := range win.RecentPauses {
 				qs = append(qs, fmt.Sprintf("q%g %s", q.Q, dur(q.Seconds)))
@@ -238,37 +241,37 @@ func (r *Report) writeWindow(w io.Writer) {
 		missing = append(missing, "GC cycles")
 	}
 	switch {
-	case k.Has(KnownCPUClasses) && !math.IsNaN(win.GCCPUShare):
+	case k.Has(goruntime.KnownCPUClasses) && !math.IsNaN(win.GCCPUShare):
 		fmt.Fprintf(w, "GC CPU\t%.1f%% of busy CPU (%.3f cores), mark assist %.1f%%\n",
 			100*win.GCCPUShare, win.GCCPUCores, 100*win.AssistShare)
-	case k.Has(KnownCPUClasses):
+	case k.Has(goruntime.KnownCPUClasses):
 		fmt.Fprintf(w, "GC CPU\tnot reported: fewer than 2 GC cycles ended in the window (see note)\n")
-	case k.Has(KnownGCCPUFraction):
+	case k.Has(goruntime.KnownGCCPUFraction):
 		fmt.Fprintf(w, "GC CPU\t%.2f%% of available CPU since start (MemStats.GCCPUFraction; no window figure from this source)\n", 100*win.GCCPUFraction)
 	default:
 		missing = append(missing, "GC CPU")
 	}
 	var heap []string
-	if k.Has(KnownHeapLive) {
+	if k.Has(goruntime.KnownHeapLive) {
 		heap = append(heap, "live "+units.Bytes(win.HeapLive))
 	}
-	if k.Has(KnownHeapAlloc) {
+	if k.Has(goruntime.KnownHeapAlloc) {
 		heap = append(heap, "in objects "+units.Bytes(win.HeapAlloc))
 	}
-	if k.Has(KnownHeapObjects) {
+	if k.Has(goruntime.KnownHeapObjects) {
 		heap = append(heap, fmt.Sprintf("%s objects (incl. unswept)", num(float64(win.HeapObjects))))
 	}
-	if k.Has(KnownHeapGoal) {
+	if k.Has(goruntime.KnownHeapGoal) {
 		heap = append(heap, "goal "+units.Bytes(win.HeapGoal))
 	}
-	if k.Has(KnownAllocs) {
+	if k.Has(goruntime.KnownAllocs) {
 		heap = append(heap, fmt.Sprintf("alloc %s/s (%s objects/s)", units.Bytes(uint64(win.AllocBytesPerSec)), num(win.AllocObjectsPerSec)))
 	}
 	if len(heap) > 0 {
 		fmt.Fprintf(w, "heap\t%s\n", strings.Join(heap, ", "))
 	}
-	line(KnownScan, "scannable", "stacks %s, heap %s, globals %s", units.Bytes(win.ScanStack), units.Bytes(win.ScanHeap), units.Bytes(win.ScanGlobals))
-	if k.Has(KnownSchedLatency) {
+	line(goruntime.KnownScan, "scannable", "stacks %s, heap %s, globals %s", units.Bytes(win.ScanStack), units.Bytes(win.ScanHeap), units.Bytes(win.ScanGlobals))
+	if k.Has(goruntime.KnownSchedLatency) {
 		if win.SchedSamples == 0 {
 			fmt.Fprintf(w, "sched latency\tno transition recorded in the window\n")
 		} else {
@@ -278,10 +281,10 @@ func (r *Report) writeWindow(w io.Writer) {
 	} else {
 		missing = append(missing, "sched latency")
 	}
-	line(KnownMutexWait, "mutex wait", "%.3g s/s", win.MutexWaitPerSec)
+	line(goruntime.KnownMutexWait, "mutex wait", "%.3g s/s", win.MutexWaitPerSec)
 	if len(win.GODEBUGTotal) > 0 {
 		var gs []string
-		for _, name := range sortedKeys(win.GODEBUGTotal) {
+		for _, name := range slices.Sorted(maps.Keys(win.GODEBUGTotal)) {
 			gs = append(gs, fmt.Sprintf("%s %d in window (%d total)", name, win.GODEBUG[name], win.GODEBUGTotal[name]))
 		}
 		fmt.Fprintf(w, "GODEBUG events\t%s\n", strings.Join(gs, "; "))
@@ -290,13 +293,13 @@ func (r *Report) writeWindow(w io.Writer) {
 		fmt.Fprintf(w, "not given\t%s (by the %s source)\n", strings.Join(missing, ", "), r.Source)
 	}
 	for _, n := range win.Notes {
-		if n != SchedSamplingNote {
+		if n != goruntime.SchedSamplingNote {
 			fmt.Fprintf(w, "note\t%s\n", n)
 		}
 	}
 }
 
-func writeDump(out io.Writer, d *GoroutineDump) {
+func writeDump(out io.Writer, d *goruntime.GoroutineDump) {
 	fmt.Fprintf(out, "\ngoroutines by stack: %d goroutines (the program's; the runtime's own are not dumped), largest groups first\n", d.Total)
 	for _, g := range d.Groups {
 		st := g.State

@@ -1,4 +1,4 @@
-package goruntime
+package inspect
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // measurement can see what it guards against.
 func TestInspectBoundsStopTheWorld(t *testing.T) {
 	testenv.Require(t, testenv.Linux)
-	p := startPatient(t, nil, nil, "-mode", "many", "-agent")
+	p := startPatient(t, "-mode", "many", "-agent")
 	gap := func() time.Duration {
 		var ns int64
 		if err := json.Unmarshal(p.self(t)["MaxTickGapNS"], &ns); err != nil {
@@ -39,7 +39,7 @@ func TestInspectBoundsStopTheWorld(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	gap()
 
-	rep, err := Inspect(context.Background(), InspectOptions{PID: p.pid(), Duration: 500 * time.Millisecond})
+	rep, err := Run(context.Background(), Options{PID: p.pid(), Duration: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestInspectBoundsStopTheWorld(t *testing.T) {
 		t.Errorf("default inspect dumped %d goroutines' stacks; notes %q", len(rep.Dump.Groups), rep.Notes)
 	}
 
-	rep, err = Inspect(context.Background(), InspectOptions{PID: p.pid(), Duration: 500 * time.Millisecond, DumpMax: -1})
+	rep, err = Run(context.Background(), Options{PID: p.pid(), Duration: 500 * time.Millisecond, DumpMax: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,8 @@
-package goruntime
+// Package inspect is the view behind "gosleuth inspect": what a Go
+// process's runtime did over a window (from the runtime sources of
+// internal/goruntime) beside what /proc saw of it (a window of
+// internal/window), as text or JSON.
+package inspect
 
 import (
 	"context"
@@ -7,11 +11,13 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/atomicfile"
+	"github.com/gosleuth/gosleuth/internal/goruntime"
 	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/window"
 )
 
-// InspectOptions configure Inspect.
-type InspectOptions struct {
+// Options configure Run.
+type Options struct {
 	PID int
 	// Duration is the window; it ends early when ctx is cancelled.
 	Duration time.Duration
@@ -45,19 +51,19 @@ type ProcView struct {
 	WakeupsPerSec float64 `json:"wakeups_per_sec"`
 }
 
-// Report is the outcome of Inspect: discovery facts, /proc over the window
+// Report is the outcome of Run: discovery facts, /proc over the window
 // and, when a runtime source was found, the runtime window and goroutine
 // dump.
 type Report struct {
-	Facts *Facts    `json:"facts"`
-	Proc  *ProcView `json:"proc,omitempty"`
+	Facts *goruntime.Facts `json:"facts"`
+	Proc  *ProcView        `json:"proc,omitempty"`
 	// Source and SourceAddr name the runtime source ("" when none).
 	Source     string `json:"source,omitempty"`
 	SourceAddr string `json:"source_addr,omitempty"`
 	// Info is the agent's self-description (agent sources only).
-	Info   map[string]string `json:"agent_info,omitempty"`
-	Window *Window           `json:"window,omitempty"`
-	Dump   *GoroutineDump    `json:"goroutines,omitempty"`
+	Info   map[string]string        `json:"agent_info,omitempty"`
+	Window *goruntime.Window        `json:"window,omitempty"`
+	Dump   *goruntime.GoroutineDump `json:"goroutines,omitempty"`
 	// Notes say what was ignored or could not be read; Hint how to get more.
 	Notes []string `json:"notes,omitempty"`
 	// TraceErr says why the execution trace asked for was not written.
@@ -65,46 +71,47 @@ type Report struct {
 	Hint     string `json:"hint,omitempty"`
 }
 
-// Inspect discovers process opts.PID, connects to a runtime source when
+// Run discovers process opts.PID, connects to a runtime source when
 // there is one, and samples it and /proc at the start and end of the
 // window. Without a runtime source it still returns the discovery and
 // /proc facts, with a hint on how to get more. Errors are returned for a
 // missing process, an unreachable or invalid explicit URL, or a source that
 // fails mid-window.
-func Inspect(ctx context.Context, opts InspectOptions) (*Report, error) {
+func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Groups == 0 {
 		opts.Groups = 10
 	}
-	facts, err := Discover(opts.ProcRoot, opts.PID)
+	facts, err := goruntime.Discover(opts.ProcRoot, opts.PID)
 	if err != nil {
 		return nil, err
 	}
 	r := &Report{Facts: facts}
 	pr, perr := proc.NewReader(proc.Options{Root: opts.ProcRoot, PIDs: []int{opts.PID}})
-	var s0, s1 proc.Snapshot
+	var wb *window.Builder
 	if perr == nil {
 		defer pr.Close()
-		if err := pr.Snapshot(&s0); err != nil {
+		wb = window.NewBuilder(pr, window.Config{PIDs: []int{opts.PID}, ProcRoot: opts.ProcRoot, NoFacts: true})
+		if _, err := wb.Read(); err != nil {
 			perr = err
 		}
 	}
 	if perr != nil {
 		r.Notes = append(r.Notes, fmt.Sprintf("/proc sampling unavailable: %v", perr))
 	}
-	var src Source
+	var src goruntime.Source
 	if facts.IsGo || opts.PprofURL != "" || opts.MetricsURL != "" {
 		var notes []string
-		src, notes, err = Connect(ctx, opts.PID, Options{ProcRoot: opts.ProcRoot, PprofURL: opts.PprofURL,
+		src, notes, err = goruntime.Connect(ctx, opts.PID, goruntime.Options{ProcRoot: opts.ProcRoot, PprofURL: opts.PprofURL,
 			MetricsURL: opts.MetricsURL, AgentDirs: opts.AgentDirs, Facts: facts})
 		r.Notes = append(r.Notes, notes...)
-		if err != nil && !errors.Is(err, ErrNoSource) {
+		if err != nil && !errors.Is(err, goruntime.ErrNoSource) {
 			return nil, err
 		}
 	}
 	if src != nil {
 		defer src.Close()
 		r.Source, r.SourceAddr = src.Kind(), src.Addr()
-		if a, ok := src.(*agentSource); ok {
+		if a, ok := src.(interface{ Info() map[string]string }); ok {
 			r.Info = a.Info()
 		}
 	} else {
@@ -117,7 +124,7 @@ func Inspect(ctx context.Context, opts InspectOptions) (*Report, error) {
 			r.Hint = "no runtime source: import github.com/gosleuth/gosleuth/agent (defer agent.Start(agent.Options{})()), or pass --pprof-url for a net/http/pprof endpoint or --metrics-url for a Prometheus /metrics page"
 		}
 	}
-	var a, b *Sample
+	var a, b *goruntime.Sample
 	if src != nil {
 		if a, err = src.Read(ctx); err != nil {
 			return nil, fmt.Errorf("read %s source at %s: %w", src.Kind(), src.Addr(), err)
@@ -138,14 +145,14 @@ func Inspect(ctx context.Context, opts InspectOptions) (*Report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read %s source at %s: %w", src.Kind(), src.Addr(), err)
 		}
-		r.Window = NewWindow(a, b)
-		if src.Kind() == "prometheus" && r.Window.Known.Has(KnownSchedLatency) {
+		r.Window = goruntime.NewWindow(a, b)
+		if src.Kind() == "prometheus" && r.Window.Known.Has(goruntime.KnownSchedLatency) {
 			r.Window.Notes = append(r.Window.Notes, "client_golang exports scheduling latency in coarse buckets (about 11x apart): p50 and p99 are bucket upper bounds")
 		}
 	}
 	if perr == nil {
-		if err := pr.Snapshot(&s1); err == nil {
-			r.Proc = procView(&s0, &s1, opts.PID)
+		if _, err := wb.Read(); err == nil {
+			r.Proc = procView(wb.Window(opts.PID))
 		}
 	}
 	if opts.TracePath != "" {
@@ -157,7 +164,7 @@ func Inspect(ctx context.Context, opts InspectOptions) (*Report, error) {
 	if dumpMax == 0 {
 		dumpMax = DefaultDumpMax
 	}
-	tooMany := b != nil && b.Known.Has(KnownGoroutines) && dumpMax > 0 && b.Goroutines > uint64(dumpMax)
+	tooMany := b != nil && b.Known.Has(goruntime.KnownGoroutines) && dumpMax > 0 && b.Goroutines > uint64(dumpMax)
 	if src != nil && opts.Groups > 0 && tooMany {
 		r.Notes = append(r.Notes, fmt.Sprintf("goroutine dump skipped: %d goroutines; the dump would stop the process for about %d ms (pass --dump-max %d to take it anyway)",
 			b.Goroutines, b.Goroutines*3/1000, b.Goroutines))
@@ -165,7 +172,7 @@ func Inspect(ctx context.Context, opts InspectOptions) (*Report, error) {
 	if src != nil && opts.Groups > 0 && !tooMany {
 		d, err := src.Goroutines(endCtx)
 		switch {
-		case errors.Is(err, ErrUnsupported):
+		case errors.Is(err, goruntime.ErrUnsupported):
 			r.Notes = append(r.Notes, err.Error())
 		case err != nil:
 			r.Notes = append(r.Notes, fmt.Sprintf("goroutine dump: %v", err))
@@ -187,8 +194,8 @@ const DefaultDumpMax = 2000
 
 // saveTrace writes the source's FlightRecorder snapshot to path and says
 // what happened.
-func saveTrace(ctx context.Context, src Source, path string) (string, error) {
-	fr, ok := src.(FlightRecorder)
+func saveTrace(ctx context.Context, src goruntime.Source, path string) (string, error) {
+	fr, ok := src.(goruntime.FlightRecorder)
 	if !ok {
 		err := errors.New("no execution trace: it needs the gosleuth agent with Options.FlightRecorder")
 		return err.Error(), err
@@ -205,23 +212,22 @@ func saveTrace(ctx context.Context, src Source, path string) (string, error) {
 	return fmt.Sprintf("execution trace of the last seconds written to %s (%d bytes): go tool trace %s", path, len(b), path), nil
 }
 
-// procView extracts pid's figures from two snapshots.
-func procView(s0, s1 *proc.Snapshot, pid int) *ProcView {
-	var rates proc.Rates
-	rates.Compute(s0, s1)
-	for i := range s1.Procs {
-		p := &s1.Procs[i]
-		if int(p.PID) != pid {
-			continue
-		}
-		rt := rates.Procs[i]
-		fds := int(p.FDs)
-		if p.Known&proc.KnownFDs == 0 {
-			fds = -1
-		}
-		return &ProcView{Seconds: rates.Interval.Seconds(), UserPct: rt.UserPct, SysPct: rt.SysPct,
-			RSSBytes: p.RSSBytes, Threads: int(p.Threads), FDs: fds, FDLimit: p.FDLimit,
-			WakeupsPerSec: rt.VolPerSec}
+// procView is the figures of the process's window, nil when it exited.
+func procView(w *window.Window) *ProcView {
+	if w == nil || w.Exited || len(w.Series) == 0 || w.Seconds() <= 0 {
+		return nil
 	}
-	return nil
+	last := w.Series[len(w.Series)-1]
+	fds := int(last.FDs)
+	if !w.FDsKnown {
+		fds = -1
+	}
+	limit := w.FDLimit
+	if limit < 0 {
+		limit = proc.Unlimited
+	}
+	sec := w.Seconds()
+	return &ProcView{Seconds: sec, UserPct: 100 * w.UserSec / sec, SysPct: 100 * w.SysSec / sec,
+		RSSBytes: last.RSS, Threads: int(last.Threads), FDs: fds, FDLimit: limit,
+		WakeupsPerSec: w.WakeupsPerSec()}
 }
