@@ -43,6 +43,7 @@ var layer = map[string]string{
 	"internal/web":            "view",
 	"internal/compare":        "view",
 	"internal/inspect":        "view",
+	"internal/syscallsview":   "view",
 }
 
 // may says which layers a layer may import.

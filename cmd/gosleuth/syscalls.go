@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/syscalls"
+	"github.com/gosleuth/gosleuth/internal/syscallsview"
 )
 
 func init() {
@@ -47,7 +48,7 @@ syscalls the threads wait in (/proc/PID/task/*/syscall). The output says so.
 On a terminal the table is redrawn every --interval.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
 			pid := fs.Int("pid", 0, "count the process `PID` (and its threads)")
-			duration := fs.String("duration", "", "counting `window` (default 10s with --pid; with -- CMD: until it exits)")
+			duration := fs.Duration("duration", 0, "counting `window` (0: 10s with --pid; with -- CMD: until it exits)")
 			interval := fs.Duration("interval", time.Second, "live refresh `interval` on a terminal")
 			threads := fs.Bool("threads", false, "also show each thread's own counts")
 			errs := fs.Bool("errors", false, "also count failed calls, by errno")
@@ -57,9 +58,10 @@ On a terminal the table is redrawn every --interval.`,
 			format := fs.String("format", "text", "output `format`: text or json")
 			root := fs.String("proc", "/proc", "procfs mount `path`")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-				cfg := syscalls.Config{PID: *pid, Command: args, Interval: *interval, Threads: *threads, Errors: *errs, Latency: *latency,
-					Mode: *mode, JSON: *format == "json", ProcRoot: *root, Stdin: os.Stdin}
-				if err := checkSyscallsFlags(&cfg, *duration, *format, *only); err != nil {
+				cfg := syscalls.Config{PID: *pid, Command: args, Threads: *threads, Errors: *errs, Latency: *latency,
+					Mode: *mode, ProcRoot: *root, Stdin: os.Stdin}
+				o := syscallsview.Options{Interval: *interval, JSON: *format == "json"}
+				if err := checkSyscallsFlags(&cfg, &o, *duration, *format, *only); err != nil {
 					return err
 				}
 				if runtime.GOOS != "linux" {
@@ -70,8 +72,8 @@ On a terminal the table is redrawn every --interval.`,
 						return err
 					}
 				}
-				cfg.Live = !cfg.JSON && isTerminal(stdout)
-				if err := syscalls.Run(ctx, cfg, stdout, stderr); err != nil {
+				o.Live = !o.JSON && isTerminal(stdout)
+				if err := syscallsview.Run(ctx, cfg, o, stdout, stderr); err != nil {
 					return fmt.Errorf("syscalls: %w", err)
 				}
 				return nil
@@ -81,7 +83,7 @@ On a terminal the table is redrawn every --interval.`,
 }
 
 // checkSyscallsFlags validates the command line and completes cfg.
-func checkSyscallsFlags(cfg *syscalls.Config, duration, format, only string) error {
+func checkSyscallsFlags(cfg *syscalls.Config, o *syscallsview.Options, duration time.Duration, format, only string) error {
 	switch {
 	case cfg.PID < 0:
 		return usagef("invalid pid %d", cfg.PID)
@@ -91,23 +93,21 @@ func checkSyscallsFlags(cfg *syscalls.Config, duration, format, only string) err
 		return usagef("give either --pid or a command, not both")
 	case format != "text" && format != "json":
 		return usagef("--format must be text or json, got %q", format)
-	case cfg.Interval < 100*time.Millisecond:
-		return usagef("--interval must be at least 100ms, got %s", cfg.Interval)
+	case o.Interval < 100*time.Millisecond:
+		return usagef("--interval must be at least 100ms, got %s", o.Interval)
 	case cfg.Mode != "auto" && cfg.Mode != "exact" && cfg.Mode != "proc":
 		return usagef("--mode must be auto, exact or proc, got %q", cfg.Mode)
 	case cfg.Mode == "proc" && (cfg.Errors || cfg.Latency || cfg.Threads):
 		return usagef("--errors, --latency and --threads need the exact mode, not --mode proc")
 	}
-	if duration != "" {
-		d, err := time.ParseDuration(duration)
-		if err != nil {
-			return usagef("invalid --duration %q: want a duration such as 10s", duration)
-		}
-		if d <= 0 || d > 24*time.Hour {
-			return usagef("--duration must be positive and at most 24h, got %s", duration)
-		}
-		cfg.Duration = d
-	} else if cfg.PID > 0 {
+	switch {
+	case duration < 0:
+		return usagef("--duration must not be negative, got %s", duration)
+	case duration > 24*time.Hour:
+		return usagef("--duration must be at most 24h, got %s", duration)
+	case duration > 0:
+		cfg.Duration = duration
+	case cfg.PID > 0:
 		cfg.Duration = 10 * time.Second
 	}
 	if only != "" {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 // Window is what two samples of one program tell about the time between
@@ -101,7 +103,7 @@ func NewWindow(a, b *Sample) *Window {
 		}
 	}
 	if k.Has(KnownGoroutinesCreated) {
-		w.CreatedPerSec = float64(sub(b.GoroutinesCreated, a.GoroutinesCreated)) / sec
+		w.CreatedPerSec = float64(proc.Delta(a.GoroutinesCreated, b.GoroutinesCreated)) / sec
 	}
 	w.Running, w.Runnable, w.Waiting, w.NotInGo = b.Running, b.Runnable, b.Waiting, b.NotInGo
 	w.Threads, w.GOMAXPROCS = b.Threads, b.GOMAXPROCS
@@ -112,7 +114,7 @@ func NewWindow(a, b *Sample) *Window {
 	w.ScanStack, w.ScanHeap, w.ScanGlobals = b.ScanStack, b.ScanHeap, b.ScanGlobals
 	w.GCCPUFraction = b.GCCPUFraction
 	if k.Has(KnownGCCycles) {
-		w.GCCycles = sub(b.GCCycles, a.GCCycles)
+		w.GCCycles = proc.Delta(a.GCCycles, b.GCCycles)
 		w.GCCyclesPerSec = float64(w.GCCycles) / sec
 	}
 	if k.Has(KnownGCPauses) {
@@ -137,8 +139,8 @@ func NewWindow(a, b *Sample) *Window {
 		}
 	}
 	if k.Has(KnownAllocs) {
-		w.AllocBytesPerSec = float64(sub(b.AllocBytes, a.AllocBytes)) / sec
-		w.AllocObjectsPerSec = float64(sub(b.AllocObjects, a.AllocObjects)) / sec
+		w.AllocBytesPerSec = float64(proc.Delta(a.AllocBytes, b.AllocBytes)) / sec
+		w.AllocObjectsPerSec = float64(proc.Delta(a.AllocObjects, b.AllocObjects)) / sec
 	}
 	if k.Has(KnownCPUClasses) {
 		switch {
@@ -178,7 +180,7 @@ func NewWindow(a, b *Sample) *Window {
 				w.GODEBUGTotal = map[string]uint64{}
 			}
 			w.GODEBUGTotal[name] = v
-			if d := sub(v, a.GODEBUG[name]); d > 0 {
+			if d := proc.Delta(a.GODEBUG[name], v); d > 0 {
 				if w.GODEBUG == nil {
 					w.GODEBUG = map[string]uint64{}
 				}
@@ -193,13 +195,4 @@ func NewWindow(a, b *Sample) *Window {
 func exactQuantile(sorted []float64, q float64) float64 {
 	i := int(math.Ceil(q*float64(len(sorted)))) - 1
 	return sorted[max(min(i, len(sorted)-1), 0)]
-}
-
-// sub returns b-a for counters, 0 when the counter went backwards (the
-// program restarted or the source is inconsistent).
-func sub(b, a uint64) uint64 {
-	if b < a {
-		return 0
-	}
-	return b - a
 }

@@ -166,7 +166,7 @@ func tickTarget(a, b targetReading) *TargetTick {
 		InvolCtxsw: float64(d.InvolCtxsw) / sec,
 	}
 	if a.gcOK && b.gcOK {
-		n := window.Delta(a.gcCycles, b.gcCycles)
+		n := proc.Delta(a.gcCycles, b.gcCycles)
 		t.GCCycles = &n
 	}
 	return t
@@ -234,7 +234,7 @@ func (t *targetAcc) stats(first targetReading, w *watcher) *TargetStats {
 		s.GCNote = "no runtime metrics source (agent, --pprof or --metrics)"
 	case first.gcOK && b.gcOK:
 		s.GCSource = w.gc.Kind()
-		n := window.Delta(first.gcCycles, b.gcCycles)
+		n := proc.Delta(first.gcCycles, b.gcCycles)
 		s.GCCycles = &n
 		if first.gcPauses != nil && b.gcPauses != nil {
 			d := b.gcPauses.Sub(first.gcPauses)

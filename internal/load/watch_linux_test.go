@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
-	"github.com/gosleuth/gosleuth/internal/window"
 )
 
 // TestWatchCountsExitedThreads: a target whose wake-ups happen on threads
@@ -43,7 +43,7 @@ func TestWatchCountsExitedThreads(t *testing.T) {
 	naive1 := w.wb.Latest().Find(int32(cmd.Process.Pid)).VolCtxsw
 	sec := last.w.End.Sub(first.w.End).Seconds()
 	rate := float64(last.w.VolCtxsw-first.w.VolCtxsw) / sec
-	naive := float64(window.Delta(naive0, naive1)) / sec
+	naive := float64(proc.Delta(naive0, naive1)) / sec
 	t.Logf("wake-ups merged by thread %.0f/s, from the process's live-thread sum %.0f/s", rate, naive)
 	// Four threads at a time, each sleeping 1 ms: well over 1,000 wake-ups
 	// a second when the machine is quiet; 200 leaves room for a loaded one.

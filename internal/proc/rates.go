@@ -76,14 +76,14 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 		if j < len(prev.Procs) && prev.Procs[j].PID == c.PID && prev.Procs[j].StartTime == c.StartTime {
 			p = &prev.Procs[j]
 			pr.New = false
-			pr.UserPct = float64(delta(p.UTime, c.UTime)) * tickPct
-			pr.SysPct = float64(delta(p.STime, c.STime)) * tickPct
-			pr.ChildUserPct = float64(delta(p.CUTime, c.CUTime)) * tickPct
-			pr.ChildSysPct = float64(delta(p.CSTime, c.CSTime)) * tickPct
-			pr.MinFltPerSec = float64(delta(p.MinFlt, c.MinFlt)) / sec
-			pr.MajFltPerSec = float64(delta(p.MajFlt, c.MajFlt)) / sec
+			pr.UserPct = float64(Delta(p.UTime, c.UTime)) * tickPct
+			pr.SysPct = float64(Delta(p.STime, c.STime)) * tickPct
+			pr.ChildUserPct = float64(Delta(p.CUTime, c.CUTime)) * tickPct
+			pr.ChildSysPct = float64(Delta(p.CSTime, c.CSTime)) * tickPct
+			pr.MinFltPerSec = float64(Delta(p.MinFlt, c.MinFlt)) / sec
+			pr.MajFltPerSec = float64(Delta(p.MajFlt, c.MajFlt)) / sec
 			if p.Known&c.Known&KnownIO != 0 {
-				pr.SyscallsPerSec = float64(delta(p.SyscR+p.SyscW, c.SyscR+c.SyscW)) / sec
+				pr.SyscallsPerSec = float64(Delta(p.SyscR+p.SyscW, c.SyscR+c.SyscW)) / sec
 			}
 		}
 		// Threads: merge-join by TID, summing switches over threads alive at
@@ -118,9 +118,9 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 			}
 			o := &pt[k]
 			tr.New = false
-			tr.UserPct = float64(delta(o.UTime, t.UTime)) * tickPct
-			tr.SysPct = float64(delta(o.STime, t.STime)) * tickPct
-			dv, di, dw := delta(o.VolCtxsw, t.VolCtxsw), delta(o.InvolCtxsw, t.InvolCtxsw), delta(o.WaitNS, t.WaitNS)
+			tr.UserPct = float64(Delta(o.UTime, t.UTime)) * tickPct
+			tr.SysPct = float64(Delta(o.STime, t.STime)) * tickPct
+			dv, di, dw := Delta(o.VolCtxsw, t.VolCtxsw), Delta(o.InvolCtxsw, t.InvolCtxsw), Delta(o.WaitNS, t.WaitNS)
 			tr.VolPerSec = float64(dv) / sec
 			tr.InvolPerSec = float64(di) / sec
 			tr.RunQueuePct = float64(dw) * nsPct
@@ -137,9 +137,11 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 	}
 }
 
-// delta is b-a for a counter that should not go backwards; a counter that did
-// (a reset) counts as no change rather than a huge one.
-func delta(a, b uint64) uint64 {
+// Delta is b-a for a counter read first as a, then as b; a counter that
+// went backwards (a reset, a reused PID) counts as no change rather than a
+// huge one. It is gosleuth's one saturating subtraction of counters: the
+// argument order is always (earlier, later).
+func Delta(a, b uint64) uint64 {
 	if b < a {
 		return 0
 	}

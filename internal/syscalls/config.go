@@ -17,9 +17,6 @@ type Config struct {
 	Command []string
 	// Duration is the window (0 with Command: until it exits).
 	Duration time.Duration
-	// Interval is the refresh period of the live view and of thread
-	// following.
-	Interval time.Duration
 	// Threads reports each thread's own counts.
 	Threads bool
 	// Errors counts failed calls by errno, and Latency times every call,
@@ -31,9 +28,6 @@ type Config struct {
 	Only []string
 	// Mode is "auto", "exact" (fail rather than fall back) or "proc".
 	Mode string
-	// JSON selects JSON output; Live redraws the report every Interval
-	// (stdout is a terminal).
-	JSON, Live bool
 	// ProcRoot is the proc mount ("" is /proc).
 	ProcRoot string
 	// Stdin is given to Command.

@@ -1,12 +1,7 @@
 package syscalls
 
 import (
-	"bytes"
-	"encoding/json"
-	"strings"
 	"testing"
-
-	"github.com/gosleuth/gosleuth/internal/golden"
 )
 
 func TestRows(t *testing.T) {
@@ -28,53 +23,6 @@ func TestRows(t *testing.T) {
 			t.Errorf("row %d = %+v, want %+v", i, rows[i], want[i])
 		}
 	}
-}
-
-func TestReportOutputs(t *testing.T) {
-	failed := uint64(2)
-	code := 0
-	r := &Report{Mode: ModeExact, Mechanism: "perf counters", PID: 42, Comm: "patient", DurationS: 2, Total: 120,
-		Threads: 5, ThreadsLater: 1, Exited: true, ExitCode: &code,
-		Syscalls: []Row{{Name: "futex", Nr: 202, Count: 120, RatePerS: 60, Percent: 100, Errors: &failed,
-			Latency: &Latency{Calls: 120, TotalNS: 1200000, AvgNS: 10000, P99NS: 50000, MaxNS: 90000}}},
-		ErrorsByErrno: []ErrnoRow{{Name: "futex", Nr: 202, Errno: "ETIMEDOUT", Count: 2}}, Sampled: 5}
-	var text bytes.Buffer
-	if err := r.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
-		"syscalls of pid 42 (patient), exact",
-		"mechanism: perf counters",
-		"window 2.00s, 5 threads at attach, 1 found later, 0 events lost, target exited (status 0)",
-		"         120         60.0   100.00         2         1.2      10.00      50.00      90.00  futex",
-		"         120         60.0   100.00  total",
-		"           2  ETIMEDOUT        futex",
-	} {
-		if !strings.Contains(text.String(), want) {
-			t.Errorf("text lacks %q:\n%s", want, text.String())
-		}
-	}
-	var js bytes.Buffer
-	if err := r.WriteJSON(&js); err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(js.Bytes(), &m); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"mode", "duration_s", "pid", "total", "syscalls", "lost", "exited", "errors_by_errno"} {
-		if _, ok := m[k]; !ok {
-			t.Errorf("JSON lacks %q: %s", k, js.String())
-		}
-	}
-	row := m["syscalls"].([]any)[0].(map[string]any)
-	for _, k := range []string{"name", "nr", "count", "rate_per_s", "errors", "latency"} {
-		if _, ok := row[k]; !ok {
-			t.Errorf("JSON row lacks %q", k)
-		}
-	}
-	golden.Check(t, "report.txt", text.Bytes())
-	golden.Check(t, "report.json", js.Bytes())
 }
 
 func TestProcSamplerParse(t *testing.T) {

@@ -4,7 +4,6 @@ package syscalls
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,114 +18,30 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// source is one way of counting: exact counters or /proc sampling.
-type source interface {
-	// tick is called every 10 ms: follow threads, take samples.
-	tick(now time.Time)
-	// stop ends counting; report still works.
-	stop() error
-	// report fills r with what was counted since the start.
-	report(r *Report, seconds float64) error
-	close()
-}
-
-// Run counts cfg's target for the window and writes the report to stdout.
-// Progress and notes go to stderr.
-func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
-	if cfg.Interval <= 0 {
-		cfg.Interval = time.Second
-	}
+// startSession opens the counting of cfg's target: it starts cfg.Command
+// stopped at its exec, or opens the source on cfg.PID.
+func startSession(cfg Config, stdout, stderr io.Writer) (*Session, error) {
 	r := &Report{PID: cfg.PID, Command: cfg.Command}
-	var (
-		src    source
-		exited <-chan struct{}
-		cmd    *exec.Cmd
-		err    error
-	)
+	ss := &Session{cfg: cfg, r: r}
 	if len(cfg.Command) > 0 {
-		var done chan struct{}
-		cmd, src, done, err = startCommand(cfg, r, stdout, stderr)
+		cmd, src, done, err := startCommand(cfg, r, stdout, stderr)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		exited = done
+		ss.cmd, ss.src, ss.exited = cmd, src, done
 	} else {
 		r.Comm = comm(cfg.ProcRoot, cfg.PID)
 		if r.Comm == "" {
-			return fmt.Errorf("process %d %w", cfg.PID, ErrNotFound)
+			return nil, fmt.Errorf("process %d %w", cfg.PID, ErrNotFound)
 		}
-		src, err = open(cfg, cfg.PID, r)
+		src, err := open(cfg, cfg.PID, r)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		exited = watchExit(cfg.PID)
+		ss.src, ss.exited = src, watchExit(cfg.PID)
 	}
-	defer src.close()
-	fmt.Fprintf(stderr, "gosleuth: counting syscalls of pid %d (%d threads), %s\n", r.PID, r.Threads, r.Mode)
-	start := time.Now()
-	var deadline <-chan time.Time
-	if cfg.Duration > 0 {
-		tm := time.NewTimer(cfg.Duration)
-		defer tm.Stop()
-		deadline = tm.C
-	}
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	nextDraw := start.Add(cfg.Interval)
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			r.Notes = append(r.Notes, "interrupted")
-			break loop
-		case <-deadline:
-			break loop
-		case <-exited:
-			r.Exited = true
-			break loop
-		case now := <-tick.C:
-			src.tick(now)
-			if cfg.Live && !now.Before(nextDraw) {
-				nextDraw = now.Add(cfg.Interval)
-				if err := src.report(r, now.Sub(start).Seconds()); err != nil {
-					return err
-				}
-				io.WriteString(stdout, "\x1b[H\x1b[2J")
-				if err := write(r, cfg.JSON, stdout); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	seconds := time.Since(start).Seconds()
-	if err := src.stop(); err != nil {
-		return err
-	}
-	if cmd != nil && r.Exited {
-		code := cmd.ProcessState.ExitCode()
-		r.ExitCode = &code
-	}
-	if err := src.report(r, seconds); err != nil {
-		return err
-	}
-	if cfg.Live {
-		io.WriteString(stdout, "\x1b[H\x1b[2J")
-	}
-	if err := write(r, cfg.JSON, stdout); err != nil {
-		return err
-	}
-	if c, ok := src.(*exactSource); ok && c.counter.FDs() > 0 {
-		fmt.Fprintf(stderr, "gosleuth: counting stopped; releasing %d perf events on %d tracepoints (the kernel waits for an RCU grace period per tracepoint, ~30 ms each)\n",
-			c.counter.FDs(), len(c.counter.Events()))
-	}
-	return nil
-}
-
-func write(r *Report, asJSON bool, w io.Writer) error {
-	if asJSON {
-		return r.WriteJSON(w)
-	}
-	return r.WriteText(w)
+	ss.start = time.Now()
+	return ss, nil
 }
 
 // comm returns the process's name, or "" when it does not exist.
@@ -440,6 +355,10 @@ func (s *exactSource) addSampled(r *Report) {
 
 func (s *exactSource) stop() error { return s.counter.Disable() }
 
+func (s *exactSource) held() (fds, tracepoints int) {
+	return s.counter.FDs(), len(s.counter.Events())
+}
+
 func (s *exactSource) close() {
 	if s.sampler != nil {
 		s.sampler.Close()
@@ -512,8 +431,8 @@ func (s *procSource) report(r *Report, seconds float64) error {
 	}
 	p0, p1 := s.first.Find(int32(s.pid)), s.snap.Find(int32(s.pid))
 	if p0 != nil && p1 != nil && p1.Known&proc.KnownIO != 0 {
-		a.ReadCalls = p1.SyscR - p0.SyscR
-		a.WriteCalls = p1.SyscW - p0.SyscW
+		a.ReadCalls = proc.Delta(p0.SyscR, p1.SyscR)
+		a.WriteCalls = proc.Delta(p0.SyscW, p1.SyscW)
 		if seconds > 0 {
 			a.ReadRate = float64(a.ReadCalls) / seconds
 			a.WriteRate = float64(a.WriteCalls) / seconds
@@ -528,6 +447,8 @@ func (s *procSource) report(r *Report, seconds float64) error {
 
 func (s *procSource) stop() error { return nil }
 
+func (s *procSource) held() (int, int) { return 0, 0 }
+
 func (s *procSource) close() {
 	s.sampler.Close()
 	s.reader.Close()
@@ -540,9 +461,6 @@ func startCommand(cfg Config, r *Report, stdout, stderr io.Writer) (*exec.Cmd, s
 	cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
 	cmd.Stdin = cfg.Stdin
 	cmd.Stdout = stdout
-	if cfg.JSON {
-		cmd.Stdout = stderr
-	}
 	cmd.Stderr = stderr
 	l, err := proc.StartStopped(cmd)
 	if err != nil {

@@ -2,12 +2,9 @@
 
 package syscalls
 
-import (
-	"context"
-	"io"
-)
+import "io"
 
-// Run needs Linux: elsewhere it returns ErrNotSupported.
-func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
-	return ErrNotSupported
+// startSession needs Linux: elsewhere it returns ErrNotSupported.
+func startSession(Config, io.Writer, io.Writer) (*Session, error) {
+	return nil, ErrNotSupported
 }

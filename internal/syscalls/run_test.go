@@ -3,9 +3,6 @@
 package syscalls
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"io"
 	"os"
 	"regexp"
@@ -31,20 +28,15 @@ func TestRunFallsBackToTotals(t *testing.T) {
 		t.Fatalf("cannot lower RLIMIT_NOFILE: %v", err)
 	}
 	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
-	var out, errb bytes.Buffer
 	// The patient works once counting has started (its worker threads
 	// exit after their calls: calls made before the attach are lost).
 	go func() {
 		waitForPerfEvents(5 * time.Second)
 		io.WriteString(p.in, "go\n")
 	}()
-	cfg := Config{PID: p.cmd.Process.Pid, Duration: 3 * time.Second, JSON: true}
-	if err := Run(context.Background(), cfg, &out, &errb); err != nil {
+	rep, err := countFor(t, Config{PID: p.cmd.Process.Pid}, 3*time.Second)
+	if err != nil {
 		t.Fatal(err)
-	}
-	var rep Report
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
 	}
 	if rep.Mode != ModeTotals || len(rep.Notes) == 0 || rep.Total < 2000 {
 		t.Errorf("mode %q, total %d, notes %q: want %s, >= 2000 calls and a note", rep.Mode, rep.Total, rep.Notes, ModeTotals)
@@ -66,14 +58,9 @@ func TestRunFallsBackToProc(t *testing.T) {
 		t.Fatalf("cannot lower RLIMIT_NOFILE: %v", err)
 	}
 	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &old) // root may raise the hard limit again
-	var out, errb bytes.Buffer
-	cfg := Config{PID: p.cmd.Process.Pid, Duration: 300 * time.Millisecond, JSON: true}
-	if err := Run(context.Background(), cfg, &out, &errb); err != nil {
+	rep, err := countFor(t, Config{PID: p.cmd.Process.Pid}, 300*time.Millisecond)
+	if err != nil {
 		t.Fatalf("auto mode failed instead of falling back: %v", err)
-	}
-	var rep Report
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
 	}
 	if rep.Mode != ModeProc || !strings.Contains(rep.Reason, "descriptors") || regexp.MustCompile(`-\d+ available`).MatchString(rep.Reason) {
 		t.Errorf("mode %q, reason %q: want %s and why", rep.Mode, rep.Reason, ModeProc)
@@ -91,4 +78,21 @@ func waitForPerfEvents(d time.Duration) {
 			}
 		}
 	}
+}
+
+// countFor runs a Session for d, ticking it as the view does, and returns
+// its final report.
+func countFor(t *testing.T, cfg Config, d time.Duration) (*Report, error) {
+	t.Helper()
+	s, err := Start(cfg, io.Discard, io.Discard)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	end := time.Now().Add(d)
+	for now := time.Now(); now.Before(end); now = time.Now() {
+		s.Tick(now)
+		time.Sleep(10 * time.Millisecond)
+	}
+	return s.Finish(false, "")
 }

@@ -233,10 +233,10 @@ func (b *Builder) window(a *acc) *Window {
 		Start:        a.firstT,
 		End:          a.lastT,
 		Exited:       a.gone,
-		UserSec:      tick(Delta(f.UTime, l.UTime)),
-		SysSec:       tick(Delta(f.STime, l.STime)),
-		ChildUserSec: tick(Delta(f.CUTime, l.CUTime)),
-		ChildSysSec:  tick(Delta(f.CSTime, l.CSTime)),
+		UserSec:      tick(proc.Delta(f.UTime, l.UTime)),
+		SysSec:       tick(proc.Delta(f.STime, l.STime)),
+		ChildUserSec: tick(proc.Delta(f.CUTime, l.CUTime)),
+		ChildSysSec:  tick(proc.Delta(f.CSTime, l.CSTime)),
 		VolCtxsw:     a.vol,
 		InvolCtxsw:   a.invol,
 		IOCalls:      -1,
@@ -249,7 +249,7 @@ func (b *Builder) window(a *acc) *Window {
 		w.ReapShare = float64(a.reaps) / float64(a.intervals)
 	}
 	if l.Known&proc.KnownIO != 0 && f.Known&proc.KnownIO != 0 {
-		w.IOCalls = int64(Delta(f.SyscR+f.SyscW, l.SyscR+l.SyscW))
+		w.IOCalls = int64(proc.Delta(f.SyscR+f.SyscW, l.SyscR+l.SyscW))
 	}
 	if l.Known&proc.KnownFDLimit != 0 {
 		w.FDLimit = l.FDLimit
@@ -268,17 +268,6 @@ func (b *Builder) window(a *acc) *Window {
 	}
 	w.AllowedCPUs, w.Go = a.allowed, a.facts
 	return w
-}
-
-// Delta is b-a for a counter read first as a then as b; a counter that went
-// backwards (a reset, a reused PID) counts as no change. It is the one
-// saturating subtraction of counters in gosleuth: the argument order is
-// (earlier, later), as in proc.Rates.
-func Delta(a, b uint64) uint64 {
-	if b < a {
-		return 0
-	}
-	return b - a
 }
 
 // goFacts finds the GOMAXPROCS a Go process runs with, as its Go version
@@ -306,11 +295,11 @@ func Between(earlier, later *Window) *Window {
 	w.ChildUserSec = sub(earlier.ChildUserSec, later.ChildUserSec)
 	w.ChildSysSec = sub(earlier.ChildSysSec, later.ChildSysSec)
 	w.RunQueueSec = sub(earlier.RunQueueSec, later.RunQueueSec)
-	w.VolCtxsw = Delta(earlier.VolCtxsw, later.VolCtxsw)
-	w.InvolCtxsw = Delta(earlier.InvolCtxsw, later.InvolCtxsw)
+	w.VolCtxsw = proc.Delta(earlier.VolCtxsw, later.VolCtxsw)
+	w.InvolCtxsw = proc.Delta(earlier.InvolCtxsw, later.InvolCtxsw)
 	w.ChildrenSeen = max(later.ChildrenSeen-earlier.ChildrenSeen, 0)
 	if earlier.IOCalls >= 0 && later.IOCalls >= 0 {
-		w.IOCalls = int64(Delta(uint64(earlier.IOCalls), uint64(later.IOCalls)))
+		w.IOCalls = int64(proc.Delta(uint64(earlier.IOCalls), uint64(later.IOCalls)))
 	} else {
 		w.IOCalls = -1
 	}

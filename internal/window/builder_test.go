@@ -124,7 +124,7 @@ func TestWakeupsOfThreadsThatExit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	naive := Delta(firstLive, s.Find(int32(self)).VolCtxsw)
+	naive := proc.Delta(firstLive, s.Find(int32(self)).VolCtxsw)
 	w := b.Window(self)
 	if w == nil {
 		t.Fatal("no window for the test process")
@@ -179,8 +179,8 @@ func TestDelta(t *testing.T) {
 	for _, tc := range []struct{ a, b, want uint64 }{
 		{10, 25, 15}, {25, 10, 0}, {7, 7, 0}, {0, 1 << 63, 1 << 63},
 	} {
-		if got := Delta(tc.a, tc.b); got != tc.want {
-			t.Errorf("Delta(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
+		if got := proc.Delta(tc.a, tc.b); got != tc.want {
+			t.Errorf("proc.Delta(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
 		}
 	}
 }
