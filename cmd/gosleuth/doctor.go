@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/termsafe"
+	"github.com/gosleuth/gosleuth/internal/window"
 
 	"github.com/gosleuth/gosleuth/internal/atomicfile"
 	"github.com/gosleuth/gosleuth/internal/doctor"
@@ -80,7 +81,7 @@ Rule ids: ` + ruleIDs(),
 				if err := checkTargets(*procRoot, pids...); err != nil {
 					return err
 				}
-				cfg := doctor.Config{
+				cfg := window.CollectConfig{Triage: doctor.Triage,
 					PIDs: pids, Duration: *duration, ProcRoot: *procRoot,
 					MaxLooks: *maxLooks, Looks: doctorLooks(*procRoot, *pprofURL, *metricsURL),
 				}
@@ -90,12 +91,12 @@ Rule ids: ` + ruleIDs(),
 				if isTerminal(stderr) {
 					cfg.Progress = func(s string) { fmt.Fprintf(stderr, "\r\x1b[K%s", termsafe.String(s)) }
 				}
-				ws, host, notes, err := doctor.Collect(ctx, cfg)
+				ws, host, notes, err := window.Collect(ctx, cfg)
 				if cfg.Progress != nil {
 					fmt.Fprint(stderr, "\r\x1b[K")
 				}
 				if err != nil {
-					if errors.Is(err, doctor.ErrNoProcess) {
+					if errors.Is(err, window.ErrNoProcess) {
 						return fmt.Errorf("doctor: %w", err)
 					}
 					return err

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/testenv"
+	"github.com/gosleuth/gosleuth/internal/window"
 
 	"github.com/gosleuth/gosleuth/internal/testbin"
 )
@@ -80,9 +81,9 @@ func startPatient(t *testing.T, mode string, env ...string) patient {
 }
 
 // diagnose observes one pid for d with the given looks.
-func diagnose(t *testing.T, pid int, d time.Duration, looks ...Look) *Report {
+func diagnose(t *testing.T, pid int, d time.Duration, looks ...window.Look) *Report {
 	t.Helper()
-	ws, host, notes, err := Collect(context.Background(), Config{PIDs: []int{pid}, Duration: d, Interval: d / 8, Looks: looks})
+	ws, host, notes, err := window.Collect(context.Background(), window.CollectConfig{PIDs: []int{pid}, Duration: d, Interval: d / 8, Looks: looks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestPatientsProc(t *testing.T) {
 	for i, tt := range tests {
 		pids[i] = startPatient(t, tt.mode, tt.env...).pid
 	}
-	ws, host, notes, err := Collect(context.Background(), Config{PIDs: pids, Duration: 4 * time.Second, Interval: 500 * time.Millisecond})
+	ws, host, notes, err := window.Collect(context.Background(), window.CollectConfig{PIDs: pids, Duration: 4 * time.Second, Interval: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,9 +204,9 @@ func TestControls(t *testing.T) {
 				go steadyLoad(ctx, "http://"+p.addr+"/", 2000)
 				time.Sleep(time.Second) // steady state, not the start of the load
 			}
-			var looks []Look
+			var looks []window.Look
 			if os.Geteuid() == 0 {
-				looks = []Look{SyscallsLook{}, StacksLook{}, RuntimeLook{}}
+				looks = []window.Look{window.SyscallsLook{}, window.StacksLook{}, window.RuntimeLook{}}
 			}
 			rep := diagnose(t, p.pid, 4*time.Second, looks...)
 			for _, f := range findingsOf(rep, p.pid) {
@@ -301,7 +302,7 @@ func TestPatientsInside(t *testing.T) {
 		if tt.env != nil {
 			name += "+agent"
 		}
-		looks := []Look{SyscallsLook{}, StacksLook{}, RuntimeLook{}}
+		looks := []window.Look{window.SyscallsLook{}, window.StacksLook{}, window.RuntimeLook{}}
 		if tt.noSyscalls {
 			name += "-nosyscalls"
 			looks = looks[1:]

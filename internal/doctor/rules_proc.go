@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/gosleuth/gosleuth/internal/window"
 )
 
 // Thresholds of the /proc-decidable rules. They are relative (per second,
@@ -358,7 +360,7 @@ func topSyscalls(s *Syscalls, n int) string {
 	for name, c := range s.Counts {
 		shares = append(shares, Share{Name: name, Share: float64(c) / total})
 	}
-	sortShares(shares)
+	window.SortShares(shares)
 	return joinShares(shares, n)
 }
 

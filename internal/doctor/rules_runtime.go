@@ -5,15 +5,18 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/gosleuth/gosleuth/internal/window"
 )
 
-// Runtime classes of stack samples, as Stacks.Classes names them.
+// Runtime classes of stack samples, as Stacks.Classes names them (the
+// window layer's summary of the stack source's classes).
 const (
-	ClassGCBackground = "gc-background" // runtime.gcBgMarkWorker and sweeping
-	ClassGCAssist     = "gc-assist"     // runtime.gcAssistAlloc on a goroutine's stack
-	ClassScheduler    = "scheduler"     // schedule, findRunnable, stopm, park_m, mcall
-	ClassLock         = "lock"          // sync.(*Mutex).lockSlow, runtime.lock2, semacquire
-	ClassUserCode     = "user"          // the program's own code, outside the runtime and kernel
+	ClassGCBackground = window.ClassGCBackground
+	ClassGCAssist     = window.ClassGCAssist
+	ClassScheduler    = window.ClassScheduler
+	ClassLock         = window.ClassLock
+	ClassUserCode     = window.ClassUserCode
 )
 
 // Thresholds of the rules that need stacks or runtime metrics.
@@ -44,7 +47,7 @@ const (
 	// of lock samples will do: the same eight goroutines gave 3.0% once.
 	lockShareWeak     = 0.01
 	mutexWaitWarn     = 0.1
-	goroutineLeakRise = 100
+	goroutineLeakRise = window.DumpGoroutineRise
 	// A rising goroutine count is a leak when it would double within this
 	// many seconds.
 	goroutineDoublingSec = 600

@@ -231,20 +231,6 @@ func TestMissingSources(t *testing.T) {
 	}
 }
 
-func TestFuncPkg(t *testing.T) {
-	for fn, want := range map[string]string{
-		"encoding/json.(*decodeState).object": "encoding/json",
-		"main.main.func1":                     "main",
-		"runtime.AddCleanup[go.shape.struct { Pid int; os.state sync/atomic.Uint32 }]": "runtime",
-		"github.com/a/b.F":  "github.com/a/b",
-		"[kernel.kallsyms]": "",
-	} {
-		if got := funcPkg(fn); got != want {
-			t.Errorf("funcPkg(%q) = %q, want %q", fn, got, want)
-		}
-	}
-}
-
 func TestSlope(t *testing.T) {
 	b, r2 := slope([]float64{0, 1, 2, 3}, []float64{1, 3, 5, 7})
 	if math.Abs(b-2) > 1e-9 || math.Abs(r2-1) > 1e-9 {

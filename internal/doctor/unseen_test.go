@@ -12,6 +12,7 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
+	"github.com/gosleuth/gosleuth/internal/window"
 )
 
 // startUnseen runs testdata/unseen in the given behaviour and returns its
@@ -107,7 +108,7 @@ func TestUnseenPatients(t *testing.T) {
 	}
 	for _, tt := range tests {
 		name := tt.behaviour
-		looks := []Look{SyscallsLook{}, StacksLook{}, RuntimeLook{}}
+		looks := []window.Look{window.SyscallsLook{}, window.StacksLook{}, window.RuntimeLook{}}
 		if tt.noSyscalls {
 			name += "-nosyscalls"
 			looks = looks[1:]

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/doctor"
+	"github.com/gosleuth/gosleuth/internal/window"
 )
 
 // FindingSeries is one doctor finding that holds, as exported.
@@ -22,7 +23,7 @@ type DoctorConfig struct {
 	Every    time.Duration
 	Window   time.Duration
 	MaxLooks int
-	Looks    []doctor.Look
+	Looks    []window.Look
 }
 
 // RunDoctor diagnoses the host every cfg.Every until ctx ends; each run
@@ -44,7 +45,7 @@ func (e *Exporter) RunDoctor(ctx context.Context, cfg DoctorConfig) {
 
 func (e *Exporter) diagnose(ctx context.Context, cfg DoctorConfig) {
 	start := time.Now()
-	ws, host, notes, err := doctor.Collect(ctx, doctor.Config{Duration: cfg.Window, ProcRoot: e.cfg.ProcRoot,
+	ws, host, notes, err := window.Collect(ctx, window.CollectConfig{Duration: cfg.Window, ProcRoot: e.cfg.ProcRoot, Triage: doctor.Triage,
 		Looks: cfg.Looks, MaxLooks: cfg.MaxLooks})
 	if err != nil {
 		if ctx.Err() == nil {

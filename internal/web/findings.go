@@ -8,6 +8,7 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/doctor"
 	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/window"
 )
 
 // finding is a doctor finding with where on the charts it began.
@@ -100,7 +101,7 @@ func (w *watch) windowLocked(sm *sampler, a, b uint64) *doctor.Window {
 		win.Syscalls = &doctor.Syscalls{Seconds: sm.exactLastT.Sub(sm.exactT0).Seconds(), Counts: counts, Mechanism: w.exactMech}
 	}
 	if n := len(sm.rtHist); n > 0 && sm.rtFirst != nil && sm.rtFirst != sm.rtHist[n-1] {
-		win.Runtime, win.Go = doctor.RuntimeOf(w.runtimeFrom, sm.rtFirst, sm.rtHist[n-1], win.Go)
+		win.Runtime, win.Go = window.RuntimeOf(w.runtimeFrom, sm.rtFirst, sm.rtHist[n-1], win.Go)
 	}
 	return win
 }

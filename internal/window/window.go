@@ -9,7 +9,11 @@
 // deltas of their own. A Window is not changed once built.
 package window
 
-import "time"
+import (
+	"cmp"
+	"slices"
+	"time"
+)
 
 // Source names a kind of evidence a window may carry.
 type Source string
@@ -311,4 +315,14 @@ func PerSec(v, sec float64) float64 {
 		return 0
 	}
 	return v / sec
+}
+
+// SortShares orders shares largest first, then by name.
+func SortShares(s []Share) {
+	slices.SortFunc(s, func(a, b Share) int {
+		if c := cmp.Compare(b.Share, a.Share); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
 }

@@ -1,4 +1,4 @@
-package doctor
+package window
 
 import (
 	"cmp"
@@ -12,6 +12,17 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/goruntime"
 	"github.com/gosleuth/gosleuth/internal/stacks"
+)
+
+// Runtime classes of stack samples, as Stacks.Classes names them: the
+// stack source's classes (stacks.Class) folded into what the rules ask
+// about.
+const (
+	ClassGCBackground = "gc-background" // runtime.gcBgMarkWorker and sweeping
+	ClassGCAssist     = "gc-assist"     // runtime.gcAssistAlloc on a goroutine's stack
+	ClassScheduler    = "scheduler"     // schedule, findRunnable, stopm, park_m, mcall
+	ClassLock         = "lock"          // sync.(*Mutex).lockSlow, runtime.lock2, semacquire
+	ClassUserCode     = "user"          // the program's own code, outside the runtime and kernel
 )
 
 // StacksLook samples user and kernel stacks at 99 Hz (user-only without
@@ -362,12 +373,17 @@ func shares(m map[string]float64, total float64) []Share {
 	for k, v := range m {
 		out = append(out, Share{Name: k, Share: v / total})
 	}
-	sortShares(out)
+	SortShares(out)
 	if len(out) > 10 {
 		out = out[:10]
 	}
 	return out
 }
+
+// DumpGoroutineRise is the rise of the goroutine count over a window at
+// which RuntimeLook takes a goroutine dump (to name the go statement behind
+// a leak); the doctor's leak rule starts at the same rise.
+const DumpGoroutineRise = 100
 
 // RuntimeLook reads a Go program's runtime metrics at the start and end of
 // its time (from the gosleuth agent, or the pprof / metrics URLs given).
@@ -415,7 +431,7 @@ func (l RuntimeLook) Look(ctx context.Context, pid int, d time.Duration, w *Wind
 	// A rising count: take one goroutine dump, to name the go statement
 	// that starts them and where they wait. Only then, as a dump stops the
 	// world for a moment.
-	if w.Runtime.GoroutinesEnd-w.Runtime.GoroutinesStart >= goroutineLeakRise {
+	if w.Runtime.GoroutinesEnd-w.Runtime.GoroutinesStart >= DumpGoroutineRise {
 		if d, err := src.Goroutines(rctx); err == nil {
 			w.Runtime.Groups = goroutineGroups(d, 3)
 		}

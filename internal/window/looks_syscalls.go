@@ -1,4 +1,4 @@
-package doctor
+package window
 
 // SyscallsLook counts a chosen set of syscalls exactly with per-task
 // tracepoint counters (root only; Linux only).

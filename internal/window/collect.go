@@ -1,18 +1,16 @@
-package doctor
+package window
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/proc"
-	"github.com/gosleuth/gosleuth/internal/window"
 )
 
 // Look takes a close look at one process with a source beyond /proc
@@ -26,12 +24,12 @@ type Look interface {
 	Look(ctx context.Context, pid int, d time.Duration, w *Window) error
 }
 
-// Config says what Collect observes.
-type Config struct {
+// CollectConfig says what Collect observes.
+type CollectConfig struct {
 	// PIDs restricts the report to these processes; empty means the whole
 	// host.
 	PIDs []int
-	// Duration is the length of the window.
+	// Duration is the length of the
 	Duration time.Duration
 	// Interval is the /proc sampling period (default 1 s, at most a fifth
 	// of Duration).
@@ -39,11 +37,16 @@ type Config struct {
 	// ProcRoot is the procfs mount (/proc when empty).
 	ProcRoot string
 	// Looks are the close-look sources, tried on the processes chosen after
-	// the first part of the window.
+	// the first part of the
 	Looks []Look
 	// MaxLooks caps the processes looked at closely on a whole-host run
 	// (default 4); explicit PIDs are all looked at.
 	MaxLooks int
+	// Triage picks, on a whole-host run, at most n of the windows of the
+	// window's first part for close looks (the doctor's Triage, which
+	// judges them by its rules). Nil looks at none of them: close looks
+	// then run only on PIDs named.
+	Triage func(ws []*Window, h *Host, n int) []*Window
 	// Progress, when set, receives one-line progress messages.
 	Progress func(string)
 }
@@ -55,8 +58,7 @@ var ErrNoProcess = errors.New("process not found")
 // the host. On a whole-host run close looks start once a first part of the
 // window (30%, at least 2 s) has picked the processes worth them; processes
 // named in cfg.PIDs are looked at from the first tick. Looks end with the
-// window.
-func Collect(ctx context.Context, cfg Config) ([]*Window, *Host, []string, error) {
+func Collect(ctx context.Context, cfg CollectConfig) ([]*Window, *Host, []string, error) {
 	if cfg.Duration <= 0 {
 		return nil, nil, nil, fmt.Errorf("collect: duration must be positive, got %v", cfg.Duration)
 	}
@@ -79,7 +81,7 @@ func Collect(ctx context.Context, cfg Config) ([]*Window, *Host, []string, error
 		return nil, nil, nil, fmt.Errorf("collect: %w", err)
 	}
 	defer r.Close()
-	wb := window.NewBuilder(r, window.Config{PIDs: cfg.PIDs, ProcRoot: cfg.ProcRoot})
+	wb := NewBuilder(r, Config{PIDs: cfg.PIDs, ProcRoot: cfg.ProcRoot})
 	snap, err := wb.Read()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("collect: %w", err)
@@ -143,7 +145,10 @@ func Collect(ctx context.Context, cfg Config) ([]*Window, *Host, []string, error
 				}
 				chosen := cands
 				if whole {
-					chosen = Triage(cands, wb.Host(), maxLooks)
+					chosen = nil
+					if cfg.Triage != nil {
+						chosen = cfg.Triage(cands, wb.Host(), maxLooks)
+					}
 				}
 				for _, w := range chosen {
 					for _, l := range cfg.Looks {
@@ -207,45 +212,4 @@ func Collect(ctx context.Context, cfg Config) ([]*Window, *Host, []string, error
 		out = append(out, w)
 	}
 	return out, host, notes, nil
-}
-
-// Triage is the step of a whole-host run that picks, from the windows of
-// its first part, the at most n processes worth a close look (stack
-// samples, syscall counters, runtime metrics): those a /proc rule flags and
-// the Go processes with non-trivial CPU or wake-ups, busiest first.
-func Triage(ws []*Window, h *Host, n int) []*Window {
-	type scored struct {
-		w     *Window
-		score float64
-	}
-	var c []scored
-	for _, w := range ws {
-		found, _ := Evaluate(w, h)
-		score := 0.0
-		for _, f := range found {
-			score += float64(1+f.Severity) * 10
-		}
-		if w.IsGo() && (w.Cores() >= 0.01 || w.WakeupsPerSec() >= 50) {
-			score += 5
-		}
-		if score == 0 {
-			continue
-		}
-		score += w.Cores() + w.WakeupsPerSec()/1000
-		c = append(c, scored{w, score})
-	}
-	slices.SortFunc(c, func(a, b scored) int {
-		if a.score > b.score {
-			return -1
-		}
-		if a.score < b.score {
-			return 1
-		}
-		return a.w.PID - b.w.PID
-	})
-	var out []*Window
-	for i := 0; i < len(c) && i < n; i++ {
-		out = append(out, c[i].w)
-	}
-	return out
 }
