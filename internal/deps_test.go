@@ -44,6 +44,7 @@ var layer = map[string]string{
 	"internal/compare":        "view",
 	"internal/inspect":        "view",
 	"internal/syscallsview":   "view",
+	"internal/profileview":    "view",
 }
 
 // may says which layers a layer may import.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/atomicfile"
 	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/profileview"
 	"github.com/gosleuth/gosleuth/internal/stacks"
 	"golang.org/x/term"
 )
@@ -169,9 +170,9 @@ becomes a [kernel time, not sampled] leaf.`,
 				}
 				s := p.Summarize(*top)
 				if *format == "json" {
-					return s.WriteJSON(stdout)
+					return profileview.WriteSummaryJSON(stdout, s)
 				}
-				return s.WriteText(stdout)
+				return profileview.WriteSummaryText(stdout, s)
 			}
 		},
 	})
@@ -191,12 +192,12 @@ func writeOutputs(p *stacks.Profile, out, folded, flame string) error {
 		}
 	}
 	if folded != "" {
-		if err := atomicfile.Write(folded, p.WriteFolded); err != nil {
+		if err := atomicfile.Write(folded, func(w io.Writer) error { return profileview.WriteFolded(w, p) }); err != nil {
 			return err
 		}
 	}
 	if flame != "" {
-		if err := atomicfile.Write(flame, p.WriteFlameHTML); err != nil {
+		if err := atomicfile.Write(flame, func(w io.Writer) error { return profileview.WriteFlameHTML(w, p) }); err != nil {
 			return err
 		}
 	}

@@ -100,9 +100,9 @@ func (p *Profile) WritePprof(w io.Writer) error {
 	return p.PprofProfile().Write(w)
 }
 
-// threadRoot is the root frame of a thread's stacks in folded output and
+// ThreadRoot is the root frame of a thread's stacks in folded output and
 // flame graphs: its name, which Go threads share, or its TID.
-func threadRoot(tid int, name string) string {
+func ThreadRoot(tid int, name string) string {
 	if name == "" {
 		return "tid " + strconv.Itoa(tid)
 	}

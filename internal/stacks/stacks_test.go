@@ -259,13 +259,6 @@ func TestPprofOutput(t *testing.T) {
 	if err != nil || !bytes.Contains(out, []byte("main.main")) {
 		t.Errorf("go tool pprof -top: %v\n%s", err, out)
 	}
-	var folded bytes.Buffer
-	if err := p.WriteFolded(&folded); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Contains(folded.Bytes(), []byte(";main.main;")) {
-		t.Errorf("folded stacks lack main.main:\n%s", folded.String())
-	}
 }
 
 // TestSymbolsAgreeWithGosym checks the pclntab reader names every function

@@ -1,14 +1,7 @@
 package stacks
 
 import (
-	"encoding/json"
-	"fmt"
-	"io"
 	"sort"
-	"strings"
-	"text/tabwriter"
-
-	"github.com/gosleuth/gosleuth/internal/termsafe"
 )
 
 // Summary is the terminal and JSON view of a profile.
@@ -50,6 +43,9 @@ type Summary struct {
 	// OffCPU is there when off-CPU stacks were sampled.
 	OffCPU *OffCPUSummary `json:"off_cpu,omitempty"`
 }
+
+// OrderedClasses is the off-CPU classes by share, largest first.
+func (o *OffCPUSummary) OrderedClasses() []ClassShare { return orderedShares(o.Classes) }
 
 // OffCPUSummary is where threads blocked.
 type OffCPUSummary struct {
@@ -178,121 +174,15 @@ func orderedShares(m map[string]float64) []ClassShare {
 	return out
 }
 
-// WriteJSON writes s as one JSON object.
-func (s *Summary) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(s)
-}
-
-// WriteText writes s for a terminal.
-func (s *Summary) WriteText(w io.Writer) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "pid %d  %s\n", s.PID, s.Exe)
-	fmt.Fprintf(&b, "%.1fs at %d Hz, %d threads, %d samples, %d lost\n", s.Seconds, s.Hz, s.Threads, s.Samples, s.Lost)
-	if s.NewThreads > 0 {
-		fmt.Fprintf(&b, "%d threads started during the run, each sampled within %.0f ms of its start\n", s.NewThreads, s.PickupMaxMS)
-	}
-	if s.Coverage != nil {
-		fmt.Fprintf(&b, "sampled CPU %.2fs of %.2fs utime+stime from /proc (user %.2fs, sys %.2fs): coverage %.1f%%\n",
-			s.SampledCPU, *s.ProcCPU, *s.ProcUser, *s.ProcSystem, 100**s.Coverage)
-	} else {
-		fmt.Fprintf(&b, "sampled CPU %.2fs (/proc times unavailable: no coverage)\n", s.SampledCPU)
-	}
-	fmt.Fprintf(&b, "user %.1f%%  kernel %.1f%%", 100*s.UserShare, 100*s.KernelShare)
-	if s.UserOnly {
-		b.WriteString(" (kernel from /proc, not sampled)")
-	}
-	b.WriteString("\n\nruntime classes\n")
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	for _, c := range s.OrderedClasses() {
-		fmt.Fprintf(tw, "%.1f%%\t  %s\t\n", 100*c.Share, c.Class)
-	}
-	tw.Flush()
-	b.WriteString("\ntop by flat (self) share\n")
-	writeTop(&b, s.Top)
-	b.WriteString("\ntop by cumulative share\n")
-	writeTop(&b, s.TopCum)
-	if s.GoFramesUnresolved > 0 || s.LeafCallersFixed > 0 {
-		fmt.Fprintf(&b, "\nGo frames %d (%d unresolved); callers of frameless leaves recovered in %d samples\n",
-			s.GoFrames, s.GoFramesUnresolved, s.LeafCallersFixed)
-	}
-	if o := s.OffCPU; o != nil {
-		fmt.Fprintf(&b, "\noff-CPU: %.2fs blocked in %d recorded switch-outs (1 in %d, %d lost); %.2fs of idle runtime threads left out\n",
-			o.Seconds, o.Switches, o.Every, o.Lost, o.FilteredSeconds)
-		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		for _, c := range orderedShares(o.Classes) {
-			fmt.Fprintf(tw, "%.1f%%\t  %s\t\n", 100*c.Share, c.Class)
-		}
-		tw.Flush()
-		b.WriteString("off-CPU top (flat: the Go code that blocked)\n")
-		writeTop(&b, o.Top)
-	}
-	for _, n := range s.Notes {
-		fmt.Fprintf(&b, "note: %s\n", n)
-	}
-	_, err := io.WriteString(w, termsafe.String(b.String())) // names come from the target's binary
-	return err
-}
-
-func writeTop(b *strings.Builder, top []TopFunc) {
-	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "flat%%\tcum%%\t  function\t\n")
-	for _, t := range top {
-		fmt.Fprintf(tw, "%.1f%%\t%.1f%%\t  %s\t\n", 100*t.FlatShare, 100*t.CumShare, t.Function)
-	}
-	tw.Flush()
-}
-
-// offWeight expresses an off-CPU stack's blocked time in samples (at
+// OffWeight expresses an off-CPU stack's blocked time in samples (at
 // least 1), so folded stacks and flame graphs can show both kinds.
-func (p *Profile) offWeight(st SymStack) int64 {
+func (p *Profile) OffWeight(st SymStack) int64 {
 	return max(1, st.OffNS/max(1, p.Period.Nanoseconds()))
 }
 
 // OffCPURoot is the root frame of off-CPU stacks in folded output and the
 // flame graph.
 const OffCPURoot = "[off-cpu]"
-
-// WriteFolded writes one line per distinct stack, root first, frames
-// separated by ';' (kernel frames suffixed "_[k]", as perf's
-// stackcollapse does), then a space and the sample count. The thread name
-// is the root frame. Off-CPU stacks hang under an "[off-cpu]" root, with
-// their blocked time counted in sampling periods.
-func (p *Profile) WriteFolded(w io.Writer) error {
-	agg := map[string]int64{}
-	var b strings.Builder
-	all := append(append([]SymStack(nil), p.Stacks...), p.OffCPU...)
-	for _, st := range all {
-		b.Reset()
-		n := st.Count
-		if st.OffCPU {
-			b.WriteString(OffCPURoot + ";")
-			n = p.offWeight(st)
-		}
-		b.WriteString(threadRoot(st.TID, p.Threads[st.TID]))
-		for i := len(st.Frames) - 1; i >= 0; i-- {
-			f := st.Frames[i]
-			b.WriteByte(';')
-			b.WriteString(strings.ReplaceAll(f.Func, ";", ":"))
-			if f.Kernel {
-				b.WriteString("_[k]")
-			}
-		}
-		agg[b.String()] += n
-	}
-	keys := make([]string, 0, len(agg))
-	for k := range agg {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	b.Reset()
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%s %d\n", k, agg[k])
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
 
 func (p *Profile) summarizeOffCPU(n int) *OffCPUSummary {
 	o := &OffCPUSummary{FilteredSeconds: float64(p.OffCPUFiltered) / 1e9, Switches: p.OffCPUSwitches,

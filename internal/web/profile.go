@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/profileview"
 	"github.com/gosleuth/gosleuth/internal/stacks"
 )
 
@@ -21,7 +22,7 @@ type profileRun struct {
 	Samples int64     `json:"samples"`
 	Hz      int       `json:"hz"`
 	Notes   []string  `json:"notes"`
-	// Flame is the flame graph's tree (stacks.Profile.FlameJSON).
+	// Flame is the flame graph's tree (profileview.FlameJSON).
 	Flame json.RawMessage `json:"flame"`
 	pprof []byte
 }
@@ -94,7 +95,7 @@ func (s *Server) serveProfile(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := stacks.Symbolize(raw)
-	flame, err := p.FlameJSON()
+	flame, err := profileview.FlameJSON(p)
 	if err != nil {
 		httpError(rw, err)
 		return

@@ -1,4 +1,4 @@
-package stacks
+package profileview
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"html/template"
 	"io"
 	"sort"
+
+	"github.com/gosleuth/gosleuth/internal/stacks"
 )
 
 // flameNode is one frame of the flame graph tree as the page's script
@@ -41,19 +43,19 @@ func (n *flameNode) sort() {
 }
 
 // flameTree builds the tree: all, then the thread, then frames root first.
-func (p *Profile) flameTree() *flameNode {
+func flameTree(p *stacks.Profile) *flameNode {
 	root := &flameNode{Name: "all"}
-	all := append(append([]SymStack(nil), p.Stacks...), p.OffCPU...)
+	all := append(append([]stacks.SymStack(nil), p.Stacks...), p.OffCPU...)
 	for _, st := range all {
 		w := st.Count
 		n := root
 		if st.OffCPU {
-			w = p.offWeight(st)
-			n = root.child(OffCPURoot, 2)
+			w = p.OffWeight(st)
+			n = root.child(stacks.OffCPURoot, 2)
 			n.Value += w
 		}
 		root.Value += w
-		n = n.child(threadRoot(st.TID, p.Threads[st.TID]), 2)
+		n = n.child(stacks.ThreadRoot(st.TID, p.Threads[st.TID]), 2)
 		n.Value += w
 		for i := len(st.Frames) - 1; i >= 0; i-- {
 			f := st.Frames[i]
@@ -77,8 +79,8 @@ func (p *Profile) flameTree() *flameNode {
 // kind 0 for Go and other user code, 1 for kernel frames, 2 for other
 // native or unknown frames; the root is "all", then threads, then frames
 // from the outermost in, siblings sorted by name.
-func (p *Profile) FlameJSON() ([]byte, error) {
-	tree, err := json.Marshal(p.flameTree())
+func FlameJSON(p *stacks.Profile) ([]byte, error) {
+	tree, err := json.Marshal(flameTree(p))
 	if err != nil {
 		return nil, fmt.Errorf("encode flame graph: %w", err)
 	}
@@ -89,8 +91,8 @@ func (p *Profile) FlameJSON() ([]byte, error) {
 // access needed to view it): click a frame to zoom, type in the search box
 // to highlight matching frames and see their share; kernel frames are blue,
 // Go frames warm, other native or unknown frames green.
-func (p *Profile) WriteFlameHTML(w io.Writer) error {
-	tree, err := p.FlameJSON()
+func WriteFlameHTML(w io.Writer, p *stacks.Profile) error {
+	tree, err := FlameJSON(p)
 	if err != nil {
 		return err
 	}
