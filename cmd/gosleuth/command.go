@@ -105,8 +105,26 @@ func printUsage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-10s %s\n", c.Name, c.Short)
 	}
+	fmt.Fprint(w, contract)
 	fmt.Fprintf(w, "\nRun 'gosleuth help COMMAND' for a command's flags.\n")
 }
+
+// contract is the one CLI contract every command follows (the README's
+// table says the same).
+const contract = `
+Every command:
+  --pid PID     the target (a comma list where several make sense); a PID
+                that does not exist: "gosleuth: process N not found", exit 1
+  --proc ROOT   read another procfs mount (a container watching its host)
+  --duration D  a Go duration everywhere (500ms, 10s, 2m)
+  --format F    text or json (doctor adds markdown)
+  -o FILE       the main output, written completely or not at all (- is
+                stdout); a device, FIFO or symlink is written through,
+                never replaced
+  --pprof-url, --metrics-url   the target's runtime endpoints
+  exit status   0 ok, 1 failure, 2 bad usage, 3 the check failed
+                (doctor --fail-on, load --sla)
+`
 
 func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "Usage: gosleuth %s\n\n", c.Usage)

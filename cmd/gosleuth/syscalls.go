@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/atomicfile"
 	"github.com/gosleuth/gosleuth/internal/syscalls"
 	"github.com/gosleuth/gosleuth/internal/syscallsview"
 )
@@ -57,12 +58,19 @@ On a terminal the table is redrawn every --interval.`,
 			mode := fs.String("mode", "auto", "`mechanism`: auto (exact, else /proc), exact (fail rather than fall back), proc")
 			format := fs.String("format", "text", "output `format`: text or json")
 			root := fs.String("proc", "/proc", "procfs mount `path`")
+			out := fs.String("o", "", "write the report (in --format) to `FILE`, completely or not at all (- for stdout)")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				cfg := syscalls.Config{PID: *pid, Command: args, Threads: *threads, Errors: *errs, Latency: *latency,
 					Mode: *mode, ProcRoot: *root, Stdin: os.Stdin}
 				o := syscallsview.Options{Interval: *interval, JSON: *format == "json"}
 				if err := checkSyscallsFlags(&cfg, &o, *duration, *format, *only); err != nil {
 					return err
+				}
+				if *out != "" {
+					if err := atomicfile.CheckWritable(*out); err != nil {
+						return err
+					}
+					o.Out = func(write func(io.Writer) error) error { return atomicfile.Write(*out, write) }
 				}
 				if runtime.GOOS != "linux" {
 					return errors.New("syscalls needs Linux")

@@ -40,6 +40,7 @@ func TestSyscallsBadInput(t *testing.T) {
 		{"bad format", []string{"syscalls", "--pid", "1", "--format", "xml"}, 2, "text or json"},
 		{"bad mode", []string{"syscalls", "--pid", "1", "--mode", "bpf"}, 2, "auto, exact or proc"},
 		{"short interval", []string{"syscalls", "--pid", "1", "--interval", "1ms"}, 2, "at least 100ms"},
+		{"output a directory", []string{"syscalls", "--pid", "1", "-o", os.TempDir()}, 1, "is a directory"},
 	}
 	if runtime.GOOS == "linux" {
 		tests = append(tests, struct {
@@ -423,5 +424,37 @@ func TestSyscallsOtherUsersProcess(t *testing.T) {
 	_, stderr, code := runChild(t, nobodyBinary(t), nobody, "syscalls", "--pid", strconv.Itoa(p.Process.Pid), "--duration", "1s")
 	if code != 1 || !strings.Contains(stderr, "permission denied") || strings.Count(stderr, "\n") != 1 {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestSyscallsOutputFile: -o receives the whole report in --format, and
+// stdout stays empty.
+func TestSyscallsOutputFile(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	p := exec.Command("sleep", "30")
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.Process.Kill(); p.Wait() }()
+	out := filepath.Join(t.TempDir(), "report.json")
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"syscalls", "--pid", strconv.Itoa(p.Process.Pid), "--duration", "300ms",
+		"--format", "json", "--only", "nanosleep", "-o", out}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		PID  int    `json:"pid"`
+		Mode string `json:"mode"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil || rep.PID != p.Process.Pid || rep.Mode == "" {
+		t.Errorf("report %s: %v (pid %d, mode %q)", b, err, rep.PID, rep.Mode)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("stdout got %q with -o", stdout.String())
 	}
 }

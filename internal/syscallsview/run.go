@@ -19,6 +19,9 @@ type Options struct {
 	// JSON selects JSON output; Live redraws the report every Interval
 	// (stdout is a terminal).
 	JSON, Live bool
+	// Out, when set, receives the final report instead of stdout (the live
+	// table still goes to stdout).
+	Out func(write func(io.Writer) error) error
 }
 
 // Run counts cfg's target for the window and writes the report to stdout.
@@ -82,7 +85,12 @@ loop:
 	if o.Live {
 		io.WriteString(stdout, clearScreen)
 	}
-	if err := write(r, o.JSON, stdout); err != nil {
+	final := func(w io.Writer) error { return write(r, o.JSON, w) }
+	if o.Out != nil {
+		if err := o.Out(final); err != nil {
+			return err
+		}
+	} else if err := final(stdout); err != nil {
 		return err
 	}
 	if fds, tps := s.Held(); fds > 0 {
