@@ -24,6 +24,13 @@ for tool in gcc pidstat; do
 done
 gcc -O2 -pthread -o "$out/sleepers" "$repo/bench/top-vs-htop/sleepers.c"
 (cd "$repo" && go build -o "$out/gosleuth" ./cmd/gosleuth)
+# BASE=REV also builds gosleuth at that git revision and measures it beside
+# the current tree in the same run (before/after figures of a change).
+if [ -n "${BASE:-}" ]; then
+  rm -rf "$out/base-src"; mkdir -p "$out/base-src"
+  git -C "$repo" archive "$BASE" | tar -x -C "$out/base-src"
+  (cd "$out/base-src" && go build -o "$out/gosleuth-base" ./cmd/gosleuth)
+fi
 
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -- -"$p" 2>/dev/null || kill "$p" 2>/dev/null || true; done; }
@@ -46,12 +53,18 @@ for r in $(seq "$ROUNDS"); do
   run doctor-proc "$out/gosleuth" doctor --duration "$DURATION" --max-looks 0 | tee -a "$out/results"
   run doctor-looks "$out/gosleuth" doctor --duration "$DURATION" | tee -a "$out/results"
   run pidstat-t pidstat -t -u -w 1 "$secs" | tee -a "$out/results"
+  if [ -n "${BASE:-}" ]; then
+    run doctor-proc-base "$out/gosleuth-base" doctor --duration "$DURATION" --max-looks 0 | tee -a "$out/results"
+    run doctor-looks-base "$out/gosleuth-base" doctor --duration "$DURATION" | tee -a "$out/results"
+  fi
 done
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 echo
 echo "medians over $ROUNDS rounds, window $DURATION:"
-for n in doctor-proc doctor-looks pidstat-t; do
+names="doctor-proc doctor-looks pidstat-t"
+[ -n "${BASE:-}" ] && names="$names doctor-proc-base doctor-looks-base"
+for n in $names; do
   c=$(awk -v n=$n '$1==n {print $2}' "$out/results" | median)
   w=$(awk -v n=$n '$1==n {print $3}' "$out/results" | median)
   echo "$n cpu ${c}% of a core, wall ${w} s"
@@ -59,3 +72,10 @@ done
 p=$(awk '$1=="doctor-proc" {print $2}' "$out/results" | median)
 a=$(awk '$1=="pidstat-t" {print $2}' "$out/results" | median)
 awk -v p="$p" -v a="$a" 'BEGIN { if (a > 0) printf "doctor /proc window vs pidstat -t: %.2fx CPU\n", p/a }'
+if [ -n "${BASE:-}" ]; then
+  for n in doctor-proc doctor-looks; do
+    c=$(awk -v n=$n '$1==n {print $2}' "$out/results" | median)
+    b=$(awk -v n=$n-base '$1==n {print $2}' "$out/results" | median)
+    awk -v n=$n -v c="$c" -v b="$b" -v base="$BASE" 'BEGIN { if (b > 0) printf "%s: this tree vs %s: %.2fx CPU\n", n, base, c/b }'
+  done
+fi

@@ -26,6 +26,13 @@ done
 
 gcc -O2 -pthread -o "$out/sleepers" "$here/sleepers.c"
 (cd "$repo" && go build -o "$out/gosleuth" ./cmd/gosleuth)
+# BASE=REV also builds gosleuth at that git revision and measures it beside
+# the current tree in the same run (before/after figures of a change).
+if [ -n "${BASE:-}" ]; then
+  rm -rf "$out/base-src"; mkdir -p "$out/base-src"
+  git -C "$repo" archive "$BASE" | tar -x -C "$out/base-src"
+  (cd "$out/base-src" && go build -o "$out/gosleuth-base" ./cmd/gosleuth)
+fi
 export HOME=$out/home   # htop with its default settings (userland threads shown)
 rm -rf "$HOME"; mkdir -p "$HOME"
 
@@ -88,6 +95,9 @@ population() { # label
   for r in $(seq "$ROUNDS"); do
     measure gosleuth "$out/gosleuth" top -H --interval 1s | tee -a "$out/$label.txt"
     measure htop htop -d 10 | tee -a "$out/$label.txt"
+    if [ -n "${BASE:-}" ]; then
+      measure gosleuth-base "$out/gosleuth-base" top -H --interval 1s | tee -a "$out/$label.txt"
+    fi
   done
   local g h
   g=$(med gosleuth 2 "$label"); h=$(med htop 2 "$label")
@@ -95,6 +105,10 @@ population() { # label
     echo "$label: gosleuth cpu $g% ($(calc "$g*10") ms/refresh), htop $h% ($(calc "$h*10") ms/refresh): ratio $(calc "$g/$h")x"
     echo "$label: syscalls per task per refresh: gosleuth $(med gosleuth 5 "$label"), htop $(med htop 5 "$label"); openat/s: gosleuth $(med gosleuth 6 "$label"), htop $(med htop 6 "$label")"
     echo "$label: RSS: gosleuth $(med gosleuth 7 "$label") MB, htop $(med htop 7 "$label") MB"
+    if [ -n "${BASE:-}" ]; then
+      local b; b=$(med gosleuth-base 2 "$label")
+      echo "$label: this tree vs $BASE: cpu $g% vs $b%: $(calc "$g/$b")x; syscalls/task/refresh $(med gosleuth 5 "$label") vs $(med gosleuth-base 5 "$label")"
+    fi
   } | tee -a "$out/summary.txt"
 }
 
