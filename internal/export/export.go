@@ -240,8 +240,8 @@ func (e *Exporter) Sample() error {
 		}
 		g.UserSec += r.UserPct / 100 * sec
 		g.SysSec += r.SysPct / 100 * sec
-		g.Wakeups += math.Round(r.VolPerSec * sec)
-		g.Involuntary += math.Round(r.InvolPerSec * sec)
+		g.Wakeups += float64(r.Vol) // merged by thread, as the window layer counts them
+		g.Involuntary += float64(r.Invol)
 	}
 	e.seen = seen
 	// Runtime sources are read every runtimeEvery samples: each read is a

@@ -284,8 +284,8 @@ func (s *sampler) window(first, last *proc.Snapshot) {
 	p0, p1 := first.Find(int32(s.opts.PID)), last.Find(int32(s.opts.PID))
 	tick := time.Second / proc.ClockTicks
 	s.raw.CPU = CPUTime{
-		User:   time.Duration(p1.UTime-min(p0.UTime, p1.UTime)) * tick,
-		System: time.Duration(p1.STime-min(p0.STime, p1.STime)) * tick,
+		User:   time.Duration(proc.Delta(p0.UTime, p1.UTime)) * tick,
+		System: time.Duration(proc.Delta(p0.STime, p1.STime)) * tick,
 		Known:  true,
 	}
 	if !s.userOnly {
@@ -296,7 +296,7 @@ func (s *sampler) window(first, last *proc.Snapshot) {
 		before[t.TID] = t.STime
 	}
 	for _, t := range last.TasksOf(p1) {
-		d := t.STime - min(before[t.TID], t.STime)
+		d := proc.Delta(before[t.TID], t.STime)
 		n := int64(time.Duration(d) * tick / s.raw.Period)
 		if n == 0 {
 			continue
@@ -538,7 +538,7 @@ func (s *sampler) maybePerCPU(first, last *proc.Snapshot) {
 		return
 	}
 	rate := float64(vol) / dt
-	cpu := float64(p1.UTime+p1.STime-min(p0.UTime+p0.STime, p1.UTime+p1.STime)) / proc.ClockTicks / dt
+	cpu := float64(proc.Delta(p0.UTime+p0.STime, p1.UTime+p1.STime)) / proc.ClockTicks / dt
 	if rate*switchCost <= 0.01*max(cpu, 0.05) {
 		return
 	}

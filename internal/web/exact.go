@@ -2,6 +2,8 @@ package web
 
 import (
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 // exactCounter counts a process's syscalls exactly while attached.
@@ -85,7 +87,7 @@ func (w *watch) readExact(sm *sampler, pt *point, now time.Time) {
 	for _, k := range exactKinds {
 		var n uint64
 		for _, name := range k.names {
-			n += counts[name] - min(sm.exactLast[name], counts[name])
+			n += proc.Delta(sm.exactLast[name], counts[name])
 		}
 		named += n
 		pt[k.c] = float64(n) / dt

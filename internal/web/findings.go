@@ -94,7 +94,7 @@ func (w *watch) windowLocked(sm *sampler, a, b uint64) *doctor.Window {
 	if sm.exact != nil && sm.exactLast != nil {
 		counts := map[string]uint64{}
 		for name, n := range sm.exactLast {
-			if d := n - min(sm.exactBase[name], n); d > 0 {
+			if d := proc.Delta(sm.exactBase[name], n); d > 0 {
 				counts[name] = d
 			}
 		}

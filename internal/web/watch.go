@@ -158,8 +158,8 @@ func (w *watch) step(sm *sampler) (gone bool) {
 		pt[colRunQ] = rate.RunQueuePct
 		if sp := sm.prev.Find(int32(w.pid)); sp != nil && sp.Known&p.Known&proc.KnownIO != 0 {
 			sec := sm.rates.Interval.Seconds()
-			pt[colSysR] = float64(p.SyscR-min(sp.SyscR, p.SyscR)) / sec
-			pt[colSysW] = float64(p.SyscW-min(sp.SyscW, p.SyscW)) / sec
+			pt[colSysR] = float64(proc.Delta(sp.SyscR, p.SyscR)) / sec
+			pt[colSysW] = float64(proc.Delta(sp.SyscW, p.SyscW)) / sec
 		}
 	}
 	pt[colThreads] = float64(p.Threads)
@@ -272,7 +272,7 @@ func (w *watch) readRuntime(sm *sampler, pt *point, now time.Time) {
 	prev := sm.rtHist[n-2]
 	if k.Has(goruntime.KnownGCCycles) && prev.Known.Has(goruntime.KnownGCCycles) {
 		if dt := s.Time.Sub(prev.Time).Seconds(); dt > 0 {
-			pt[colGCCycles] = float64(s.GCCycles-min(prev.GCCycles, s.GCCycles)) / dt
+			pt[colGCCycles] = float64(proc.Delta(prev.GCCycles, s.GCCycles)) / dt
 		}
 	}
 	// The GC's CPU share needs two completed cycles (the runtime's CPU
