@@ -32,108 +32,126 @@ decided are listed with what they need. Without root, the report rests on
 
 Rule ids: ` + ruleIDs(),
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
-			var pids pidList
-			fs.Var(&pids, "pid", "examine only this `PID` (comma list or repeated)")
-			duration := fs.Duration("duration", 10*time.Second, "length of the observation `window`")
-			format := fs.String("format", "text", "report `format`: text, json or markdown")
-			out := fs.String("o", "", "write the report to `FILE` (written completely or not at all)")
-			procRoot := fs.String("proc", "/proc", "procfs mount `path`")
-			maxLooks := fs.Int("max-looks", 4, "on a whole-host run, look closely at most at `N` processes (0: /proc only)")
-			pprofURL := fs.String("pprof-url", "", "read runtime metrics of the one --pid from this net/http/pprof `URL`")
-			metricsURL := fs.String("metrics-url", "", "read runtime metrics of the one --pid from this Prometheus /metrics `URL`")
-			failOn := fs.String("fail-on", "", "exit with status 3 when a finding reaches this `severity` (warn or critical): a deploy gate")
+			f := &doctorFlags{}
+			fs.Var(&f.pids, "pid", "examine only this `PID` (comma list or repeated)")
+			fs.DurationVar(&f.duration, "duration", 10*time.Second, "length of the observation `window`")
+			fs.StringVar(&f.format, "format", "text", "report `format`: text, json or markdown")
+			fs.StringVar(&f.out, "o", "", "write the report to `FILE` (written completely or not at all)")
+			fs.StringVar(&f.procRoot, "proc", "/proc", "procfs mount `path`")
+			fs.IntVar(&f.maxLooks, "max-looks", 4, "on a whole-host run, look closely at most at `N` processes (0: /proc only)")
+			fs.StringVar(&f.pprofURL, "pprof-url", "", "read runtime metrics of the one --pid from this net/http/pprof `URL`")
+			fs.StringVar(&f.metricsURL, "metrics-url", "", "read runtime metrics of the one --pid from this Prometheus /metrics `URL`")
+			fs.StringVar(&f.failOn, "fail-on", "", "exit with status 3 when a finding reaches this `severity` (warn or critical): a deploy gate")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-				if len(args) > 0 {
-					return usagef("doctor takes no arguments (got %q); use --pid", args[0])
-				}
-				if *duration <= 0 {
-					return usagef("--duration must be positive, got %v", *duration)
-				}
-				if *duration > time.Hour {
-					return usagef("--duration must be at most 1h, got %v", *duration)
-				}
-				if *maxLooks < 0 {
-					return usagef("--max-looks must not be negative")
-				}
-				if (*pprofURL != "" || *metricsURL != "") && len(pids) != 1 {
-					return usagef("--pprof-url and --metrics-url need exactly one --pid")
-				}
-				if err := checkURLs(*pprofURL, *metricsURL); err != nil {
-					return err
-				}
-				switch *format {
-				case "text", "json", "markdown":
-				default:
-					return usagef("--format must be text, json or markdown, got %q", *format)
-				}
-				var gate doctor.Severity
-				if *failOn != "" {
-					var err error
-					if gate, err = doctor.ParseSeverity(*failOn); err != nil || gate == doctor.Info {
-						return usagef("--fail-on must be warn or critical, got %q", *failOn)
-					}
-				}
-				if *out != "" {
-					if err := atomicfile.CheckWritable(*out); err != nil {
-						return err
-					}
-				}
-				if err := checkTargets(*procRoot, pids...); err != nil {
-					return err
-				}
-				cfg := window.CollectConfig{Triage: doctor.Triage,
-					PIDs: pids, Duration: *duration, ProcRoot: *procRoot,
-					MaxLooks: *maxLooks, Looks: doctorLooks(*procRoot, *pprofURL, *metricsURL),
-				}
-				if *maxLooks == 0 && len(pids) == 0 {
-					cfg.Looks = nil // /proc only
-				}
-				if isTerminal(stderr) {
-					cfg.Progress = func(s string) { fmt.Fprintf(stderr, "\r\x1b[K%s", termsafe.String(s)) }
-				}
-				ws, host, notes, err := window.Collect(ctx, cfg)
-				if cfg.Progress != nil {
-					fmt.Fprint(stderr, "\r\x1b[K")
-				}
-				if err != nil {
-					if errors.Is(err, window.ErrNoProcess) {
-						return fmt.Errorf("doctor: %w", err)
-					}
-					return err
-				}
-				if tracefs.MountedByUs() {
-					notes = append(notes, "tracefs was not mounted: gosleuth mounted it at "+tracefsRoot()+" to count syscalls (it stays mounted)")
-				}
-				rep := doctor.Diagnose(ws, host, notes, len(pids) > 0)
-				var buf bytes.Buffer
-				switch *format {
-				case "json":
-					err = rep.WriteJSON(&buf)
-				case "markdown":
-					err = rep.WriteMarkdown(&buf)
-				default:
-					err = rep.WriteText(&buf, *out == "" && isTerminal(stdout))
-				}
-				if err != nil {
-					return err
-				}
-				if *out != "" {
-					err = atomicfile.WriteBytes(*out, buf.Bytes())
-				} else {
-					_, err = stdout.Write(buf.Bytes())
-				}
-				if err != nil {
-					return err
-				}
-				if *failOn != "" {
-					if n := rep.Count(gate); n > 0 {
-						return checkFailed{fmt.Sprintf("doctor: %d finding(s) at %s or above", n, gate)}
-					}
-				}
-				return nil
+				return runDoctor(ctx, f, args, stdout, stderr)
 			}
 		},
 	})
+}
+
+// doctorFlags are the flags of "gosleuth doctor".
+type doctorFlags struct {
+	pids       pidList
+	duration   time.Duration
+	format     string
+	out        string
+	procRoot   string
+	maxLooks   int
+	pprofURL   string
+	metricsURL string
+	failOn     string
+}
+
+// runDoctor is "gosleuth doctor" once its flags are parsed.
+func runDoctor(ctx context.Context, f *doctorFlags, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		return usagef("doctor takes no arguments (got %q); use --pid", args[0])
+	}
+	if f.duration <= 0 {
+		return usagef("--duration must be positive, got %v", f.duration)
+	}
+	if f.duration > time.Hour {
+		return usagef("--duration must be at most 1h, got %v", f.duration)
+	}
+	if f.maxLooks < 0 {
+		return usagef("--max-looks must not be negative")
+	}
+	if (f.pprofURL != "" || f.metricsURL != "") && len(f.pids) != 1 {
+		return usagef("--pprof-url and --metrics-url need exactly one --pid")
+	}
+	if err := checkURLs(f.pprofURL, f.metricsURL); err != nil {
+		return err
+	}
+	switch f.format {
+	case "text", "json", "markdown":
+	default:
+		return usagef("--format must be text, json or markdown, got %q", f.format)
+	}
+	var gate doctor.Severity
+	if f.failOn != "" {
+		var err error
+		if gate, err = doctor.ParseSeverity(f.failOn); err != nil || gate == doctor.Info {
+			return usagef("--fail-on must be warn or critical, got %q", f.failOn)
+		}
+	}
+	if f.out != "" {
+		if err := atomicfile.CheckWritable(f.out); err != nil {
+			return err
+		}
+	}
+	if err := checkTargets(f.procRoot, f.pids...); err != nil {
+		return err
+	}
+	cfg := window.CollectConfig{Triage: doctor.Triage,
+		PIDs: f.pids, Duration: f.duration, ProcRoot: f.procRoot,
+		MaxLooks: f.maxLooks, Looks: doctorLooks(f.procRoot, f.pprofURL, f.metricsURL),
+	}
+	if f.maxLooks == 0 && len(f.pids) == 0 {
+		cfg.Looks = nil // /proc only
+	}
+	if isTerminal(stderr) {
+		cfg.Progress = func(s string) { fmt.Fprintf(stderr, "\r\x1b[K%s", termsafe.String(s)) }
+	}
+	ws, host, notes, err := window.Collect(ctx, cfg)
+	if cfg.Progress != nil {
+		fmt.Fprint(stderr, "\r\x1b[K")
+	}
+	if err != nil {
+		if errors.Is(err, window.ErrNoProcess) {
+			return fmt.Errorf("doctor: %w", err)
+		}
+		return err
+	}
+	if tracefs.MountedByUs() {
+		notes = append(notes, "tracefs was not mounted: gosleuth mounted it at "+tracefsRoot()+" to count syscalls (it stays mounted)")
+	}
+	rep := doctor.Diagnose(ws, host, notes, len(f.pids) > 0)
+	var buf bytes.Buffer
+	switch f.format {
+	case "json":
+		err = rep.WriteJSON(&buf)
+	case "markdown":
+		err = rep.WriteMarkdown(&buf)
+	default:
+		err = rep.WriteText(&buf, f.out == "" && isTerminal(stdout))
+	}
+	if err != nil {
+		return err
+	}
+	if f.out != "" {
+		err = atomicfile.WriteBytes(f.out, buf.Bytes())
+	} else {
+		_, err = stdout.Write(buf.Bytes())
+	}
+	if err != nil {
+		return err
+	}
+	if f.failOn != "" {
+		if n := rep.Count(gate); n > 0 {
+			return checkFailed{fmt.Sprintf("doctor: %d finding(s) at %s or above", n, gate)}
+		}
+	}
+	return nil
 }
 
 func ruleIDs() string {

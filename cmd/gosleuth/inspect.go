@@ -33,73 +33,93 @@ net/http/pprof endpoint, with expvar /debug/vars when served) or --metrics-url
 (a Prometheus client_golang /metrics page). Unknown figures are omitted in
 text and null in JSON. Ctrl-C ends the window early.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
-			pid := fs.Int("pid", 0, "process `PID` to inspect (required)")
-			duration := fs.Duration("duration", 10*time.Second, "window `length`")
-			format := fs.String("format", "text", "output `format`: text or json")
-			pprofURL := fs.String("pprof-url", "", "net/http/pprof endpoint `URL` of the process (http://HOST:PORT)")
-			metricsURL := fs.String("metrics-url", "", "Prometheus /metrics `URL` of the process")
-			groups := fs.Int("groups", 10, "goroutine groups to show (0: no dump)")
-			dumpMax := fs.Int("dump-max", inspect.DefaultDumpMax, "take the goroutine dump only when the process has at most `N` goroutines (it stops the process for ~3 µs each; -1: no limit)")
-			root := fs.String("proc", "/proc", "procfs mount `path`")
-			out := fs.String("o", "", "write the report (in --format) to `FILE`, completely or not at all")
-			trace := fs.String("trace", "", "write the agent's FlightRecorder snapshot (execution trace of the last seconds) to `FILE` at the end of the window")
+			f := &inspectFlags{}
+			fs.IntVar(&f.pid, "pid", 0, "process `PID` to inspect (required)")
+			fs.DurationVar(&f.duration, "duration", 10*time.Second, "window `length`")
+			fs.StringVar(&f.format, "format", "text", "output `format`: text or json")
+			fs.StringVar(&f.pprofURL, "pprof-url", "", "net/http/pprof endpoint `URL` of the process (http://HOST:PORT)")
+			fs.StringVar(&f.metricsURL, "metrics-url", "", "Prometheus /metrics `URL` of the process")
+			fs.IntVar(&f.groups, "groups", 10, "goroutine groups to show (0: no dump)")
+			fs.IntVar(&f.dumpMax, "dump-max", inspect.DefaultDumpMax, "take the goroutine dump only when the process has at most `N` goroutines (it stops the process for ~3 µs each; -1: no limit)")
+			fs.StringVar(&f.root, "proc", "/proc", "procfs mount `path`")
+			fs.StringVar(&f.out, "o", "", "write the report (in --format) to `FILE`, completely or not at all")
+			fs.StringVar(&f.trace, "trace", "", "write the agent's FlightRecorder snapshot (execution trace of the last seconds) to `FILE` at the end of the window")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-				switch {
-				case len(args) > 0:
-					return usagef("inspect takes no arguments (got %q); use --pid", args[0])
-				case *pid <= 0:
-					return usagef("--pid is required and must be positive")
-				case *duration < 100*time.Millisecond:
-					return usagef("--duration must be at least 100ms, got %s", *duration)
-				case *format != "text" && *format != "json":
-					return usagef("--format must be text or json, got %q", *format)
-				case *groups < 0:
-					return usagef("--groups must not be negative")
-				case *duration > time.Hour:
-					return usagef("--duration must be at most 1h, got %s", *duration)
-				case *pprofURL != "" && *metricsURL != "":
-					return usagef("give --pprof-url or --metrics-url, not both")
-				}
-				if err := checkURLs(*pprofURL, *metricsURL); err != nil {
-					return err
-				}
-				for _, p := range []string{*out, *trace} {
-					if p != "" {
-						if err := atomicfile.CheckWritable(p); err != nil {
-							return err
-						}
-					}
-				}
-				if runtime.GOOS != "linux" {
-					return errors.New("inspect reads /proc and runs on Linux only")
-				}
-				if err := checkTargets(*root, *pid); err != nil {
-					return err
-				}
-				g := *groups
-				if g == 0 {
-					g = -1
-				}
-				rep, err := inspect.Run(ctx, inspect.Options{PID: *pid, Duration: *duration,
-					ProcRoot: *root, PprofURL: *pprofURL, MetricsURL: *metricsURL, Groups: g, DumpMax: *dumpMax, TracePath: *trace})
-				if err != nil {
-					return err
-				}
-				write := rep.WriteText
-				if *format == "json" {
-					write = rep.WriteJSON
-				}
-				if *out != "" {
-					err = atomicfile.Write(*out, write)
-				} else {
-					err = write(stdout)
-				}
-				if err == nil && rep.TraceErr != nil {
-					// The trace was asked for: not writing it is a failure.
-					err = rep.TraceErr
-				}
-				return err
+				return runInspect(ctx, f, args, stdout, stderr)
 			}
 		},
 	})
+}
+
+// inspectFlags are the flags of "gosleuth inspect".
+type inspectFlags struct {
+	pid        int
+	duration   time.Duration
+	format     string
+	pprofURL   string
+	metricsURL string
+	groups     int
+	dumpMax    int
+	root       string
+	out        string
+	trace      string
+}
+
+// runInspect is "gosleuth inspect" once its flags are parsed.
+func runInspect(ctx context.Context, f *inspectFlags, args []string, stdout, stderr io.Writer) error {
+	switch {
+	case len(args) > 0:
+		return usagef("inspect takes no arguments (got %q); use --pid", args[0])
+	case f.pid <= 0:
+		return usagef("--pid is required and must be positive")
+	case f.duration < 100*time.Millisecond:
+		return usagef("--duration must be at least 100ms, got %s", f.duration)
+	case f.format != "text" && f.format != "json":
+		return usagef("--format must be text or json, got %q", f.format)
+	case f.groups < 0:
+		return usagef("--groups must not be negative")
+	case f.duration > time.Hour:
+		return usagef("--duration must be at most 1h, got %s", f.duration)
+	case f.pprofURL != "" && f.metricsURL != "":
+		return usagef("give --pprof-url or --metrics-url, not both")
+	}
+	if err := checkURLs(f.pprofURL, f.metricsURL); err != nil {
+		return err
+	}
+	for _, p := range []string{f.out, f.trace} {
+		if p != "" {
+			if err := atomicfile.CheckWritable(p); err != nil {
+				return err
+			}
+		}
+	}
+	if runtime.GOOS != "linux" {
+		return errors.New("inspect reads /proc and runs on Linux only")
+	}
+	if err := checkTargets(f.root, f.pid); err != nil {
+		return err
+	}
+	g := f.groups
+	if g == 0 {
+		g = -1
+	}
+	rep, err := inspect.Run(ctx, inspect.Options{PID: f.pid, Duration: f.duration,
+		ProcRoot: f.root, PprofURL: f.pprofURL, MetricsURL: f.metricsURL, Groups: g, DumpMax: f.dumpMax, TracePath: f.trace})
+	if err != nil {
+		return err
+	}
+	write := rep.WriteText
+	if f.format == "json" {
+		write = rep.WriteJSON
+	}
+	if f.out != "" {
+		err = atomicfile.Write(f.out, write)
+	} else {
+		err = write(stdout)
+	}
+	if err == nil && rep.TraceErr != nil {
+		// The trace was asked for: not writing it is a failure.
+		err = rep.TraceErr
+	}
+	return err
 }

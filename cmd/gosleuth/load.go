@@ -57,192 +57,225 @@ the run and writes the report of what ran. With --out-dir DIR: report.txt,
 report.json, series.csv, latency.hlog, step-NN.hgrm and report.html (opens
 offline).`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
-			rate := fs.String("rate", "", "requests per `second` (5000, 5k) or max for a closed loop; the first step of a ramp")
-			duration := fs.Duration("duration", 0, "total `duration` of the run (required, at most 1h)")
-			conns := fs.Int("connections", 50, "connections (and workers); never exceeded")
-			method := fs.String("method", "GET", "request `method`")
-			var headers headerList
-			fs.Var(&headers, "header", "request header `\"Name: value\"` (repeatable)")
-			body := fs.String("body", "", "request `body`")
-			bodyFile := fs.String("body-file", "", "read the request body from `file`")
-			step := fs.String("step", "", "ramp: add `+RATE/DURATION` (e.g. +1000/30s)")
-			maxRate := fs.String("max-rate", "", "last `rate` of a ramp")
-			sla := fs.String("sla", "", "latency objective such as `p99<=15ms` (with --step: search the highest rate that meets it)")
-			watch := fs.Int("watch", 0, "`PID` of the target to sample (default: the local process listening on the URL's port; -1: none)")
-			format := fs.String("format", "text", "report `format` on stdout: text or json")
-			out := fs.String("o", "", "write the report (in --format) to `FILE`, completely or not at all (- for stdout)")
-			outDir := fs.String("out-dir", "", "write every report file into `DIR` (created if missing)")
-			timeout := fs.Duration("timeout", 10*time.Second, "per-request `timeout`")
-			proto := fs.String("http", "auto", "`protocol`: auto (HTTP/1.1 for http://, ALPN for https://), http1 or h2 (h2c for http://)")
-			insecure := fs.Bool("insecure", false, "skip TLS certificate verification")
-			warmup := fs.Duration("warmup", 0, "`time` dropped from the start of each step (default: 10% of the step, 1-5s)")
-			quiet := fs.Bool("quiet", false, "no live line on stderr")
-			pprofURL := fs.String("pprof-url", "", "the target's net/http/pprof `URL`, for GC cycles and pauses")
-			procRoot := fs.String("proc", "/proc", "procfs mount `path` the watched target is read through")
-			metricsURL := fs.String("metrics-url", "", "the target's Prometheus /metrics `URL` (client_golang go_* metrics), for GC cycles and pauses")
-			maxLag := fs.Duration("max-lag", time.Millisecond, "a step whose generator lag p99 exceeds `this` is invalid")
+			f := &loadFlags{}
+			fs.StringVar(&f.rate, "rate", "", "requests per `second` (5000, 5k) or max for a closed loop; the first step of a ramp")
+			fs.DurationVar(&f.duration, "duration", 0, "total `duration` of the run (required, at most 1h)")
+			fs.IntVar(&f.conns, "connections", 50, "connections (and workers); never exceeded")
+			fs.StringVar(&f.method, "method", "GET", "request `method`")
+			fs.Var(&f.headers, "header", "request header `\"Name: value\"` (repeatable)")
+			fs.StringVar(&f.body, "body", "", "request `body`")
+			fs.StringVar(&f.bodyFile, "body-file", "", "read the request body from `file`")
+			fs.StringVar(&f.step, "step", "", "ramp: add `+RATE/DURATION` (e.g. +1000/30s)")
+			fs.StringVar(&f.maxRate, "max-rate", "", "last `rate` of a ramp")
+			fs.StringVar(&f.sla, "sla", "", "latency objective such as `p99<=15ms` (with --step: search the highest rate that meets it)")
+			fs.IntVar(&f.watch, "watch", 0, "`PID` of the target to sample (default: the local process listening on the URL's port; -1: none)")
+			fs.StringVar(&f.format, "format", "text", "report `format` on stdout: text or json")
+			fs.StringVar(&f.out, "o", "", "write the report (in --format) to `FILE`, completely or not at all (- for stdout)")
+			fs.StringVar(&f.outDir, "out-dir", "", "write every report file into `DIR` (created if missing)")
+			fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "per-request `timeout`")
+			fs.StringVar(&f.proto, "http", "auto", "`protocol`: auto (HTTP/1.1 for http://, ALPN for https://), http1 or h2 (h2c for http://)")
+			fs.BoolVar(&f.insecure, "insecure", false, "skip TLS certificate verification")
+			fs.DurationVar(&f.warmup, "warmup", 0, "`time` dropped from the start of each step (default: 10% of the step, 1-5s)")
+			fs.BoolVar(&f.quiet, "quiet", false, "no live line on stderr")
+			fs.StringVar(&f.pprofURL, "pprof-url", "", "the target's net/http/pprof `URL`, for GC cycles and pauses")
+			fs.StringVar(&f.procRoot, "proc", "/proc", "procfs mount `path` the watched target is read through")
+			fs.StringVar(&f.metricsURL, "metrics-url", "", "the target's Prometheus /metrics `URL` (client_golang go_* metrics), for GC cycles and pauses")
+			fs.DurationVar(&f.maxLag, "max-lag", time.Millisecond, "a step whose generator lag p99 exceeds `this` is invalid")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-				// Flags may follow the URL: parse what comes after it.
-				for len(args) > 1 && strings.HasPrefix(args[1], "-") {
-					if err := fs.Parse(args[1:]); err != nil {
-						return usageError{err: err}
-					}
-					args = append(args[:1], fs.Args()...)
-				}
-				if len(args) != 1 {
-					return usagef("load takes exactly one URL argument")
-				}
-				u, err := load.ParseURL(args[0])
-				if err != nil {
-					return usageError{err: err}
-				}
-				if *rate == "" {
-					return usagef("--rate is required (requests per second, or max)")
-				}
-				r, err := load.ParseRate(*rate)
-				if err != nil {
-					return usageError{err: err}
-				}
-				if *duration <= 0 {
-					return usagef("--duration is required and must be positive (for example 30s)")
-				}
-				d := *duration
-				if d > load.MaxDuration {
-					return usagef("--duration %s is above the limit of %s", d, load.MaxDuration)
-				}
-				if *format != "text" && *format != "json" {
-					return usagef("--format must be text or json, got %q", *format)
-				}
-				// Output paths are checked before the run: a long run must
-				// not end with nowhere to write its report.
-				if *out != "" {
-					if err := atomicfile.CheckWritable(*out); err != nil {
-						return err
-					}
-				}
-				if *outDir != "" {
-					if err := os.MkdirAll(*outDir, 0o755); err != nil {
-						return fmt.Errorf("create --out-dir: %w", err)
-					}
-					if err := atomicfile.CheckDir(*outDir); err != nil {
-						return err
-					}
-				}
-				if *timeout <= 0 {
-					return usagef("--timeout must be positive")
-				}
-				if *conns < 1 || *conns > load.MaxConnections {
-					return usagef("--connections must be 1..%d, got %d", load.MaxConnections, *conns)
-				}
-				if *maxLag <= 0 {
-					return usagef("--max-lag must be positive")
-				}
-				if *warmup < 0 {
-					return usagef("--warmup must not be negative")
-				}
-				plan := load.Plan{Rate: r, Duration: d}
-				if *step != "" {
-					if plan.Step, err = load.ParseStep(*step); err != nil {
-						return usageError{err: err}
-					}
-				}
-				if *maxRate != "" {
-					if plan.MaxRate, err = load.ParseRate(*maxRate); err != nil || plan.MaxRate == 0 {
-						return usagef("--max-rate %q: want a rate such as 20000", *maxRate)
-					}
-				}
-				if *sla != "" {
-					s, err := load.ParseSLA(*sla)
-					if err != nil {
-						return usageError{err: err}
-					}
-					plan.SLA = &s
-				}
-				cfg := load.Config{ProcRoot: *procRoot, URL: u, Method: strings.ToUpper(*method), Headers: headers,
-					Connections: *conns, Timeout: *timeout, Proto: load.Proto(*proto), Insecure: *insecure,
-					Warmup: *warmup, MaxLag: *maxLag}
-				if *bodyFile != "" {
-					b, err := os.ReadFile(*bodyFile)
-					if err != nil {
-						return fmt.Errorf("read --body-file: %w", err)
-					}
-					cfg.Body = b
-				} else if *body != "" {
-					cfg.Body = []byte(*body)
-				}
-				switch {
-				case *watch > 0:
-					if err := checkTargets(*procRoot, *watch); err != nil {
-						return err
-					}
-					cfg.Watch = *watch
-				case *watch == 0 && load.IsLocalHost(u.Hostname()):
-					port, _ := strconv.Atoi(u.Port())
-					if port == 0 {
-						port = map[string]int{"http": 80, "https": 443}[u.Scheme]
-					}
-					if pid, err := load.FindListener(*procRoot, port); err == nil {
-						cfg.Watch = pid
-						fmt.Fprintf(stderr, "watching pid %d (listening on port %d)\n", pid, port)
-					} else {
-						fmt.Fprintf(stderr, "not watching the target: %v\n", err)
-					}
-				}
-				if cfg.Watch > 0 {
-					src, notes, err := goruntime.Connect(ctx, cfg.Watch, goruntime.Options{PprofURL: *pprofURL, MetricsURL: *metricsURL, ProcRoot: *procRoot})
-					for _, n := range notes {
-						fmt.Fprintf(stderr, "runtime source: %s\n", n)
-					}
-					if err != nil {
-						fmt.Fprintf(stderr, "no GC figures for pid %d: %v\n", cfg.Watch, err)
-					} else {
-						defer src.Close()
-						cfg.GC = src
-						fmt.Fprintf(stderr, "GC figures from %s %s\n", src.Kind(), src.Addr())
-					}
-				}
-				if !*quiet && isTerminal(stderr) {
-					cfg.OnTick = func(t load.Tick) { liveLine(stderr, t) }
-				}
-				var rep *load.Report
-				if plan.SLA != nil && plan.Step.Inc > 0 {
-					rep, err = load.Search(ctx, cfg, plan)
-				} else {
-					rep, err = load.Run(ctx, cfg, plan)
-				}
-				if err != nil {
-					if errors.Is(err, load.ErrBadInput) {
-						return usageError{err: err}
-					}
-					return fmt.Errorf("load %s: %w", u.Redacted(), err)
-				}
-				if cfg.OnTick != nil {
-					fmt.Fprint(stderr, "\r\033[K")
-				}
-				if *outDir != "" {
-					if err := rep.WriteDir(*outDir); err != nil {
-						return err
-					}
-				}
-				write := rep.WriteText
-				if *format == "json" {
-					write = func(w io.Writer) error { return rep.WriteJSON(w, false) }
-				}
-				if *out != "" {
-					err = atomicfile.Write(*out, write)
-				} else {
-					err = write(stdout)
-				}
-				if err != nil {
-					return err
-				}
-				if *sla != "" && rep.SLAFailed() {
-					return checkFailed{fmt.Sprintf("load %s: the SLA %s was not met", u.Redacted(), *sla)}
-				}
-				return nil
+				return runLoad(ctx, fs, f, args, stdout, stderr)
 			}
 		},
 	})
+}
+
+// loadFlags are the flags of "gosleuth load".
+type loadFlags struct {
+	rate       string
+	duration   time.Duration
+	conns      int
+	method     string
+	headers    headerList
+	body       string
+	bodyFile   string
+	step       string
+	maxRate    string
+	sla        string
+	watch      int
+	format     string
+	out        string
+	outDir     string
+	timeout    time.Duration
+	proto      string
+	insecure   bool
+	warmup     time.Duration
+	quiet      bool
+	pprofURL   string
+	procRoot   string
+	metricsURL string
+	maxLag     time.Duration
+}
+
+// runLoad is "gosleuth load" once its flags are parsed; fs parses the
+// flags that follow the URL.
+func runLoad(ctx context.Context, fs *flag.FlagSet, f *loadFlags, args []string, stdout, stderr io.Writer) error {
+	// Flags may follow the URL: parse what comes after it.
+	for len(args) > 1 && strings.HasPrefix(args[1], "-") {
+		if err := fs.Parse(args[1:]); err != nil {
+			return usageError{err: err}
+		}
+		args = append(args[:1], fs.Args()...)
+	}
+	if len(args) != 1 {
+		return usagef("load takes exactly one URL argument")
+	}
+	u, err := load.ParseURL(args[0])
+	if err != nil {
+		return usageError{err: err}
+	}
+	if f.rate == "" {
+		return usagef("--rate is required (requests per second, or max)")
+	}
+	r, err := load.ParseRate(f.rate)
+	if err != nil {
+		return usageError{err: err}
+	}
+	if f.duration <= 0 {
+		return usagef("--duration is required and must be positive (for example 30s)")
+	}
+	d := f.duration
+	if d > load.MaxDuration {
+		return usagef("--duration %s is above the limit of %s", d, load.MaxDuration)
+	}
+	if f.format != "text" && f.format != "json" {
+		return usagef("--format must be text or json, got %q", f.format)
+	}
+	// Output paths are checked before the run: a long run must
+	// not end with nowhere to write its report.
+	if f.out != "" {
+		if err := atomicfile.CheckWritable(f.out); err != nil {
+			return err
+		}
+	}
+	if f.outDir != "" {
+		if err := os.MkdirAll(f.outDir, 0o755); err != nil {
+			return fmt.Errorf("create --out-dir: %w", err)
+		}
+		if err := atomicfile.CheckDir(f.outDir); err != nil {
+			return err
+		}
+	}
+	if f.timeout <= 0 {
+		return usagef("--timeout must be positive")
+	}
+	if f.conns < 1 || f.conns > load.MaxConnections {
+		return usagef("--connections must be 1..%d, got %d", load.MaxConnections, f.conns)
+	}
+	if f.maxLag <= 0 {
+		return usagef("--max-lag must be positive")
+	}
+	if f.warmup < 0 {
+		return usagef("--warmup must not be negative")
+	}
+	plan := load.Plan{Rate: r, Duration: d}
+	if f.step != "" {
+		if plan.Step, err = load.ParseStep(f.step); err != nil {
+			return usageError{err: err}
+		}
+	}
+	if f.maxRate != "" {
+		if plan.MaxRate, err = load.ParseRate(f.maxRate); err != nil || plan.MaxRate == 0 {
+			return usagef("--max-rate %q: want a rate such as 20000", f.maxRate)
+		}
+	}
+	if f.sla != "" {
+		s, err := load.ParseSLA(f.sla)
+		if err != nil {
+			return usageError{err: err}
+		}
+		plan.SLA = &s
+	}
+	cfg := load.Config{ProcRoot: f.procRoot, URL: u, Method: strings.ToUpper(f.method), Headers: f.headers,
+		Connections: f.conns, Timeout: f.timeout, Proto: load.Proto(f.proto), Insecure: f.insecure,
+		Warmup: f.warmup, MaxLag: f.maxLag}
+	if f.bodyFile != "" {
+		b, err := os.ReadFile(f.bodyFile)
+		if err != nil {
+			return fmt.Errorf("read --body-file: %w", err)
+		}
+		cfg.Body = b
+	} else if f.body != "" {
+		cfg.Body = []byte(f.body)
+	}
+	switch {
+	case f.watch > 0:
+		if err := checkTargets(f.procRoot, f.watch); err != nil {
+			return err
+		}
+		cfg.Watch = f.watch
+	case f.watch == 0 && load.IsLocalHost(u.Hostname()):
+		port, _ := strconv.Atoi(u.Port())
+		if port == 0 {
+			port = map[string]int{"http": 80, "https": 443}[u.Scheme]
+		}
+		if pid, err := load.FindListener(f.procRoot, port); err == nil {
+			cfg.Watch = pid
+			fmt.Fprintf(stderr, "watching pid %d (listening on port %d)\n", pid, port)
+		} else {
+			fmt.Fprintf(stderr, "not watching the target: %v\n", err)
+		}
+	}
+	if cfg.Watch > 0 {
+		src, notes, err := goruntime.Connect(ctx, cfg.Watch, goruntime.Options{PprofURL: f.pprofURL, MetricsURL: f.metricsURL, ProcRoot: f.procRoot})
+		for _, n := range notes {
+			fmt.Fprintf(stderr, "runtime source: %s\n", n)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "no GC figures for pid %d: %v\n", cfg.Watch, err)
+		} else {
+			defer src.Close()
+			cfg.GC = src
+			fmt.Fprintf(stderr, "GC figures from %s %s\n", src.Kind(), src.Addr())
+		}
+	}
+	if !f.quiet && isTerminal(stderr) {
+		cfg.OnTick = func(t load.Tick) { liveLine(stderr, t) }
+	}
+	var rep *load.Report
+	if plan.SLA != nil && plan.Step.Inc > 0 {
+		rep, err = load.Search(ctx, cfg, plan)
+	} else {
+		rep, err = load.Run(ctx, cfg, plan)
+	}
+	if err != nil {
+		if errors.Is(err, load.ErrBadInput) {
+			return usageError{err: err}
+		}
+		return fmt.Errorf("load %s: %w", u.Redacted(), err)
+	}
+	if cfg.OnTick != nil {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	if f.outDir != "" {
+		if err := rep.WriteDir(f.outDir); err != nil {
+			return err
+		}
+	}
+	write := rep.WriteText
+	if f.format == "json" {
+		write = func(w io.Writer) error { return rep.WriteJSON(w, false) }
+	}
+	if f.out != "" {
+		err = atomicfile.Write(f.out, write)
+	} else {
+		err = write(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if f.sla != "" && rep.SLAFailed() {
+		return checkFailed{fmt.Sprintf("load %s: the SLA %s was not met", u.Redacted(), f.sla)}
+	}
+	return nil
 }
 
 // liveLine rewrites one status line on a terminal.

@@ -53,129 +53,153 @@ often enough for that to exceed 1% of its CPU, sampling moves after about
 without, only user mode is sampled and each thread's system time from /proc
 becomes a [kernel time, not sampled] leaf.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
-			pid := fs.Int("pid", 0, "process `PID` to profile")
-			duration := fs.Duration("duration", 30*time.Second, "how long to sample (0: until interrupted or the process exits)")
-			hz := fs.Int("hz", 99, "samples per second of CPU per thread")
-			out := fs.String("o", "", "write a pprof profile (gzipped protobuf) to `FILE`")
-			folded := fs.String("folded", "", "write folded stacks to `FILE`")
-			flame := fs.String("flame", "", "write a flame graph HTML page to `FILE`")
-			format := fs.String("format", "text", "summary `format`: text or json")
-			top := fs.Int("top", 15, "functions in the top lists")
-			userOnly := fs.Bool("user-only", false, "sample user mode only, as without privileges")
-			events := fs.String("events", "auto", "sampling `events`: thread (one per thread), cpu (one per CPU, filtered to the process; root), auto (per thread, per CPU when the target switches too often)")
-			offCPU := fs.Bool("off-cpu", false, "also sample where threads block (switch-outs; needs root; about 2 us per recorded switch)")
-			offEvery := fs.Int("off-cpu-every", 1, "record one switch-out in `N` (each weighted N times)")
-			procRoot := fs.String("proc", "/proc", "procfs mount `path` the target is read through")
-			offAll := fs.Bool("off-cpu-all", false, "keep off-CPU stacks of idle runtime threads (parked Ms, sysmon, netpoller)")
+			f := &profileFlags{}
+			fs.IntVar(&f.pid, "pid", 0, "process `PID` to profile")
+			fs.DurationVar(&f.duration, "duration", 30*time.Second, "how long to sample (0: until interrupted or the process exits)")
+			fs.IntVar(&f.hz, "hz", 99, "samples per second of CPU per thread")
+			fs.StringVar(&f.out, "o", "", "write a pprof profile (gzipped protobuf) to `FILE`")
+			fs.StringVar(&f.folded, "folded", "", "write folded stacks to `FILE`")
+			fs.StringVar(&f.flame, "flame", "", "write a flame graph HTML page to `FILE`")
+			fs.StringVar(&f.format, "format", "text", "summary `format`: text or json")
+			fs.IntVar(&f.top, "top", 15, "functions in the top lists")
+			fs.BoolVar(&f.userOnly, "user-only", false, "sample user mode only, as without privileges")
+			fs.StringVar(&f.events, "events", "auto", "sampling `events`: thread (one per thread), cpu (one per CPU, filtered to the process; root), auto (per thread, per CPU when the target switches too often)")
+			fs.BoolVar(&f.offCPU, "off-cpu", false, "also sample where threads block (switch-outs; needs root; about 2 us per recorded switch)")
+			fs.IntVar(&f.offEvery, "off-cpu-every", 1, "record one switch-out in `N` (each weighted N times)")
+			fs.StringVar(&f.procRoot, "proc", "/proc", "procfs mount `path` the target is read through")
+			fs.BoolVar(&f.offAll, "off-cpu-all", false, "keep off-CPU stacks of idle runtime threads (parked Ms, sysmon, netpoller)")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-				if *format != "text" && *format != "json" {
-					return usagef("--format must be text or json, got %q", *format)
-				}
-				if *hz < 1 || *hz > 10000 {
-					return usagef("--hz must be between 1 and 10000, got %d", *hz)
-				}
-				if *duration < 0 {
-					return usagef("--duration must not be negative")
-				}
-				if *duration > 24*time.Hour {
-					return usagef("--duration must be at most 24h (0: until interrupted), got %s", *duration)
-				}
-				if *top < 1 {
-					return usagef("--top must be at least 1, got %d", *top)
-				}
-				if *pid < 0 {
-					return usagef("invalid pid %d", *pid)
-				}
-				if (*pid > 0) == (len(args) > 0) {
-					return usagef("give either --pid PID or -- CMD ARGS...")
-				}
-				for _, p := range []string{*out, *folded, *flame} {
-					if p == "" {
-						continue
-					}
-					if err := atomicfile.CheckWritable(p); err != nil {
-						return err
-					}
-				}
-				if *offEvery < 1 {
-					return usagef("--off-cpu-every must be at least 1")
-				}
-				if *pid > 0 && runtime.GOOS == "linux" {
-					if err := checkTargets(*procRoot, *pid); err != nil {
-						return err
-					}
-				}
-				if *events != "auto" && *events != "thread" && *events != "cpu" {
-					return usagef("--events must be auto, thread or cpu, got %q", *events)
-				}
-				opts := stacks.Options{PID: *pid, Hz: *hz, Duration: *duration, UserOnly: *userOnly,
-					PerThread: *events == "thread", PerCPU: *events == "cpu",
-					OffCPU: *offCPU, OffCPUEvery: *offEvery, OffCPUAll: *offAll, ProcRoot: *procRoot}
-				if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-					opts.Progress = func(p stacks.Progress) {
-						fmt.Fprintf(stderr, "\rsampling %s: %d samples, %d threads, %d lost ", p.Elapsed.Round(time.Second), p.Samples, p.Threads, p.Lost)
-					}
-				}
-				var cmdDone chan error
-				if len(args) > 0 {
-					cmd := exec.Command(args[0], args[1:]...)
-					cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stderr, stderr
-					l, err := proc.StartStopped(cmd)
-					if err != nil {
-						return err
-					}
-					opts.PID = cmd.Process.Pid
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithCancel(ctx)
-					defer cancel()
-					cmdDone = make(chan error, 1)
-					opts.Started = func() {
-						if err := l.Resume(); err != nil {
-							cmd.Process.Kill()
-						}
-						go func() { cmdDone <- cmd.Wait(); cancel() }()
-					}
-				}
-				raw, err := stacks.Sample(ctx, opts)
-				if opts.Progress != nil {
-					fmt.Fprint(stderr, "\r\033[K")
-				}
-				if err != nil {
-					if errors.Is(err, stacks.ErrNotFound) {
-						return fmt.Errorf("process %d not found", opts.PID)
-					}
-					return err
-				}
-				if cmdDone != nil {
-					var done bool
-					var werr error
-					if raw.Exited {
-						werr, done = <-cmdDone, true // it exited: wait for the reaper
-					} else {
-						select {
-						case werr = <-cmdDone:
-							done = true
-						default:
-						}
-					}
-					if done {
-						raw.Notes = append(raw.Notes, fmt.Sprintf("command %s ended (%v): the profile covers its whole run", args[0], exitText(werr)))
-					} else {
-						raw.Notes = append(raw.Notes, fmt.Sprintf("command %s (pid %d) was still running when sampling ended", args[0], opts.PID))
-					}
-				}
-				p := stacks.Symbolize(raw)
-				if err := writeOutputs(p, *out, *folded, *flame); err != nil {
-					return err
-				}
-				s := p.Summarize(*top)
-				if *format == "json" {
-					return profileview.WriteSummaryJSON(stdout, s)
-				}
-				return profileview.WriteSummaryText(stdout, s)
+				return runProfile(ctx, f, args, stdout, stderr)
 			}
 		},
 	})
+}
+
+// profileFlags are the flags of "gosleuth profile".
+type profileFlags struct {
+	pid      int
+	duration time.Duration
+	hz       int
+	out      string
+	folded   string
+	flame    string
+	format   string
+	top      int
+	userOnly bool
+	events   string
+	offCPU   bool
+	offEvery int
+	procRoot string
+	offAll   bool
+}
+
+// runProfile is "gosleuth profile" once its flags are parsed.
+func runProfile(ctx context.Context, f *profileFlags, args []string, stdout, stderr io.Writer) error {
+	if f.format != "text" && f.format != "json" {
+		return usagef("--format must be text or json, got %q", f.format)
+	}
+	if f.hz < 1 || f.hz > 10000 {
+		return usagef("--hz must be between 1 and 10000, got %d", f.hz)
+	}
+	if f.duration < 0 {
+		return usagef("--duration must not be negative")
+	}
+	if f.duration > 24*time.Hour {
+		return usagef("--duration must be at most 24h (0: until interrupted), got %s", f.duration)
+	}
+	if f.top < 1 {
+		return usagef("--top must be at least 1, got %d", f.top)
+	}
+	if f.pid < 0 {
+		return usagef("invalid pid %d", f.pid)
+	}
+	if (f.pid > 0) == (len(args) > 0) {
+		return usagef("give either --pid PID or -- CMD ARGS...")
+	}
+	for _, p := range []string{f.out, f.folded, f.flame} {
+		if p == "" {
+			continue
+		}
+		if err := atomicfile.CheckWritable(p); err != nil {
+			return err
+		}
+	}
+	if f.offEvery < 1 {
+		return usagef("--off-cpu-every must be at least 1")
+	}
+	if f.pid > 0 && runtime.GOOS == "linux" {
+		if err := checkTargets(f.procRoot, f.pid); err != nil {
+			return err
+		}
+	}
+	if f.events != "auto" && f.events != "thread" && f.events != "cpu" {
+		return usagef("--events must be auto, thread or cpu, got %q", f.events)
+	}
+	opts := stacks.Options{PID: f.pid, Hz: f.hz, Duration: f.duration, UserOnly: f.userOnly,
+		PerThread: f.events == "thread", PerCPU: f.events == "cpu",
+		OffCPU: f.offCPU, OffCPUEvery: f.offEvery, OffCPUAll: f.offAll, ProcRoot: f.procRoot}
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		opts.Progress = func(p stacks.Progress) {
+			fmt.Fprintf(stderr, "\rsampling %s: %d samples, %d threads, %d lost ", p.Elapsed.Round(time.Second), p.Samples, p.Threads, p.Lost)
+		}
+	}
+	var cmdDone chan error
+	if len(args) > 0 {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stderr, stderr
+		l, err := proc.StartStopped(cmd)
+		if err != nil {
+			return err
+		}
+		opts.PID = cmd.Process.Pid
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		cmdDone = make(chan error, 1)
+		opts.Started = func() {
+			if err := l.Resume(); err != nil {
+				cmd.Process.Kill()
+			}
+			go func() { cmdDone <- cmd.Wait(); cancel() }()
+		}
+	}
+	raw, err := stacks.Sample(ctx, opts)
+	if opts.Progress != nil {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	if err != nil {
+		if errors.Is(err, stacks.ErrNotFound) {
+			return fmt.Errorf("process %d not found", opts.PID)
+		}
+		return err
+	}
+	if cmdDone != nil {
+		var done bool
+		var werr error
+		if raw.Exited {
+			werr, done = <-cmdDone, true // it exited: wait for the reaper
+		} else {
+			select {
+			case werr = <-cmdDone:
+				done = true
+			default:
+			}
+		}
+		if done {
+			raw.Notes = append(raw.Notes, fmt.Sprintf("command %s ended (%v): the profile covers its whole run", args[0], exitText(werr)))
+		} else {
+			raw.Notes = append(raw.Notes, fmt.Sprintf("command %s (pid %d) was still running when sampling ended", args[0], opts.PID))
+		}
+	}
+	p := stacks.Symbolize(raw)
+	if err := writeOutputs(p, f.out, f.folded, f.flame); err != nil {
+		return err
+	}
+	s := p.Summarize(f.top)
+	if f.format == "json" {
+		return profileview.WriteSummaryJSON(stdout, s)
+	}
+	return profileview.WriteSummaryText(stdout, s)
 }
 
 func exitText(err error) string {

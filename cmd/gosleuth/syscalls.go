@@ -48,46 +48,67 @@ syscalls the threads wait in (/proc/PID/task/*/syscall). The output says so.
 
 On a terminal the table is redrawn every --interval.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
-			pid := fs.Int("pid", 0, "count the process `PID` (and its threads)")
-			duration := fs.Duration("duration", 0, "counting `window` (0: 10s with --pid; with -- CMD: until it exits)")
-			interval := fs.Duration("interval", time.Second, "live refresh `interval` on a terminal")
-			threads := fs.Bool("threads", false, "also show each thread's own counts")
-			errs := fs.Bool("errors", false, "also count failed calls, by errno")
-			latency := fs.Bool("latency", false, "also time every call (total, avg, p99, max; costly)")
-			only := fs.String("only", "", "count only these syscalls (comma `list`), plus the total of all")
-			mode := fs.String("mode", "auto", "`mechanism`: auto (exact, else /proc), exact (fail rather than fall back), proc")
-			format := fs.String("format", "text", "output `format`: text or json")
-			root := fs.String("proc", "/proc", "procfs mount `path`")
-			out := fs.String("o", "", "write the report (in --format) to `FILE`, completely or not at all (- for stdout)")
+			f := &syscallsFlags{}
+			fs.IntVar(&f.pid, "pid", 0, "count the process `PID` (and its threads)")
+			fs.DurationVar(&f.duration, "duration", 0, "counting `window` (0: 10s with --pid; with -- CMD: until it exits)")
+			fs.DurationVar(&f.interval, "interval", time.Second, "live refresh `interval` on a terminal")
+			fs.BoolVar(&f.threads, "threads", false, "also show each thread's own counts")
+			fs.BoolVar(&f.errs, "errors", false, "also count failed calls, by errno")
+			fs.BoolVar(&f.latency, "latency", false, "also time every call (total, avg, p99, max; costly)")
+			fs.StringVar(&f.only, "only", "", "count only these syscalls (comma `list`), plus the total of all")
+			fs.StringVar(&f.mode, "mode", "auto", "`mechanism`: auto (exact, else /proc), exact (fail rather than fall back), proc")
+			fs.StringVar(&f.format, "format", "text", "output `format`: text or json")
+			fs.StringVar(&f.root, "proc", "/proc", "procfs mount `path`")
+			fs.StringVar(&f.out, "o", "", "write the report (in --format) to `FILE`, completely or not at all (- for stdout)")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-				cfg := syscalls.Config{PID: *pid, Command: args, Threads: *threads, Errors: *errs, Latency: *latency,
-					Mode: *mode, ProcRoot: *root, Stdin: os.Stdin}
-				o := syscallsview.Options{Interval: *interval, JSON: *format == "json"}
-				if err := checkSyscallsFlags(&cfg, &o, *duration, *format, *only); err != nil {
-					return err
-				}
-				if *out != "" {
-					if err := atomicfile.CheckWritable(*out); err != nil {
-						return err
-					}
-					o.Out = func(write func(io.Writer) error) error { return atomicfile.Write(*out, write) }
-				}
-				if runtime.GOOS != "linux" {
-					return errors.New("syscalls needs Linux")
-				}
-				if cfg.PID > 0 {
-					if err := checkTargets(*root, cfg.PID); err != nil {
-						return err
-					}
-				}
-				o.Live = !o.JSON && isTerminal(stdout)
-				if err := syscallsview.Run(ctx, cfg, o, stdout, stderr); err != nil {
-					return fmt.Errorf("syscalls: %w", err)
-				}
-				return nil
+				return runSyscalls(ctx, f, args, stdout, stderr)
 			}
 		},
 	})
+}
+
+// syscallsFlags are the flags of "gosleuth syscalls".
+type syscallsFlags struct {
+	pid      int
+	duration time.Duration
+	interval time.Duration
+	threads  bool
+	errs     bool
+	latency  bool
+	only     string
+	mode     string
+	format   string
+	root     string
+	out      string
+}
+
+// runSyscalls is "gosleuth syscalls" once its flags are parsed.
+func runSyscalls(ctx context.Context, f *syscallsFlags, args []string, stdout, stderr io.Writer) error {
+	cfg := syscalls.Config{PID: f.pid, Command: args, Threads: f.threads, Errors: f.errs, Latency: f.latency,
+		Mode: f.mode, ProcRoot: f.root, Stdin: os.Stdin}
+	o := syscallsview.Options{Interval: f.interval, JSON: f.format == "json"}
+	if err := checkSyscallsFlags(&cfg, &o, f.duration, f.format, f.only); err != nil {
+		return err
+	}
+	if f.out != "" {
+		if err := atomicfile.CheckWritable(f.out); err != nil {
+			return err
+		}
+		o.Out = func(write func(io.Writer) error) error { return atomicfile.Write(f.out, write) }
+	}
+	if runtime.GOOS != "linux" {
+		return errors.New("syscalls needs Linux")
+	}
+	if cfg.PID > 0 {
+		if err := checkTargets(f.root, cfg.PID); err != nil {
+			return err
+		}
+	}
+	o.Live = !o.JSON && isTerminal(stdout)
+	if err := syscallsview.Run(ctx, cfg, o, stdout, stderr); err != nil {
+		return fmt.Errorf("syscalls: %w", err)
+	}
+	return nil
 }
 
 // checkSyscallsFlags validates the command line and completes cfg.

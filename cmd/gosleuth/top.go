@@ -65,69 +65,90 @@ Without a terminal (or with --once, --format json) it prints a table or one
 JSON object per interval to stdout. Reading other users' descriptors, io and
 executables needs root; those cells show '-' otherwise.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
-			var pids pidList
-			fs.Var(&pids, "pid", "watch only this `PID` and its threads (comma list or repeated)")
-			interval := fs.Duration("interval", time.Second, "refresh `interval`")
-			threads := fs.Bool("threads", false, "show threads as rows (default on with --pid)")
-			fs.BoolVar(threads, "H", false, "short for --threads")
-			tree := fs.Bool("tree", false, "show the process tree")
-			kernel := fs.Bool("kernel", false, "show kernel threads")
-			once := fs.Bool("once", false, "print one table after one interval and exit")
-			format := fs.String("format", "text", "output `format` without a terminal: text or json (NDJSON, one object per interval)")
-			count := fs.Int("count", 0, "stop after `N` intervals (0: run until interrupted)")
-			sortBy := fs.String("sort", "cpu", "sort `column`: pid, user, state, cpu, usr, sys, rss, thr, fds, wake, nvcsw, go, command")
-			filter := fs.String("filter", "", "show only processes whose name or command line contains `TEXT`, or whose PID is it")
-			maxFDs := fs.Int("max-fds", 4096, "cap on /proc descriptors kept open between refreshes")
-			root := fs.String("proc", "/proc", "procfs mount `path`")
+			f := &topFlags{}
+			fs.Var(&f.pids, "pid", "watch only this `PID` and its threads (comma list or repeated)")
+			fs.DurationVar(&f.interval, "interval", time.Second, "refresh `interval`")
+			fs.BoolVar(&f.threads, "threads", false, "show threads as rows (default on with --pid)")
+			fs.BoolVar(&f.threads, "H", false, "short for --threads")
+			fs.BoolVar(&f.tree, "tree", false, "show the process tree")
+			fs.BoolVar(&f.kernel, "kernel", false, "show kernel threads")
+			fs.BoolVar(&f.once, "once", false, "print one table after one interval and exit")
+			fs.StringVar(&f.format, "format", "text", "output `format` without a terminal: text or json (NDJSON, one object per interval)")
+			fs.IntVar(&f.count, "count", 0, "stop after `N` intervals (0: run until interrupted)")
+			fs.StringVar(&f.sortBy, "sort", "cpu", "sort `column`: pid, user, state, cpu, usr, sys, rss, thr, fds, wake, nvcsw, go, command")
+			fs.StringVar(&f.filter, "filter", "", "show only processes whose name or command line contains `TEXT`, or whose PID is it")
+			fs.IntVar(&f.maxFDs, "max-fds", 4096, "cap on /proc descriptors kept open between refreshes")
+			fs.StringVar(&f.root, "proc", "/proc", "procfs mount `path`")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-				if len(args) > 0 {
-					return usagef("top takes no arguments (got %q); use --pid", args[0])
-				}
-				if *interval < 100*time.Millisecond {
-					return usagef("--interval must be at least 100ms, got %s", *interval)
-				}
-				if *count < 0 {
-					return usagef("--count must not be negative")
-				}
-				if *maxFDs < 16 {
-					return usagef("--max-fds must be at least 16")
-				}
-				if *format != "text" && *format != "json" {
-					return usagef("--format must be text or json, got %q", *format)
-				}
-				col, err := top.ParseColumn(*sortBy)
-				if err != nil {
-					return usageError{err: err}
-				}
-				if runtime.GOOS != "linux" {
-					return errors.New("top reads /proc and runs on Linux only")
-				}
-				if err := checkTargets(*root, pids...); err != nil {
-					return err
-				}
-				// One collector loop needs one P; more only add idle
-				// threads that spin and park (gosleuth must not show the
-				// waste it looks for). The command sets it, not the
-				// library: tests and other callers keep theirs.
-				if os.Getenv("GOMAXPROCS") == "" {
-					runtime.GOMAXPROCS(1)
-				}
-				cfg := top.Config{
-					Interval: *interval,
-					PIDs:     pids,
-					View: top.View{Sort: col, Tree: *tree, Threads: *threads || len(pids) > 0,
-						Kernel: *kernel, Filter: *filter},
-					Once:        *once,
-					JSON:        *format == "json",
-					Count:       *count,
-					Interactive: isTerminal(stdout) && isTerminal(os.Stdin),
-					MaxFDs:      *maxFDs,
-					Root:        *root,
-				}
-				return top.Run(ctx, cfg, stdout, stderr)
+				return runTop(ctx, f, args, stdout, stderr)
 			}
 		},
 	})
+}
+
+// topFlags are the flags of "gosleuth top".
+type topFlags struct {
+	pids     pidList
+	interval time.Duration
+	threads  bool
+	tree     bool
+	kernel   bool
+	once     bool
+	format   string
+	count    int
+	sortBy   string
+	filter   string
+	maxFDs   int
+	root     string
+}
+
+// runTop is "gosleuth top" once its flags are parsed.
+func runTop(ctx context.Context, f *topFlags, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		return usagef("top takes no arguments (got %q); use --pid", args[0])
+	}
+	if f.interval < 100*time.Millisecond {
+		return usagef("--interval must be at least 100ms, got %s", f.interval)
+	}
+	if f.count < 0 {
+		return usagef("--count must not be negative")
+	}
+	if f.maxFDs < 16 {
+		return usagef("--max-fds must be at least 16")
+	}
+	if f.format != "text" && f.format != "json" {
+		return usagef("--format must be text or json, got %q", f.format)
+	}
+	col, err := top.ParseColumn(f.sortBy)
+	if err != nil {
+		return usageError{err: err}
+	}
+	if runtime.GOOS != "linux" {
+		return errors.New("top reads /proc and runs on Linux only")
+	}
+	if err := checkTargets(f.root, f.pids...); err != nil {
+		return err
+	}
+	// One collector loop needs one P; more only add idle
+	// threads that spin and park (gosleuth must not show the
+	// waste it looks for). The command sets it, not the
+	// library: tests and other callers keep theirs.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
+	cfg := top.Config{
+		Interval: f.interval,
+		PIDs:     f.pids,
+		View: top.View{Sort: col, Tree: f.tree, Threads: f.threads || len(f.pids) > 0,
+			Kernel: f.kernel, Filter: f.filter},
+		Once:        f.once,
+		JSON:        f.format == "json",
+		Count:       f.count,
+		Interactive: isTerminal(stdout) && isTerminal(os.Stdin),
+		MaxFDs:      f.maxFDs,
+		Root:        f.root,
+	}
+	return top.Run(ctx, cfg, stdout, stderr)
 }
 
 func isTerminal(w any) bool {
