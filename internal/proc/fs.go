@@ -194,3 +194,45 @@ func (fs FS) SelfFDs() int {
 	}
 	return len(ents)
 }
+
+// Mapping is one line of ROOT/PID/maps.
+type Mapping struct {
+	Start, End, Offset uint64
+	Exec               bool
+	Path               string
+}
+
+// Maps reads the memory mappings of process pid.
+func (fs FS) Maps(pid int) ([]Mapping, error) {
+	f, err := os.Open(fs.PID(pid, "maps"))
+	if err != nil {
+		return nil, fmt.Errorf("read mappings of process %d: %w", pid, goneErr(pid, err))
+	}
+	defer f.Close()
+	var out []Mapping
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for sc.Scan() {
+		// start-end perms offset dev inode path
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		lo, hi, ok := strings.Cut(fields[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		off, err3 := strconv.ParseUint(fields[2], 16, 64)
+		if !ok || err1 != nil || err2 != nil || err3 != nil || end < start {
+			continue
+		}
+		m := Mapping{Start: start, End: end, Offset: off, Exec: strings.Contains(fields[1], "x")}
+		if len(fields) >= 6 {
+			m.Path = strings.Join(fields[5:], " ")
+		}
+		out = append(out, m)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read mappings of process %d: %w", pid, err)
+	}
+	return out, nil
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -29,12 +30,20 @@ type result struct {
 // on first use. A failed build fails the test, with the compiler's output.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
+	return BuildWith(t, pkg)
+}
+
+// BuildWith is Build with go build flags ("-ldflags=-s -w",
+// "-buildmode=pie"): each set of flags is built once.
+func BuildWith(t testing.TB, pkg string, flags ...string) string {
+	t.Helper()
 	mu.Lock()
 	defer mu.Unlock()
-	r, ok := built[pkg]
+	key := pkg + "\x00" + strings.Join(flags, "\x00")
+	r, ok := built[key]
 	if !ok {
-		r = build(pkg)
-		built[pkg] = r
+		r = build(pkg, flags)
+		built[key] = r
 	}
 	if r.err != nil {
 		t.Fatalf("build %s: %v", pkg, r.err)
@@ -42,7 +51,7 @@ func Build(t testing.TB, pkg string) string {
 	return r.path
 }
 
-func build(pkg string) result {
+func build(pkg string, flags []string) result {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "gosleuth-testbin-")
 		if err != nil {
@@ -65,7 +74,8 @@ func build(pkg string) result {
 		return result{err: err}
 	}
 	path := filepath.Join(sub, filepath.Base(abs))
-	if out, err := exec.Command("go", "build", "-o", path, pkg).CombinedOutput(); err != nil {
+	args := append(append([]string{"build", "-o", path}, flags...), pkg)
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 		return result{err: fmt.Errorf("%w\n%s", err, out)}
 	}
 	return result{path: path}

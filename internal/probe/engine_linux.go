@@ -1,0 +1,598 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"github.com/gosleuth/gosleuth/internal/proc"
+)
+
+// Offsets of the registers in the kernel's struct pt_regs (x86_64), as the
+// program reads them.
+var regOffset = map[Reg]int32{RAX: 80, RBX: 40, RCX: 88, R14: 8}
+
+const (
+	stackDepth   = 127 // PERF_MAX_STACK_DEPTH
+	maxStacks    = 4096
+	maxCallers   = 8192
+	maxArgValues = 4096
+	stackCost    = 1200 // ns a sampled stack adds to a hit (uprobe-study.md §3)
+	maxStacksPS  = 500  // sampled stacks a second per function
+)
+
+// maps is the program's kernel state for one target.
+type maps struct {
+	counts, cfg, stacks, callers, args *ebpf.Map
+}
+
+func (m *maps) close() {
+	for _, x := range []*ebpf.Map{m.counts, m.cfg, m.stacks, m.callers, m.args} {
+		if x != nil {
+			x.Close()
+		}
+	}
+}
+
+func newMaps(n int) (*maps, error) {
+	var m maps
+	var err error
+	mk := func(spec *ebpf.MapSpec) *ebpf.Map {
+		if err != nil {
+			return nil
+		}
+		var x *ebpf.Map
+		x, err = ebpf.NewMap(spec)
+		return x
+	}
+	m.counts = mk(&ebpf.MapSpec{Name: "gs_counts", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(n)})
+	m.cfg = mk(&ebpf.MapSpec{Name: "gs_cfg", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: uint32(n)})
+	m.stacks = mk(&ebpf.MapSpec{Name: "gs_stacks", Type: ebpf.StackTrace, KeySize: 4, ValueSize: stackDepth * 8, MaxEntries: maxStacks})
+	m.callers = mk(&ebpf.MapSpec{Name: "gs_callers", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: maxCallers})
+	m.args = mk(&ebpf.MapSpec{Name: "gs_args", Type: ebpf.Hash, KeySize: 16, ValueSize: 8, MaxEntries: maxArgValues})
+	if err != nil {
+		m.close()
+		return nil, fmt.Errorf("create BPF maps: %w", err)
+	}
+	return &m, nil
+}
+
+// program counts a hit of probe cookie, samples its user stack one hit in
+// cfg.every, and counts the value of the register at pt_regs offset
+// cfg.argoff.
+func program(m *maps) (*ebpf.Program, error) {
+	// incOrInit adds 1 to mp[key] (a key on the stack at RFP+key), or
+	// creates it at 1 (a value written at RFP+val); then goes on at next.
+	incOrInit := func(mp *ebpf.Map, key, val int16, label, next string) asm.Instructions {
+		return asm.Instructions{
+			asm.LoadMapPtr(asm.R1, mp.FD()),
+			asm.Mov.Reg(asm.R2, asm.RFP),
+			asm.Add.Imm(asm.R2, int32(key)),
+			asm.FnMapLookupElem.Call(),
+			asm.JEq.Imm(asm.R0, 0, label+"_new"),
+			asm.Mov.Imm(asm.R1, 1),
+			asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
+			asm.Ja.Label(next),
+			asm.Mov.Imm(asm.R1, 1).WithSymbol(label + "_new"),
+			asm.StoreMem(asm.RFP, val, asm.R1, asm.DWord),
+			asm.LoadMapPtr(asm.R1, mp.FD()),
+			asm.Mov.Reg(asm.R2, asm.RFP),
+			asm.Add.Imm(asm.R2, int32(key)),
+			asm.Mov.Reg(asm.R3, asm.RFP),
+			asm.Add.Imm(asm.R3, int32(val)),
+			asm.Mov.Imm(asm.R4, 1), // BPF_NOEXIST
+			asm.FnMapUpdateElem.Call(),
+			asm.Ja.Label(next),
+		}
+	}
+	insns := asm.Instructions{
+		// R6 = ctx (pt_regs), R7 = the probe's cookie (its index).
+		asm.Mov.Reg(asm.R6, asm.R1),
+		asm.FnGetAttachCookie.Call(),
+		asm.Mov.Reg(asm.R7, asm.R0),
+		asm.StoreMem(asm.RFP, -4, asm.R7, asm.Word),
+		// counts[id]++ (per CPU: no atomic needed).
+		asm.LoadMapPtr(asm.R1, m.counts.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -4),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "cfg"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
+		// R8 = cfg[id].every, R9 = cfg[id].argoff.
+		asm.LoadMapPtr(asm.R1, m.cfg.FD()).WithSymbol("cfg"),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -4),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "exit"),
+		asm.LoadMem(asm.R8, asm.R0, 0, asm.Word),
+		asm.LoadMem(asm.R9, asm.R0, 4, asm.Word),
+		// One call in every: callers[{id, user stack id}]++.
+		asm.JEq.Imm(asm.R8, 0, "args"),
+		asm.FnGetPrandomU32.Call(),
+		asm.Mod.Reg32(asm.R0, asm.R8),
+		asm.JNE.Imm(asm.R0, 0, "args"),
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.LoadMapPtr(asm.R2, m.stacks.FD()),
+		asm.Mov.Imm(asm.R3, 0x100), // BPF_F_USER_STACK
+		asm.FnGetStackid.Call(),
+		asm.JSLT.Imm(asm.R0, 0, "args"),
+		asm.StoreMem(asm.RFP, -16, asm.R7, asm.Word),
+		asm.StoreMem(asm.RFP, -12, asm.R0, asm.Word),
+	}
+	insns = append(insns, incOrInit(m.callers, -16, -24, "caller", "args")...)
+	insns = append(insns,
+		// args[{id, register value}]++ for the register at pt_regs+argoff.
+		asm.JEq.Imm(asm.R9, 0, "exit").WithSymbol("args"),
+		asm.JEq.Imm(asm.R9, regOffset[RAX], "rax"),
+		asm.JEq.Imm(asm.R9, regOffset[RBX], "rbx"),
+		asm.JEq.Imm(asm.R9, regOffset[RCX], "rcx"),
+		asm.JEq.Imm(asm.R9, regOffset[R14], "r14"),
+		asm.Ja.Label("exit"),
+		asm.LoadMem(asm.R1, asm.R6, int16(regOffset[RAX]), asm.DWord).WithSymbol("rax"),
+		asm.Ja.Label("store"),
+		asm.LoadMem(asm.R1, asm.R6, int16(regOffset[RBX]), asm.DWord).WithSymbol("rbx"),
+		asm.Ja.Label("store"),
+		asm.LoadMem(asm.R1, asm.R6, int16(regOffset[RCX]), asm.DWord).WithSymbol("rcx"),
+		asm.Ja.Label("store"),
+		asm.LoadMem(asm.R1, asm.R6, int16(regOffset[R14]), asm.DWord).WithSymbol("r14"),
+		asm.StoreMem(asm.RFP, -40, asm.R7, asm.Word).WithSymbol("store"),
+		asm.Mov.Imm(asm.R2, 0),
+		asm.StoreMem(asm.RFP, -36, asm.R2, asm.Word),
+		asm.StoreMem(asm.RFP, -32, asm.R1, asm.DWord),
+	)
+	insns = append(insns, incOrInit(m.args, -40, -48, "arg", "exit")...)
+	insns = append(insns,
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("exit"),
+		asm.Return(),
+	)
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:         "gosleuth_probe",
+		Type:         ebpf.Kprobe,
+		AttachType:   ebpf.AttachTraceUprobeMulti,
+		Instructions: insns,
+		License:      "Dual MIT/GPL",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load the probe program: %w", err)
+	}
+	return prog, nil
+}
+
+// attached is one uprobe_multi link over some of the points.
+type attached struct {
+	l   link.Link
+	ids []int // indices into the points, by cookie order
+}
+
+func attach(t *Target, prog *ebpf.Program, pts []Point, ids []int) (*attached, error) {
+	ex, err := link.OpenExecutable(t.Exe)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", t.Exe, err)
+	}
+	addrs := make([]uint64, len(ids))
+	cookies := make([]uint64, len(ids))
+	for i, id := range ids {
+		addrs[i] = pts[id].Offset
+		cookies[i] = uint64(id)
+	}
+	l, err := ex.UprobeMulti(nil, prog, &link.UprobeMultiOptions{Addresses: addrs, Cookies: cookies, PID: uint32(t.PID)})
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("attach uprobes: %w (needs root)", err)
+		}
+		return nil, fmt.Errorf("attach uprobes: %w", err)
+	}
+	return &attached{l: l, ids: ids}, nil
+}
+
+func readCounts(m *maps, n int) ([]uint64, error) {
+	out := make([]uint64, n)
+	var per []uint64
+	for i := range n {
+		if err := m.counts.Lookup(uint32(i), &per); err != nil {
+			return nil, fmt.Errorf("read counters: %w", err)
+		}
+		for _, v := range per {
+			out[i] += v
+		}
+	}
+	return out, nil
+}
+
+func resetCounts(m *maps, n int) error {
+	zero := make([]uint64, ebpfPossibleCPUs())
+	for i := range n {
+		if err := m.counts.Put(uint32(i), zero); err != nil {
+			return fmt.Errorf("reset counters: %w", err)
+		}
+	}
+	return nil
+}
+
+func ebpfPossibleCPUs() int {
+	n, err := ebpf.PossibleCPU()
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// Run probes process pid's functions for the window and returns what they
+// saw. Functions that are absent are reported, not fatal; an error means
+// nothing could be probed.
+func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*Result, error) {
+	if o.Duration <= 0 {
+		o.Duration = 2 * time.Second
+	}
+	if o.Budget == 0 {
+		o.Budget = 0.01
+	}
+	if o.Preflight <= 0 {
+		o.Preflight = 100 * time.Millisecond
+	}
+	t, err := Resolve(fs, pid)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{PID: pid, GoVersion: t.GoVersion, Mechanism: "BPF uprobe_multi link (one per target, all threads)"}
+	var pts []Point
+	var probeOf []Probe
+	stat := map[int]*FuncStat{} // by point index
+	var funcIndex []int         // point index -> index in res.Funcs
+	for _, p := range probes {
+		pt, err := t.Find(p.Func)
+		if err != nil {
+			res.Funcs = append(res.Funcs, FuncStat{Func: p.Func, Skipped: err.Error()})
+			continue
+		}
+		pts = append(pts, pt)
+		probeOf = append(probeOf, p)
+		res.Funcs = append(res.Funcs, FuncStat{Func: p.Func, Symbol: pt.Symbol, Kind: pt.Kind.String(), Arg: p.Arg.String()})
+		funcIndex = append(funcIndex, len(res.Funcs)-1)
+	}
+	// Pointers into res.Funcs only once it has stopped growing.
+	for i, fi := range funcIndex {
+		stat[i] = &res.Funcs[fi]
+	}
+	if len(pts) == 0 {
+		return res, fmt.Errorf("nothing to probe in process %d: %w", pid, ErrAbsent)
+	}
+	m, err := newMaps(len(pts))
+	if err != nil {
+		return nil, err
+	}
+	defer m.close()
+	prog, err := program(m)
+	if err != nil {
+		return nil, err
+	}
+	defer prog.Close()
+
+	all := make([]int, len(pts))
+	for i := range all {
+		all[i] = i
+	}
+	// Pre-flight: counting only, to learn each function's rate.
+	keep := all
+	rates := make([]float64, len(pts))
+	if o.Budget > 0 {
+		a, err := attach(t, prog, pts, all)
+		if err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		sleepCtx(ctx, o.Preflight)
+		c, err := readCounts(m, len(pts))
+		a.l.Close()
+		if err != nil {
+			return nil, err
+		}
+		sec := time.Since(t0).Seconds()
+		keep = nil
+		for i, n := range c {
+			rates[i] = float64(n) / sec
+			stat[i].PreflightPerSec = math.Round(rates[i])
+			if cost := rates[i] * pts[i].Kind.Cost() / 1e9; cost > o.Budget {
+				stat[i].Skipped = fmt.Sprintf("too hot to probe (≥ %.0f calls/s would cost the target %.1f%% of a CPU, budget %.1f%%)", rates[i], 100*cost, 100*o.Budget)
+				continue
+			}
+			keep = append(keep, i)
+		}
+		if err := resetCounts(m, len(pts)); err != nil {
+			return nil, err
+		}
+	}
+	// The window's configuration: stack sampling rate and argument.
+	for _, i := range keep {
+		every := 0
+		if probeOf[i].Stacks {
+			every = max(1, int(rates[i]/maxStacksPS))
+			stat[i].StackEvery = every
+		}
+		val := make([]byte, 8)
+		le32(val[0:], uint32(every))
+		le32(val[4:], uint32(regOffset[probeOf[i].Arg]))
+		if err := m.cfg.Put(uint32(i), val); err != nil {
+			return nil, fmt.Errorf("configure probe: %w", err)
+		}
+	}
+	if len(keep) == 0 {
+		res.Notes = append(res.Notes, "every function was too hot to probe within the budget")
+		return res, nil
+	}
+	t0 := time.Now()
+	a, err := attach(t, prog, pts, keep)
+	if err != nil {
+		return nil, err
+	}
+	res.AttachMS = msSince(t0)
+	if o.Attached != nil {
+		o.Attached()
+	}
+	start := time.Now()
+	end := start.Add(o.Duration)
+	budgetNS := o.Budget * o.Duration.Seconds() * 1e9
+	exited := watchExit(pid)
+	tick := time.NewTicker(50 * time.Millisecond)
+	spent := 0.0
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			res.Notes = append(res.Notes, "interrupted: the counts cover the window until then")
+			break loop
+		case <-exited:
+			res.Exited = true
+			break loop
+		case now := <-tick.C:
+			if !now.Before(end) {
+				break loop
+			}
+			if o.Budget > 0 {
+				c, err := readCounts(m, len(pts))
+				if err == nil {
+					spent = 0
+					for _, i := range keep {
+						spent += float64(c[i]) * pts[i].Kind.Cost()
+						if e := stat[i].StackEvery; e > 0 {
+							spent += float64(c[i]) / float64(e) * stackCost
+						}
+					}
+					if spent >= budgetNS {
+						res.BudgetSpent = true
+						res.Notes = append(res.Notes, fmt.Sprintf("the budget (%.1f%% of a CPU over %s) was spent after %.2fs: the window ended there", 100*o.Budget, o.Duration, time.Since(start).Seconds()))
+						break loop
+					}
+				}
+			}
+		}
+	}
+	tick.Stop()
+	res.Seconds = time.Since(start).Seconds()
+	counts, cerr := readCounts(m, len(pts))
+	t1 := time.Now()
+	a.l.Close()
+	res.DetachMS = msSince(t1)
+	if cerr != nil {
+		return nil, cerr
+	}
+	for _, i := range keep {
+		stat[i].Count = counts[i]
+		if res.Seconds > 0 {
+			stat[i].PerSec = float64(counts[i]) / res.Seconds
+		}
+	}
+	if res.Seconds > 0 {
+		var ns float64
+		for _, i := range keep {
+			ns += float64(counts[i]) * pts[i].Kind.Cost()
+			if e := stat[i].StackEvery; e > 0 {
+				ns += float64(counts[i]) / float64(e) * stackCost
+			}
+		}
+		res.CostCPU = ns / 1e9 / res.Seconds
+	}
+	if err := readCallers(fs, t, m, stat); err != nil {
+		res.Notes = append(res.Notes, err.Error())
+	}
+	if err := readArgs(m, stat); err != nil {
+		res.Notes = append(res.Notes, err.Error())
+	}
+	if slices.ContainsFunc(pts, func(p Point) bool { return p.Kind == SingleStepped }) {
+		res.Notes = append(res.Notes, "single-stepped probes (no PUSHQ BP after the stack check) cost about 10 µs a call and their stacks lack the direct caller")
+	}
+	return res, nil
+}
+
+func le32(b []byte, v uint32) { b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24) }
+
+func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1e3 }
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// readCallers turns the sampled stacks into calling sites per function.
+func readCallers(fs proc.FS, t *Target, m *maps, stat map[int]*FuncStat) error {
+	maps, err := fs.Maps(t.PID)
+	if err != nil && !errors.Is(err, proc.ErrProcessGone) {
+		return err
+	}
+	exe, _ := fs.Exe(t.PID)
+	type key struct {
+		id, stack uint32
+	}
+	var k [8]byte
+	var n uint64
+	samples := map[int]map[string]*Caller{}
+	totals := map[int]uint64{}
+	it := m.callers.Iterate()
+	var frames [stackDepth]uint64
+	for it.Next(&k, &n) {
+		id := int(le32get(k[0:]))
+		sid := le32get(k[4:])
+		s := stat[id]
+		if s == nil {
+			continue
+		}
+		if err := m.stacks.Lookup(sid, &frames); err != nil {
+			continue
+		}
+		var names []string
+		var c *Caller
+		for depth, pc := range frames {
+			if pc == 0 {
+				break
+			}
+			va, ok := toVaddr(t, maps, exe, pc)
+			if !ok {
+				continue
+			}
+			// Return addresses point after the call: look up pc-1,
+			// except the probed function's own frame.
+			if depth > 0 {
+				va--
+			}
+			fr := t.Frames(va)
+			if len(fr) == 0 {
+				continue
+			}
+			for _, f := range fr {
+				names = append(names, f.Func)
+			}
+			if depth == 0 {
+				continue
+			}
+			if c == nil {
+				f := fr[0]
+				c = &Caller{Func: f.Func, File: f.File, Line: f.Line}
+			}
+		}
+		if c == nil {
+			continue
+		}
+		if len(names) > 1 {
+			c.Stack = names[1:min(len(names), 9)]
+		}
+		ck := fmt.Sprintf("%s:%d %s", c.File, c.Line, c.Func)
+		if samples[id] == nil {
+			samples[id] = map[string]*Caller{}
+		}
+		if prev := samples[id][ck]; prev != nil {
+			prev.Share += float64(n)
+		} else {
+			c.Share = float64(n)
+			samples[id][ck] = c
+		}
+		totals[id] += n
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read sampled stacks: %w", err)
+	}
+	for id, cs := range samples {
+		var list []Caller
+		for _, c := range cs {
+			c.Share /= float64(totals[id])
+			list = append(list, *c)
+		}
+		slices.SortFunc(list, func(a, b Caller) int {
+			if a.Share != b.Share {
+				if a.Share > b.Share {
+					return -1
+				}
+				return 1
+			}
+			return strings.Compare(a.Func, b.Func)
+		})
+		stat[id].Callers = list[:min(len(list), 10)]
+	}
+	return nil
+}
+
+func le32get(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+// toVaddr maps a runtime address of the target to a link-time address of
+// its executable (PIE binaries are loaded at a bias).
+func toVaddr(t *Target, ms []proc.Mapping, exe string, pc uint64) (uint64, bool) {
+	for _, m := range ms {
+		if pc >= m.Start && pc < m.End && m.Exec {
+			if m.Path != exe && strings.TrimSuffix(m.Path, " (deleted)") != exe {
+				return 0, false
+			}
+			return t.bin.Vaddr(pc - m.Start + m.Offset)
+		}
+	}
+	return pc, len(ms) == 0 // no maps (the process exited): not PIE, presumably
+}
+
+// readArgs turns the argument histograms into values by share.
+func readArgs(m *maps, stat map[int]*FuncStat) error {
+	var k [16]byte
+	var n uint64
+	vals := map[int][]ArgVal{}
+	totals := map[int]uint64{}
+	it := m.args.Iterate()
+	for it.Next(&k, &n) {
+		id := int(le32get(k[0:]))
+		v := uint64(le32get(k[8:])) | uint64(le32get(k[12:]))<<32
+		vals[id] = append(vals[id], ArgVal{Value: v, Count: n})
+		totals[id] += n
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read arguments: %w", err)
+	}
+	for id, vs := range vals {
+		if stat[id] == nil {
+			continue
+		}
+		for i := range vs {
+			vs[i].Share = float64(vs[i].Count) / float64(totals[id])
+		}
+		slices.SortFunc(vs, func(a, b ArgVal) int {
+			if a.Count != b.Count {
+				if a.Count > b.Count {
+					return -1
+				}
+				return 1
+			}
+			if a.Value < b.Value {
+				return -1
+			}
+			return 1
+		})
+		stat[id].Args = vs[:min(len(vs), 20)]
+	}
+	return nil
+}
+
+// watchExit returns a channel closed when pid exits.
+func watchExit(pid int) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		for {
+			if err := proc.CheckTarget("", pid); err != nil {
+				close(done)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	return done
+}

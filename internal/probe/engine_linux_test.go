@@ -1,0 +1,175 @@
+package probe
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/testbin"
+	"github.com/gosleuth/gosleuth/internal/testenv"
+)
+
+type patient struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	lines chan string
+}
+
+// startPatient builds the patient (stripped unless flags say otherwise)
+// and runs it in mode.
+func startPatient(t *testing.T, buildFlags []string, args ...string) *patient {
+	t.Helper()
+	bin := testbin.BuildWith(t, "./testdata/patient", buildFlags...)
+	cmd := exec.Command(bin, args...)
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	p := &patient{cmd: cmd, in: in, lines: make(chan string, 8)}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+	}()
+	if l := <-p.lines; l != "ready" {
+		t.Fatalf("patient said %q", l)
+	}
+	return p
+}
+
+func needProbes(t *testing.T) {
+	t.Helper()
+	testenv.Require(t, testenv.Linux, testenv.Root, testenv.BPF, testenv.Uprobes)
+}
+
+func find(t *testing.T, r *Result, fn string) FuncStat {
+	t.Helper()
+	for _, f := range r.Funcs {
+		if f.Func == fn {
+			return f
+		}
+	}
+	t.Fatalf("no result for %s: %+v", fn, r.Funcs)
+	return FuncStat{}
+}
+
+// TestExactCounts: a function called 50,000 times in each of four threads,
+// two of them created after the probe attached, is counted exactly on
+// stripped, PIE and plain builds, and its caller is named with its file
+// and line although the binary has no symbol table.
+func TestExactCounts(t *testing.T) {
+	needProbes(t)
+	for _, b := range []struct {
+		name  string
+		flags []string
+	}{
+		{"stripped", []string{"-ldflags=-s -w"}},
+		{"pie", []string{"-buildmode=pie", "-ldflags=-s -w"}},
+		{"plain", nil},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			p := startPatient(t, b.flags, "-mode", "count", "-n", "50000")
+			done := make(chan string, 1)
+			r, err := Run(context.Background(), proc.NewFS(""), p.cmd.Process.Pid,
+				[]Probe{{Func: "main.hit", Stacks: true, Arg: RAX}},
+				Options{Duration: 3 * time.Second, Budget: -1, Attached: func() {
+					io.WriteString(p.in, "go\n")
+					go func() { done <- <-p.lines }()
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l := <-done; l != "done 200000" {
+				t.Fatalf("patient: %q", l)
+			}
+			f := find(t, r, "main.hit")
+			t.Logf("%s: %d calls, kind %s, attach %.1f ms, detach %.1f ms, callers %+v", b.name, f.Count, f.Kind, r.AttachMS, r.DetachMS, f.Callers)
+			if f.Count != 200000 {
+				t.Errorf("counted %d calls, the patient made 200000", f.Count)
+			}
+			if f.Kind != Emulated.String() {
+				t.Errorf("probe point %s, want the emulated PUSHQ BP", f.Kind)
+			}
+			if len(f.Callers) == 0 || f.Callers[0].Func != "main.worker" || !strings.HasSuffix(f.Callers[0].File, "patient/main.go") || f.Callers[0].Line == 0 {
+				t.Errorf("callers %+v: want main.worker at patient/main.go:LINE", f.Callers)
+			}
+			if len(f.Args) == 0 {
+				t.Errorf("no argument values read")
+			}
+		})
+	}
+}
+
+// TestSleepArgument: time.Sleep's duration is read from AX (1 ms in every
+// call) and its caller is the loop that sleeps.
+func TestSleepArgument(t *testing.T) {
+	needProbes(t)
+	p := startPatient(t, []string{"-ldflags=-s -w"}, "-mode", "sleep")
+	r, err := Run(context.Background(), proc.NewFS(""), p.cmd.Process.Pid,
+		[]Probe{{Func: "time.Sleep", Stacks: true, Arg: RAX}}, Options{Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := find(t, r, "time.Sleep")
+	t.Logf("time.Sleep %.0f/s, args %+v, callers %+v, cost %.3f%% of a CPU", f.PerSec, f.Args, f.Callers, 100*r.CostCPU)
+	if f.PerSec < 200 || f.PerSec > 1100 {
+		t.Errorf("time.Sleep at %.0f/s from a 1 ms sleep loop", f.PerSec)
+	}
+	if len(f.Args) == 0 || f.Args[0].Value != uint64(time.Millisecond) || f.Args[0].Share < 0.99 {
+		t.Errorf("args %+v: want 1000000 (1 ms) in every call", f.Args)
+	}
+	if len(f.Callers) == 0 || f.Callers[0].Func != "main.poll" {
+		t.Errorf("callers %+v: want main.poll", f.Callers)
+	}
+}
+
+// TestGovernorDetachesHotFunction: a function called millions of times a
+// second would cost the target far more than the 1% budget: the
+// pre-flight measures it and it is not probed in the window.
+func TestGovernorDetachesHotFunction(t *testing.T) {
+	needProbes(t)
+	p := startPatient(t, []string{"-ldflags=-s -w"}, "-mode", "hot")
+	r, err := Run(context.Background(), proc.NewFS(""), p.cmd.Process.Pid,
+		[]Probe{{Func: "main.hit"}, {Func: "time.Sleep"}}, Options{Duration: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := find(t, r, "main.hit")
+	t.Logf("pre-flight %.0f/s: %s", f.PreflightPerSec, f.Skipped)
+	if !strings.Contains(f.Skipped, "too hot to probe") || f.Count != 0 {
+		t.Errorf("main.hit: skipped %q, count %d: want too hot to probe", f.Skipped, f.Count)
+	}
+}
+
+// TestAbsentAndNotGo: an inlined or unknown function is reported, not
+// fatal; a process that is not Go is refused with a clear error.
+func TestAbsentAndNotGo(t *testing.T) {
+	needProbes(t)
+	p := startPatient(t, nil, "-mode", "sleep")
+	r, err := Run(context.Background(), proc.NewFS(""), p.cmd.Process.Pid,
+		[]Probe{{Func: "main.noSuchFunction"}, {Func: "time.Sleep"}}, Options{Duration: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := find(t, r, "main.noSuchFunction"); !strings.Contains(f.Skipped, "not in the binary") {
+		t.Errorf("absent function: %q", f.Skipped)
+	}
+	sleep := exec.Command("sleep", "30")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleep.Process.Kill(); sleep.Wait() }()
+	_, err = Run(context.Background(), proc.NewFS(""), sleep.Process.Pid, []Probe{{Func: "time.Sleep"}}, Options{})
+	if err == nil || !strings.Contains(err.Error(), "not a Go program") {
+		t.Errorf("probing sleep(1): %v", err)
+	}
+}

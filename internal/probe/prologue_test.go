@@ -1,0 +1,41 @@
+package probe
+
+import "testing"
+
+func TestProbePoint(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		code []byte
+		off  int
+		kind Kind
+	}{
+		{"small frame", []byte{0x49, 0x3b, 0x66, 0x10, 0x76, 0x20, 0x55, 0x48, 0x89, 0xe5}, 6, Emulated},
+		{"jbe rel32", []byte{0x49, 0x3b, 0x66, 0x10, 0x0f, 0x86, 1, 2, 3, 4, 0x55}, 10, Emulated},
+		{"big frame disp8", []byte{0x4c, 0x8d, 0x64, 0x24, 0xf0, 0x4d, 0x3b, 0x66, 0x10, 0x76, 0x10, 0x55}, 11, Emulated},
+		{"big frame disp32", []byte{0x4c, 0x8d, 0xa4, 0x24, 0, 0xf0, 0xff, 0xff, 0x4d, 0x3b, 0x66, 0x10, 0x0f, 0x86, 0, 0, 0, 0, 0x55}, 18, Emulated},
+		{"nosplit with frame", []byte{0x55, 0x48, 0x89, 0xe5}, 0, Emulated},
+		{"frameless leaf", []byte{0x48, 0xb9, 1, 2, 3, 4, 5, 6, 7, 8}, 0, SingleStepped},
+		{"check but no push", []byte{0x49, 0x3b, 0x66, 0x10, 0x76, 0x20, 0x48, 0x83, 0xec}, 0, SingleStepped},
+		{"truncated", []byte{0x49, 0x3b, 0x66}, 0, SingleStepped},
+		{"truncated jump", []byte{0x49, 0x3b, 0x66, 0x10, 0x0f, 0x86, 1}, 0, SingleStepped},
+		{"empty", nil, 0, SingleStepped},
+	} {
+		off, kind := ProbePoint(tc.code)
+		if off != tc.off || kind != tc.kind {
+			t.Errorf("%s: ProbePoint = %d %v, want %d %v", tc.name, off, kind, tc.off, tc.kind)
+		}
+	}
+}
+
+// FuzzProbePoint: any bytes (a binary is anyone's) give an offset inside
+// the code and never a panic.
+func FuzzProbePoint(f *testing.F) {
+	f.Add([]byte{0x49, 0x3b, 0x66, 0x10, 0x76, 0x20, 0x55})
+	f.Add([]byte{0x4c, 0x8d, 0xa4, 0x24, 0, 0xf0, 0xff, 0xff, 0x4d, 0x3b, 0x66, 0x10, 0x0f, 0x86, 0, 0, 0, 0, 0x55})
+	f.Fuzz(func(t *testing.T, code []byte) {
+		off, kind := ProbePoint(code)
+		if off < 0 || (off > 0 && off >= len(code)) || (kind == Emulated && code[off] != 0x55) {
+			t.Fatalf("ProbePoint(%x) = %d %v", code, off, kind)
+		}
+	})
+}

@@ -1,0 +1,111 @@
+package probe
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrNotSupported reports a system without entry uprobes through BPF.
+var ErrNotSupported = errors.New("entry uprobes need Linux with BPF uprobe_multi links (kernel 6.6 or later) and root")
+
+// Reg is an argument register of Go's amd64 register ABI.
+type Reg int
+
+// Registers a probe can read (the first three integer arguments, and the
+// current goroutine).
+const (
+	RegNone Reg = iota
+	RAX
+	RBX
+	RCX
+	R14
+)
+
+// String names r as Go's assembler does.
+func (r Reg) String() string {
+	return [...]string{"", "AX", "BX", "CX", "R14"}[r]
+}
+
+// Probe is one function to probe and what to take at each call.
+type Probe struct {
+	Func string
+	// Arg, when set, keeps a histogram of that register's values.
+	Arg Reg
+	// Stacks samples user stacks (the callers).
+	Stacks bool
+}
+
+// Options configure Run.
+type Options struct {
+	// Duration is the window (default 2 s).
+	Duration time.Duration
+	// Budget is the target CPU the probes may cost, as a fraction of one
+	// CPU over the window (default 0.01). Negative turns the governor off.
+	Budget float64
+	// Preflight is the count-only look that measures call rates before
+	// the window (default 100 ms).
+	Preflight time.Duration
+	// Attached, when set, is called once the window's probes are in place.
+	Attached func()
+}
+
+// Result is what the probes saw.
+type Result struct {
+	PID       int     `json:"pid"`
+	GoVersion string  `json:"go_version"`
+	Mechanism string  `json:"mechanism"`
+	Seconds   float64 `json:"seconds"`
+	// AttachMS and DetachMS are how long the window's probes took to put
+	// in place and to remove.
+	AttachMS float64 `json:"attach_ms"`
+	DetachMS float64 `json:"detach_ms"`
+	// CostCPU is the target CPU the probes are estimated to have cost, as
+	// a fraction of one CPU over the window.
+	CostCPU float64 `json:"cost_cpu"`
+	// BudgetSpent says the window ended early because the budget ran out.
+	BudgetSpent bool `json:"budget_spent,omitempty"`
+	// Exited says the target exited during the window.
+	Exited bool       `json:"exited,omitempty"`
+	Funcs  []FuncStat `json:"functions"`
+	Notes  []string   `json:"notes,omitempty"`
+}
+
+// FuncStat is one function's calls.
+type FuncStat struct {
+	Func   string `json:"func"`
+	Symbol string `json:"symbol,omitempty"`
+	// Kind is how its probe ran (emulated or single-stepped); Skipped says
+	// why it was not probed (absent, too hot).
+	Kind    string `json:"kind,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
+	// Count is the calls in the window (exact); PerSec their rate.
+	// PreflightPerSec is the rate the pre-flight measured.
+	Count           uint64  `json:"count"`
+	PerSec          float64 `json:"per_sec"`
+	PreflightPerSec float64 `json:"preflight_per_sec"`
+	// StackEvery is the sampling of stacks: one call in StackEvery.
+	StackEvery int `json:"stack_every,omitempty"`
+	// Callers are the calling sites by share of the sampled stacks: the
+	// direct caller and the program's own code nearest to the call.
+	Callers []Caller `json:"callers,omitempty"`
+	// Arg names the register read and Args its values by share.
+	Arg  string   `json:"arg,omitempty"`
+	Args []ArgVal `json:"args,omitempty"`
+}
+
+// Caller is a calling site and its share of the sampled calls.
+type Caller struct {
+	Func  string  `json:"func"`
+	File  string  `json:"file,omitempty"`
+	Line  int     `json:"line,omitempty"`
+	Share float64 `json:"share"`
+	// Stack is the caller's own callers, outermost last (up to 8).
+	Stack []string `json:"stack,omitempty"`
+}
+
+// ArgVal is one value of the probed register and its calls.
+type ArgVal struct {
+	Value uint64  `json:"value"`
+	Count uint64  `json:"count"`
+	Share float64 `json:"share"`
+}

@@ -1,0 +1,77 @@
+// Command patient is the probe engine's test patient: it calls known
+// functions a known number of times.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// hit has a frame (it calls leaf), so its probe sits on the emulated
+// PUSHQ BP after the stack check.
+//
+//go:noinline
+func hit(x int) int { return leaf(x) + 1 }
+
+//go:noinline
+func leaf(x int) int { return x * 2 }
+
+var sink int
+
+// worker calls hit n times.
+//
+//go:noinline
+func worker(n int) {
+	for i := range n {
+		sink += hit(i)
+	}
+}
+
+// poll sleeps 1 ms in a loop, as a clock loop does.
+//
+//go:noinline
+func poll() {
+	for {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func main() {
+	mode := flag.String("mode", "count", "count, sleep or hot")
+	n := flag.Int("n", 50000, "calls per worker (count)")
+	flag.Parse()
+	fmt.Println("ready")
+	switch *mode {
+	case "count":
+		// Wait for the probe, then four workers: two on threads locked
+		// from the start, two on threads made after the probe attached.
+		bufio.NewReader(os.Stdin).ReadString('\n')
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if i >= 2 {
+					runtime.LockOSThread() // exits with the goroutine: a fresh thread
+				}
+				worker(*n)
+			}()
+		}
+		wg.Wait()
+		fmt.Println("done", 4**n)
+		for {
+			time.Sleep(time.Hour) // not select{}: with every goroutine blocked the runtime would exit
+		}
+	case "sleep":
+		poll()
+	case "hot":
+		for {
+			worker(1 << 20)
+		}
+	}
+}
