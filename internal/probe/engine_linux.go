@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/stacks"
 )
 
 // Offsets of the registers in the kernel's struct pt_regs (x86_64), as the
@@ -454,7 +455,7 @@ func readCallers(fs proc.FS, t *Target, m *maps, stat map[int]*FuncStat) error {
 			continue
 		}
 		var names []string
-		var c *Caller
+		var callers []stacks.Frame // the frames above the probed function, innermost first
 		for depth, pc := range frames {
 			if pc == 0 {
 				break
@@ -469,19 +470,27 @@ func readCallers(fs proc.FS, t *Target, m *maps, stat map[int]*FuncStat) error {
 				va--
 			}
 			fr := t.Frames(va)
-			if len(fr) == 0 {
-				continue
-			}
 			for _, f := range fr {
 				names = append(names, f.Func)
 			}
-			if depth == 0 {
-				continue
+			if depth > 0 {
+				callers = append(callers, fr...)
 			}
-			if c == nil {
-				f := fr[0]
+		}
+		// The caller named is the program's own code nearest the call
+		// (sync.Mutex.Lock is inlined into its caller; os.ReadFile calls
+		// os.OpenFile): the first frame outside the standard library's
+		// plumbing, else the direct caller.
+		var c *Caller
+		for _, f := range callers {
+			if !isRuntime(f.Func) {
 				c = &Caller{Func: f.Func, File: f.File, Line: f.Line}
+				break
 			}
+		}
+		if c == nil && len(callers) > 0 {
+			f := callers[0]
+			c = &Caller{Func: f.Func, File: f.File, Line: f.Line}
 		}
 		if c == nil {
 			continue

@@ -41,6 +41,25 @@ func poll() {
 	}
 }
 
+var mu sync.Mutex
+
+// critical holds mu for about 100 µs: eight of them contend, a few
+// thousand times a second.
+//
+//go:noinline
+func critical() {
+	mu.Lock()
+	time.Sleep(100 * time.Microsecond)
+	mu.Unlock()
+}
+
+// spawnLeaky starts goroutines that never end.
+//
+//go:noinline
+func spawnLeaky(block chan struct{}) {
+	go func() { <-block }()
+}
+
 func main() {
 	mode := flag.String("mode", "count", "count, sleep or hot")
 	n := flag.Int("n", 50000, "calls per worker (count)")
@@ -69,6 +88,21 @@ func main() {
 		}
 	case "sleep":
 		poll()
+	case "lock":
+		for range 8 {
+			go func() {
+				for {
+					critical()
+				}
+			}()
+		}
+		select {}
+	case "spawn":
+		block := make(chan struct{})
+		for {
+			spawnLeaky(block)
+			time.Sleep(5 * time.Millisecond)
+		}
 	case "hot":
 		for {
 			worker(1 << 20)

@@ -1,0 +1,238 @@
+package probe
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Recipe is a named set of probes for one question, and the pure function
+// that answers it from what they saw.
+type Recipe struct {
+	Name string
+	// Doc says what the recipe finds.
+	Doc    string
+	Probes []Probe
+	// Answer turns the result into plain statements, most telling first.
+	Answer func(r *Result) []string
+}
+
+// Recipes are the built-in recipes by name. Names that moved between Go
+// versions are resolved by Target.Find.
+var Recipes = map[string]Recipe{
+	"locks": {
+		Name: "locks",
+		Doc:  "mutex contention: slow-path Lock calls and those that slept, by caller and by mutex (RWMutex too)",
+		Probes: []Probe{
+			{Func: "sync.(*Mutex).lockSlow", Arg: RAX, Stacks: true},
+			{Func: "sync.runtime_SemacquireMutex"},
+			{Func: "sync.runtime_SemacquireRWMutexR", Stacks: true},
+			{Func: "sync.runtime_SemacquireRWMutex", Stacks: true},
+		},
+		Answer: answerLocks,
+	},
+	"timers": {
+		Name: "timers",
+		Doc:  "sleep and timer loops: time.Sleep by caller and duration, timer and ticker channel receives by caller, new tickers by period",
+		Probes: []Probe{
+			{Func: "time.Sleep", Arg: RAX, Stacks: true},
+			{Func: "runtime.chanrecv1", Stacks: true},
+			{Func: "runtime.chanrecv2", Stacks: true},
+			{Func: "runtime.blockTimerChan", Arg: RAX},
+			{Func: "time.NewTicker", Arg: RAX, Stacks: true},
+		},
+		Answer: answerTimers,
+	},
+	"goroutines": {
+		Name: "goroutines",
+		Doc:  "goroutines created and exited per second, and where they are created",
+		Probes: []Probe{
+			{Func: "runtime.newproc", Stacks: true},
+			{Func: "runtime.goexit1"},
+		},
+		Answer: answerGoroutines,
+	},
+	"exec": {
+		Name: "exec",
+		Doc:  "programs started: callers of os/exec and os.StartProcess",
+		Probes: []Probe{
+			{Func: "os/exec.(*Cmd).Start", Stacks: true},
+			{Func: "os.StartProcess", Stacks: true},
+		},
+		Answer: answerCalls("starts a program", "os/exec.(*Cmd).Start", "os.StartProcess"),
+	},
+	"files": {
+		Name: "files",
+		Doc:  "files opened: callers of os.OpenFile",
+		Probes: []Probe{
+			{Func: "os.OpenFile", Stacks: true},
+		},
+		Answer: answerCalls("opens a file", "os.OpenFile"),
+	},
+	"gcassist": {
+		Name: "gcassist",
+		Doc:  "GC mark assist: how often allocating goroutines are made to mark, and the code that allocates",
+		Probes: []Probe{
+			{Func: "runtime.gcAssistAlloc", Stacks: true},
+			{Func: "runtime.gcStart"},
+		},
+		Answer: answerGCAssist,
+	},
+}
+
+// RecipeNames lists the recipes in a stable order.
+func RecipeNames() []string {
+	var out []string
+	for n := range Recipes {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func stat(r *Result, fn string) (FuncStat, bool) {
+	for _, f := range r.Funcs {
+		if f.Func == fn && f.Skipped == "" {
+			return f, true
+		}
+	}
+	return FuncStat{}, false
+}
+
+func site(c Caller) string {
+	if c.File == "" {
+		return c.Func
+	}
+	return fmt.Sprintf("%s (%s:%d)", c.Func, c.File, c.Line)
+}
+
+func answerLocks(r *Result) []string {
+	var out []string
+	if f, ok := stat(r, "sync.(*Mutex).lockSlow"); ok {
+		if f.Count == 0 {
+			out = append(out, "no mutex contention: sync.Mutex.Lock never took its slow path")
+		} else {
+			s := fmt.Sprintf("Mutex.Lock took the slow path %.0f times a second", f.PerSec)
+			if sem, ok := stat(r, "sync.runtime_SemacquireMutex"); ok {
+				s += fmt.Sprintf(", %.0f of them slept", sem.PerSec)
+			}
+			out = append(out, s)
+			for _, c := range f.Callers[:min(len(f.Callers), 3)] {
+				out = append(out, fmt.Sprintf("%.0f%% from %s", 100*c.Share, site(c)))
+			}
+			if len(f.Args) > 0 {
+				out = append(out, fmt.Sprintf("busiest mutex at %#x: %.0f%% of the slow Locks (%d mutexes seen)", f.Args[0].Value, 100*f.Args[0].Share, len(f.Args)))
+			}
+		}
+	}
+	for _, fn := range []string{"sync.runtime_SemacquireRWMutexR", "sync.runtime_SemacquireRWMutex"} {
+		if f, ok := stat(r, fn); ok && f.Count > 0 {
+			s := fmt.Sprintf("RWMutex waits (%s) %.0f times a second", fn, f.PerSec)
+			if len(f.Callers) > 0 {
+				s += ", mostly from " + site(f.Callers[0])
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func answerTimers(r *Result) []string {
+	var out []string
+	if f, ok := stat(r, "time.Sleep"); ok && f.Count > 0 {
+		s := fmt.Sprintf("time.Sleep %.0f times a second", f.PerSec)
+		if len(f.Callers) > 0 {
+			s += " from " + site(f.Callers[0])
+		}
+		if len(f.Args) > 0 {
+			s += fmt.Sprintf(", for %s in %.0f%% of calls", time.Duration(f.Args[0].Value), 100*f.Args[0].Share)
+		}
+		out = append(out, s)
+	}
+	for _, fn := range []string{"runtime.chanrecv1", "runtime.chanrecv2"} {
+		if f, ok := stat(r, fn); ok && f.Count > 0 {
+			s := fmt.Sprintf("channel receives (%s) %.0f times a second", fn, f.PerSec)
+			if len(f.Callers) > 0 {
+				s += ", mostly in " + site(f.Callers[0])
+			}
+			out = append(out, s)
+		}
+	}
+	if f, ok := stat(r, "runtime.blockTimerChan"); ok && f.Count > 0 {
+		out = append(out, fmt.Sprintf("%.0f receives a second wait on a timer or ticker channel (%d channels)", f.PerSec, len(f.Args)))
+	}
+	if f, ok := stat(r, "time.NewTicker"); ok && f.Count > 0 && len(f.Args) > 0 {
+		out = append(out, fmt.Sprintf("time.NewTicker %.0f times a second, period %s", f.PerSec, time.Duration(f.Args[0].Value)))
+	}
+	return out
+}
+
+func answerGoroutines(r *Result) []string {
+	np, ok1 := stat(r, "runtime.newproc")
+	ex, ok2 := stat(r, "runtime.goexit1")
+	if !ok1 || !ok2 {
+		return nil
+	}
+	out := []string{fmt.Sprintf("goroutines created %.0f/s, exited %.0f/s: net %+.0f/s", np.PerSec, ex.PerSec, np.PerSec-ex.PerSec)}
+	for _, c := range np.Callers[:min(len(np.Callers), 3)] {
+		out = append(out, fmt.Sprintf("%.0f%% created by %s", 100*c.Share, site(c)))
+	}
+	return out
+}
+
+func answerGCAssist(r *Result) []string {
+	f, ok := stat(r, "runtime.gcAssistAlloc")
+	if !ok {
+		return nil
+	}
+	s := fmt.Sprintf("mark assist %.0f times a second", f.PerSec)
+	if g, ok := stat(r, "runtime.gcStart"); ok {
+		s += fmt.Sprintf(" (%.1f GC cycles a second)", g.PerSec)
+	}
+	out := []string{s}
+	for _, c := range f.Callers[:min(len(f.Callers), 3)] {
+		// The program's own frame in the stack is the allocation site.
+		out = append(out, fmt.Sprintf("%.0f%% under %s", 100*c.Share, ownSite(c)))
+	}
+	return out
+}
+
+// ownSite is the first frame of a caller's stack outside the standard
+// library's plumbing.
+func ownSite(c Caller) string {
+	for _, fn := range c.Stack {
+		if !isRuntime(fn) {
+			return fn
+		}
+	}
+	return site(c)
+}
+
+func isRuntime(fn string) bool {
+	for _, p := range []string{"runtime.", "internal/", "sync.", "syscall.", "os.", "os/exec.", "time."} {
+		if len(fn) >= len(p) && fn[:len(p)] == p {
+			return true
+		}
+	}
+	return false
+}
+
+func answerCalls(what string, fns ...string) func(r *Result) []string {
+	return func(r *Result) []string {
+		var out []string
+		for _, fn := range fns {
+			f, ok := stat(r, fn)
+			if !ok || f.Count == 0 {
+				continue
+			}
+			for _, c := range f.Callers[:min(len(f.Callers), 3)] {
+				out = append(out, fmt.Sprintf("%s %s %.0f times a second (%s)", ownSite(c), what, f.PerSec*c.Share, fn))
+			}
+			if len(f.Callers) == 0 {
+				out = append(out, fmt.Sprintf("%s %.0f times a second", fn, f.PerSec))
+			}
+			break
+		}
+		return out
+	}
+}
