@@ -88,8 +88,9 @@ var moved = map[string][]string{
 type Point struct {
 	// Name is the function as asked for; Symbol as the binary names it.
 	Name, Symbol string
-	// Entry is its link-time address; Offset the probe's file offset.
-	Entry, Offset uint64
+	// Entry is its link-time address, Addr the probe's, Offset the
+	// probe's file offset.
+	Entry, Addr, Offset uint64
 	Kind          Kind
 }
 
@@ -118,7 +119,7 @@ func (t *Target) Find(name string) (Point, error) {
 	if !ok {
 		return Point{}, fmt.Errorf("%s: no file offset for %#x", name, f.Entry)
 	}
-	return Point{Name: name, Symbol: sym, Entry: f.Entry, Offset: fo, Kind: kind}, nil
+	return Point{Name: name, Symbol: sym, Entry: f.Entry, Addr: f.Entry + uint64(off), Offset: fo, Kind: kind}, nil
 }
 
 // Frames symbolizes a link-time address of the target's binary.

@@ -103,6 +103,35 @@ func main() {
 			spawnLeaky(block)
 			time.Sleep(5 * time.Millisecond)
 		}
+	case "churn":
+		// Threads and goroutines come and go; "ping" on stdin is answered
+		// with the rounds done.
+		rounds := 0
+		var rmu sync.Mutex
+		go func() {
+			for {
+				var wg sync.WaitGroup
+				for range 4 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						runtime.LockOSThread() // a new thread each time
+						worker(1000)
+						time.Sleep(time.Millisecond)
+					}()
+				}
+				wg.Wait()
+				rmu.Lock()
+				rounds++
+				rmu.Unlock()
+			}
+		}()
+		in := bufio.NewScanner(os.Stdin)
+		for in.Scan() {
+			rmu.Lock()
+			fmt.Println("rounds", rounds)
+			rmu.Unlock()
+		}
 	case "hot":
 		for {
 			worker(1 << 20)

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gosleuth/gosleuth/internal/testenv"
+)
+
+// TestProbeBadInput: every bad command line gets one clear line and its
+// exit status.
+func TestProbeBadInput(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		code  int
+		words string
+	}{
+		{"no pid", []string{"probe", "--recipe", "locks"}, 2, "give --pid"},
+		{"nothing to probe", []string{"probe", "--pid", "1"}, 2, "give --recipe NAME or the functions"},
+		{"unknown recipe", []string{"probe", "--pid", "1", "--recipe", "magic"}, 2, `unknown recipe "magic"`},
+		{"bad budget", []string{"probe", "--pid", "1", "--budget", "lots", "main.f"}, 2, "--budget must be a percentage"},
+		{"bad register", []string{"probe", "--pid", "1", "main.f:XMM0"}, 2, "AX, BX, CX or R14"},
+		{"bad format", []string{"probe", "--pid", "1", "--format", "xml", "main.f"}, 2, "text or json"},
+		{"bad duration", []string{"probe", "--pid", "1", "--duration", "-1s", "main.f"}, 2, "--duration must be positive"},
+	}
+	if runtime.GOOS == "linux" {
+		tests = append(tests, struct {
+			name  string
+			args  []string
+			code  int
+			words string
+		}{"pid not found", []string{"probe", "--pid", "536870000", "main.f"}, 1, "process 536870000 not found"})
+	}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(context.Background(), tt.args, &out, &out)
+			if code := exitCode(err, devNull); code != tt.code || err == nil || !strings.Contains(err.Error(), tt.words) {
+				t.Errorf("exit %d (want %d), error %v (want %q)", code, tt.code, err, tt.words)
+			}
+		})
+	}
+}
+
+// TestProbeNotGo: a target that is not a Go program is refused in one line.
+func TestProbeNotGo(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Root, testenv.BPF, testenv.Uprobes)
+	p := exec.Command("sleep", "30")
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.Process.Kill(); p.Wait() }()
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"probe", "--pid", strconv.Itoa(p.Process.Pid), "--recipe", "timers"}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "is not a Go program") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("probing sleep(1): %v", err)
+	}
+}

@@ -1,0 +1,122 @@
+package probe
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
+)
+
+// probeByte reads the byte at the probe point of fn in process pid: 0xCC
+// while a uprobe is attached there.
+func probeByte(t *testing.T, pid int, addr uint64) byte {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, int64(addr)); err != nil {
+		t.Fatal(err)
+	}
+	return b[0]
+}
+
+// TestSIGKILLLeavesNothing runs the engine in a child process, SIGKILLs it
+// while its probe is attached, and requires the target's code restored
+// (no int3 at the probe) within 1 s, and the target alive.
+func TestSIGKILLLeavesNothing(t *testing.T) {
+	if os.Getenv("GOSLEUTH_PROBE_CHILD") != "" {
+		pid, _ := strconv.Atoi(os.Getenv("GOSLEUTH_PROBE_CHILD"))
+		Run(context.Background(), proc.NewFS(""), pid, []Probe{{Func: "time.Sleep", Stacks: true, Arg: RAX}},
+			Options{Duration: time.Minute, Attached: func() { fmt.Println("attached") }})
+		return
+	}
+	needProbes(t)
+	p := startPatient(t, nil, "-mode", "sleep") // not PIE: link-time addresses are the process's
+	tg, err := Resolve(proc.NewFS(""), p.cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt, err := tg.Find("time.Sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := probeByte(t, p.cmd.Process.Pid, pt.Addr)
+	if orig != 0x55 {
+		t.Fatalf("the probe point holds %#x before attaching, want PUSHQ BP (0x55)", orig)
+	}
+	child := exec.Command(os.Args[0], "-test.run=^TestSIGKILLLeavesNothing$")
+	child.Env = append(os.Environ(), "GOSLEUTH_PROBE_CHILD="+strconv.Itoa(p.cmd.Process.Pid))
+	out, _ := child.StdoutPipe()
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Wait()
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "attached" {
+		child.Process.Kill()
+		t.Fatalf("child: %q", sc.Text())
+	}
+	if b := probeByte(t, p.cmd.Process.Pid, pt.Addr); b != 0xcc {
+		t.Errorf("while attached the probe point holds %#x, want int3 (0xcc)", b)
+	}
+	child.Process.Kill()
+	killed := time.Now()
+	for {
+		b := probeByte(t, p.cmd.Process.Pid, pt.Addr)
+		if b == orig {
+			t.Logf("int3 gone %v after SIGKILL", time.Since(killed).Round(time.Millisecond))
+			break
+		}
+		if time.Since(killed) > time.Second {
+			t.Fatalf("1 s after SIGKILL the probe point still holds %#x", b)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if err := proc.CheckTarget("", p.cmd.Process.Pid); err != nil {
+		t.Errorf("the target did not survive: %v", err)
+	}
+}
+
+// TestAttachDetachCycles attaches and detaches every recipe 100 times
+// against a target that keeps creating threads and goroutines, and
+// requires it alive and answering.
+func TestAttachDetachCycles(t *testing.T) {
+	needProbes(t)
+	p := startPatient(t, []string{"-ldflags=-s -w"}, "-mode", "churn")
+	var all []Probe
+	for _, n := range RecipeNames() {
+		all = append(all, Recipes[n].Probes...)
+	}
+	start := time.Now()
+	const cycles = 100
+	for i := range cycles {
+		if _, err := Run(context.Background(), proc.NewFS(""), p.cmd.Process.Pid, all,
+			Options{Duration: 20 * time.Millisecond, Preflight: 10 * time.Millisecond}); err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+		if err := proc.CheckTarget("", p.cmd.Process.Pid); err != nil {
+			t.Fatalf("cycle %d: the target died: %v", i, err)
+		}
+	}
+	t.Logf("%d attach/detach cycles of %d probes in %v", cycles, len(all), time.Since(start).Round(time.Millisecond))
+	// Still working: it answers with its count of finished rounds.
+	io := p.in
+	fmt.Fprintln(io, "ping")
+	select {
+	case l := <-p.lines:
+		if l == "" {
+			t.Errorf("the target stopped answering")
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("the target did not answer after the cycles")
+	}
+}
