@@ -91,7 +91,7 @@ type Point struct {
 	// Entry is its link-time address, Addr the probe's, Offset the
 	// probe's file offset.
 	Entry, Addr, Offset uint64
-	Kind          Kind
+	Kind                Kind
 }
 
 // Find resolves a function by name (or its name in the target's Go
