@@ -291,14 +291,28 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 		if err != nil {
 			return nil, err
 		}
+		// The pre-flight ends early once what it has cost reaches a
+		// quarter of the window's budget: a function hot enough to do
+		// that is measured well enough, and must not eat the budget.
 		t0 := time.Now()
-		sleepCtx(ctx, o.Preflight)
-		c, err := readCounts(m, len(pts))
-		a.l.Close()
-		if err != nil {
-			return nil, err
+		preBudget := 0.25 * o.Budget * o.Duration.Seconds() * 1e9
+		var c []uint64
+		for {
+			sleepCtx(ctx, 5*time.Millisecond)
+			if c, err = readCounts(m, len(pts)); err != nil {
+				a.l.Close()
+				return nil, err
+			}
+			var spent float64
+			for i, n := range c {
+				spent += float64(n) * pts[i].Kind.Cost()
+			}
+			if spent >= preBudget || time.Since(t0) >= o.Preflight || ctx.Err() != nil {
+				break
+			}
 		}
 		sec := time.Since(t0).Seconds()
+		a.l.Close()
 		keep = nil
 		for i, n := range c {
 			rates[i] = float64(n) / sec
