@@ -10,5 +10,6 @@ func doctorLooks(procRoot, pprofURL, metricsURL string) []window.Look {
 		window.SyscallsLook{ProcRoot: procRoot},
 		window.StacksLook{ProcRoot: procRoot},
 		window.RuntimeLook{PprofURL: pprofURL, MetricsURL: metricsURL, ProcRoot: procRoot},
+		window.ProbesLook{ProcRoot: procRoot},
 	}
 }

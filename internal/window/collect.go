@@ -204,6 +204,9 @@ func Collect(ctx context.Context, cfg CollectConfig) ([]*Window, *Host, []string
 			if p.w.Runtime != nil {
 				w.Runtime = p.w.Runtime
 			}
+			if p.w.Probes != nil {
+				w.Probes = p.w.Probes
+			}
 			if p.w.Go != nil {
 				w.Go = p.w.Go
 			}
