@@ -31,6 +31,11 @@ type Config struct {
 	ProcRoot string
 	// Interval is the sampling period (default 1 s).
 	Interval time.Duration
+	// IdleAfter and IdleInterval: when nobody has scraped for IdleAfter
+	// (default 1 min), the exporter samples every IdleInterval (default
+	// 10 s) instead, so an unscraped exporter costs next to nothing; the
+	// next scrape gets the last sample and brings back Interval.
+	IdleAfter, IdleInterval time.Duration
 	// GroupBy is the order of group kinds tried (default unit, container,
 	// exe).
 	GroupBy []string
@@ -50,6 +55,12 @@ type Config struct {
 func (c *Config) defaults() {
 	if c.Interval <= 0 {
 		c.Interval = time.Second
+	}
+	if c.IdleAfter <= 0 {
+		c.IdleAfter = time.Minute
+	}
+	if c.IdleInterval <= 0 {
+		c.IdleInterval = max(10*time.Second, c.Interval)
 	}
 	if len(c.GroupBy) == 0 {
 		c.GroupBy = []string{KindUnit, KindContainer, KindExe}
@@ -146,6 +157,8 @@ type Exporter struct {
 
 	mu            sync.Mutex
 	last          *Snapshot
+	lastScrape    time.Time       // when Last was last called (a scrape)
+	scraped       chan struct{}   // wakes an idle Run at a scrape
 	newFindings   []FindingSeries // a doctor run not yet taken by the sampler
 	doctorRuns    uint64
 	doctorErrors  uint64
@@ -165,7 +178,8 @@ func New(cfg Config) (*Exporter, error) {
 		return nil, fmt.Errorf("exporter: %w", err)
 	}
 	return &Exporter{cfg: cfg, reader: r, groups: map[groupKey]*GroupStats{}, procGroup: map[procID]groupKey{},
-		prev: &proc.Snapshot{}, cur: &proc.Snapshot{}, rt: map[groupKey]*rtGroup{}, rtProcs: map[procID]*rtProc{}}, nil
+		prev: &proc.Snapshot{}, cur: &proc.Snapshot{}, rt: map[groupKey]*rtGroup{}, rtProcs: map[procID]*rtProc{},
+		scraped: make(chan struct{}, 1)}, nil
 }
 
 // Run samples every Interval until ctx ends, then closes the reader.
@@ -174,18 +188,42 @@ func (e *Exporter) Run(ctx context.Context) error {
 	if err := e.Sample(); err != nil {
 		return err
 	}
-	t := time.NewTicker(e.cfg.Interval)
+	t := time.NewTimer(e.cfg.Interval)
 	defer t.Stop()
+	next := time.Now().Add(e.cfg.Interval)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
-			if err := e.Sample(); err != nil {
-				e.self.Errors++
+		case <-e.scraped:
+			// A scrape while idle: back to the short period at once.
+			if time.Until(next) > e.cfg.Interval {
+				next = time.Now().Add(e.cfg.Interval)
+				t.Reset(e.cfg.Interval)
 			}
+			continue
+		case <-t.C:
 		}
+		if err := e.Sample(); err != nil {
+			e.self.Errors++
+		}
+		d := e.cfg.Interval
+		if e.idle() {
+			d = e.cfg.IdleInterval
+		}
+		next = time.Now().Add(d)
+		t.Reset(d)
 	}
+}
+
+// idle reports whether nobody has scraped for IdleAfter.
+func (e *Exporter) idle() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.lastScrape.IsZero() {
+		e.lastScrape = time.Now() // the idle clock starts with the exporter
+	}
+	return time.Since(e.lastScrape) >= e.cfg.IdleAfter
 }
 
 // Sample reads the host once and folds the interval into the groups.
@@ -363,6 +401,11 @@ func (e *Exporter) publish(now time.Time) {
 func (e *Exporter) Last() (*Snapshot, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.lastScrape = time.Now()
+	select {
+	case e.scraped <- struct{}{}:
+	default:
+	}
 	if e.last == nil {
 		return nil, errors.New("exporter: no sample yet")
 	}

@@ -358,3 +358,42 @@ func value(fams map[string]*dto.MetricFamily, family, group string) float64 {
 	}
 	return -1
 }
+
+// TestIdleBackoff: unscraped for IdleAfter, the exporter samples every
+// IdleInterval; a scrape brings the short period back at once.
+func TestIdleBackoff(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	e, err := New(Config{GroupBy: []string{KindExe}, Interval: 50 * time.Millisecond,
+		IdleAfter: 200 * time.Millisecond, IdleInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go e.Run(ctx)
+	samples := func() int64 {
+		s, err := e.Last()
+		if err != nil {
+			return 0
+		}
+		return int64(s.Self.Samples)
+	}
+	// Not scraped: after 200 ms of 50 ms samples it goes idle.
+	time.Sleep(800 * time.Millisecond)
+	e.mu.Lock()
+	n := e.last.Self.Samples
+	e.mu.Unlock()
+	if n < 3 || n > 8 {
+		t.Errorf("%d samples in 800 ms unscraped: want the 50 ms period for 200 ms, then none", n)
+	}
+	// Scraped every 100 ms: the 50 ms period again.
+	before := samples()
+	for range 5 {
+		time.Sleep(100 * time.Millisecond)
+		samples()
+	}
+	after := samples()
+	if after-before < 6 {
+		t.Errorf("%d samples in 500 ms of scrapes: want the 50 ms period back", after-before)
+	}
+}
