@@ -10,6 +10,7 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/goruntime"
 	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/window"
 )
 
 // watch is one process's history and its sampler. The sampler runs while
@@ -59,9 +60,11 @@ func (w *watch) release() { w.life.release(w.s.cfg.Linger) }
 
 // sampler holds what the sampling goroutine keeps between ticks.
 type sampler struct {
-	r          *proc.Reader
-	prev, cur  *proc.Snapshot
-	rates      proc.Rates
+	r *proc.Reader
+	// wb turns the readings into the process's window since the sampler
+	// started; each point is window.Between the last two.
+	wb         *window.Builder
+	last       *window.Window
 	rt         goruntime.Source
 	rtNext     time.Time // when to look for a runtime source again
 	rtHist     []*goruntime.Sample
@@ -78,7 +81,7 @@ type sampler struct {
 // run samples the process every Config.Interval until stopc is closed or
 // the process exits.
 func (w *watch) run(stopc chan struct{}) {
-	sm := &sampler{prev: new(proc.Snapshot), cur: new(proc.Snapshot)}
+	sm := &sampler{}
 	defer sm.close()
 	fail := func(err error) {
 		w.mu.Lock()
@@ -93,11 +96,14 @@ func (w *watch) run(stopc chan struct{}) {
 		return
 	}
 	sm.r = r
-	if err := r.Snapshot(sm.cur); err != nil {
+	sm.wb = window.NewBuilder(r, window.Config{PIDs: []int{w.pid}, ProcRoot: w.s.cfg.ProcRoot, NoFacts: true, NoSeries: true})
+	cur, err := sm.wb.Read()
+	if err != nil {
 		fail(err)
 		return
 	}
-	if p := sm.cur.Find(int32(w.pid)); p == nil || p.StartTime != w.start || p.State == 'Z' {
+	sm.last = sm.wb.Window(w.pid)
+	if p := cur.Find(int32(w.pid)); p == nil || p.StartTime != w.start || p.State == 'Z' {
 		w.markExited(time.Now())
 		return
 	}
@@ -105,7 +111,7 @@ func (w *watch) run(stopc chan struct{}) {
 	if w.ring.seq > 0 {
 		// A gap: the lines break here rather than join across the time
 		// nobody watched.
-		gap := blank(float64(sm.cur.Time.UnixMilli()) / 1e3)
+		gap := blank(float64(cur.Time.UnixMilli()) / 1e3)
 		w.ring.add(&gap)
 	}
 	w.samplerErr = ""
@@ -130,38 +136,44 @@ func (w *watch) run(stopc chan struct{}) {
 // step takes one reading and records it; it reports true when the
 // process is gone.
 func (w *watch) step(sm *sampler) (gone bool) {
-	sm.prev, sm.cur = sm.cur, sm.prev
-	if err := sm.r.Snapshot(sm.cur); err != nil {
+	var prevIO [2]uint64
+	prevIOKnown := false
+	if prev := sm.wb.Latest(); prev != nil {
+		if sp := prev.Find(int32(w.pid)); sp != nil && sp.Known&proc.KnownIO != 0 {
+			prevIO, prevIOKnown = [2]uint64{sp.SyscR, sp.SyscW}, true
+		}
+	}
+	cur, err := sm.wb.Read()
+	if err != nil {
 		w.mu.Lock()
 		w.samplerErr = err.Error()
 		w.mu.Unlock()
 		return false
 	}
-	p := sm.cur.Find(int32(w.pid))
+	p := cur.Find(int32(w.pid))
 	if p == nil || p.StartTime != w.start || p.State == 'Z' {
-		w.markExited(sm.cur.Time)
+		w.markExited(cur.Time)
 		return true
 	}
-	sm.rates.Compute(sm.prev, sm.cur)
-	var rate *proc.ProcRate
-	for i := range sm.rates.Procs {
-		if sm.rates.Procs[i].Proc == p {
-			rate = &sm.rates.Procs[i]
-		}
-	}
-	now := sm.cur.Time
+	now := cur.Time
 	pt := blank(float64(now.UnixMilli()) / 1e3)
-	if rate != nil && !rate.New {
-		pt[colUsr], pt[colSys] = rate.UserPct, rate.SysPct
-		pt[colCUsr], pt[colCSys] = rate.ChildUserPct, rate.ChildSysPct
-		pt[colWake], pt[colInvol] = rate.VolPerSec, rate.InvolPerSec
-		pt[colRunQ] = rate.RunQueuePct
-		if sp := sm.prev.Find(int32(w.pid)); sp != nil && sp.Known&p.Known&proc.KnownIO != 0 {
-			sec := sm.rates.Interval.Seconds()
-			pt[colSysR] = float64(proc.Delta(sp.SyscR, p.SyscR)) / sec
-			pt[colSysW] = float64(proc.Delta(sp.SyscW, p.SyscW)) / sec
+	win := sm.wb.Window(w.pid)
+	if sm.last != nil && win != nil {
+		d := window.Between(sm.last, win)
+		if sec := d.Seconds(); sec > 0 {
+			pct := func(s float64) float64 { return 100 * s / sec }
+			pt[colUsr], pt[colSys] = pct(d.UserSec), pct(d.SysSec)
+			pt[colCUsr], pt[colCSys] = pct(d.ChildUserSec), pct(d.ChildSysSec)
+			pt[colWake], pt[colInvol] = float64(d.VolCtxsw)/sec, float64(d.InvolCtxsw)/sec
+			pt[colRunQ] = pct(d.RunQueueSec)
+			// Read and write calls apart: the window keeps only their sum.
+			if prevIOKnown && p.Known&proc.KnownIO != 0 {
+				pt[colSysR] = float64(proc.Delta(prevIO[0], p.SyscR)) / sec
+				pt[colSysW] = float64(proc.Delta(prevIO[1], p.SyscW)) / sec
+			}
 		}
 	}
+	sm.last = win
 	pt[colThreads] = float64(p.Threads)
 	pt[colRSS] = float64(p.RSSBytes)
 	if p.Known&proc.KnownFDs != 0 {

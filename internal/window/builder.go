@@ -27,6 +27,9 @@ type Config struct {
 	// NoFacts skips reading GOMAXPROCS and allowed CPUs (the exporter's
 	// fast path).
 	NoFacts bool
+	// NoSeries keeps only the last point of each process's series, for
+	// views that keep their own history (the web page's ring).
+	NoSeries bool
 }
 
 // Builder turns successive /proc readings into windows. Counters are
@@ -36,10 +39,11 @@ type Config struct {
 // not safe for concurrent use; the windows it returns are not changed
 // afterwards.
 type Builder struct {
-	r       Reader
-	fs      proc.FS
-	noFacts bool
-	wanted  map[int32]bool
+	r        Reader
+	fs       proc.FS
+	noFacts  bool
+	noSeries bool
+	wanted   map[int32]bool
 
 	snaps [2]proc.Snapshot
 	cur   int // index of the latest reading in snaps
@@ -75,7 +79,7 @@ type acc struct {
 
 // NewBuilder returns a Builder reading from r.
 func NewBuilder(r Reader, cfg Config) *Builder {
-	b := &Builder{r: r, fs: proc.NewFS(cfg.ProcRoot), noFacts: cfg.NoFacts, accs: map[key]*acc{}}
+	b := &Builder{r: r, fs: proc.NewFS(cfg.ProcRoot), noFacts: cfg.NoFacts, noSeries: cfg.NoSeries, accs: map[key]*acc{}}
 	if len(cfg.PIDs) > 0 {
 		b.wanted = map[int32]bool{}
 		for _, p := range cfg.PIDs {
@@ -162,7 +166,12 @@ func (b *Builder) observe(rates *proc.Rates, s *proc.Snapshot) {
 			}
 		}
 		a.last, a.lastT = *p, s.Time
-		a.series = append(a.series, Point{T: s.Time.Sub(b.start).Seconds(), RSS: p.RSSBytes, FDs: p.FDs, Threads: p.Threads})
+		pt := Point{T: s.Time.Sub(b.start).Seconds(), RSS: p.RSSBytes, FDs: p.FDs, Threads: p.Threads}
+		if b.noSeries && len(a.series) > 0 {
+			a.series[0] = pt
+		} else {
+			a.series = append(a.series, pt)
+		}
 	}
 	for k, a := range b.accs {
 		if !seen[k] && a.lastT != (time.Time{}) {
@@ -303,10 +312,13 @@ func Between(earlier, later *Window) *Window {
 	} else {
 		w.IOCalls = -1
 	}
-	// A builder's series only grow: the points after earlier's are new.
+	// A builder's series only grow: the points after earlier's are new
+	// (with Config.NoSeries, the last point).
 	w.Series = nil
 	if n := len(earlier.Series); n < len(later.Series) {
 		w.Series = slices.Clone(later.Series[n:])
+	} else if len(later.Series) == 1 && later.End.After(earlier.End) {
+		w.Series = slices.Clone(later.Series)
 	}
 	return &w
 }
