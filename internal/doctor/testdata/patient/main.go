@@ -160,7 +160,7 @@ func main() {
 			cache[i] = &entry{name: strconv.Itoa(i), next: &entry{}}
 		}
 		var mu sync.Mutex
-		for g := range 2 {
+		for g := range 3 {
 			go func() {
 				for i := 0; ; i++ {
 					// Bursts of replacements, as when a cache expires at
@@ -175,7 +175,7 @@ func main() {
 						cache[k] = e
 						mu.Unlock()
 					}
-					time.Sleep(20 * time.Millisecond)
+					time.Sleep(10 * time.Millisecond)
 				}
 			}()
 		}
