@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestProbedRules checks the rules that read probe counts, on windows
@@ -88,5 +89,31 @@ func TestProbedRules(t *testing.T) {
 				t.Errorf("goroutine-leak undecided = %v with goexit probed = %v", leakUndecided, ok)
 			}
 		})
+	}
+}
+
+// TestReopenFromProbes: without syscall counts, exact os.OpenFile counts
+// decide reopen churn when the descriptors stay flat, and nothing when
+// they pile up (a leak is another rule's).
+func TestReopenFromProbes(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	win := func(fds1 int32) *Window {
+		return &Window{PID: 7, Comm: "svc", GoVersion: "go1.26.8", Start: t0, End: t0.Add(10 * time.Second),
+			UserSec: 0.5, SysSec: 0.5, IOCalls: -1, FDsKnown: true,
+			Series: []Point{{T: 0, FDs: 20, Threads: 6}, {T: 10, FDs: fds1, Threads: 6}},
+			Probes: &Probes{Seconds: 2, Calls: map[string]ProbeCalls{
+				"os.OpenFile": {Count: 4000, Callers: []Site{{Func: "main.(*config).load", File: "main.go", Line: 12, Share: 1}}},
+			}}}
+	}
+	h := &Host{CPUs: 2}
+	f := checkReopen(win(21), h)
+	if f == nil || f.Severity < Warn || !slices.Contains(f.Sources, SourceProbes) || f.Confidence != "high" {
+		t.Fatalf("2,000 opens/s with flat descriptors: %+v", f)
+	}
+	if len(f.Code) == 0 || f.Code[0].Func != "main.(*config).load" {
+		t.Errorf("code %+v: want main.(*config).load", f.Code)
+	}
+	if f := checkReopen(win(20000), h); f != nil {
+		t.Errorf("descriptors piling up is not reopen churn: %+v", f)
 	}
 }

@@ -380,6 +380,9 @@ func joinShares(s []Share, n int) string {
 
 func checkReopen(w *Window, h *Host) *Finding {
 	if w.Syscalls == nil {
+		if f := reopenFromProbes(w); f != nil {
+			return f
+		}
 		return reopenFromStacks(w)
 	}
 	opens, _ := w.Syscalls.Rate("open", "openat", "openat2")
@@ -419,6 +422,29 @@ func checkReopen(w *Window, h *Host) *Finding {
 	f.Sources = codeSources([]Source{SourceProc, SourceSyscalls}, f.Code)
 	f.Confidence = "high"
 	return f
+}
+
+// reopenFromProbes decides reopen churn from exact counts of the Go
+// calls that open files (os.OpenFile, under os.Open and os.ReadFile), when
+// syscalls could not be counted: the count is exact, the closes are
+// inferred from a flat descriptor count.
+func reopenFromProbes(w *Window) *Finding {
+	for _, fn := range probeOpen {
+		opens, ok := w.Probes.Rate(fn)
+		if !ok || opens < reopenInfo || !w.FDsKnown || !fdsFlat(w, opens) {
+			continue
+		}
+		sev := Info
+		if opens >= reopenWarn {
+			sev = Warn
+		}
+		ev := EvidenceList{{"opens_per_s", round(opens, 0), "/s"}, {"probed", fn, ""}}
+		f := reopenFinding(w, sev, fmt.Sprintf("opens files %.0f times a second (and the descriptors do not pile up: each is closed)", opens), ev)
+		f.Sources = codeSources([]Source{SourceProc, SourceProbes}, f.Code)
+		f.Confidence = "high"
+		return f
+	}
+	return nil
 }
 
 // fdsFlat reports whether the descriptor count stayed flat (churn) rather
