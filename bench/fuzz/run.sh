@@ -15,6 +15,7 @@ targets=(
   "./internal/proc FuzzParsers"         # /proc stat, status, io, limits, cmdline
   "./internal/goruntime FuzzParsers"    # /metrics pages, goroutine dumps, MemStats
   "./internal/load FuzzReadResponse"    # HTTP/1 replies, against net/http
+  "./internal/probe FuzzProbePoint"     # function prologues of any binary
 )
 fail=0
 for t in "${targets[@]}"; do
