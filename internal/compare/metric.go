@@ -80,6 +80,11 @@ func (m Metric) sentence(name string, r float64) string {
 				how = pct + " less"
 			}
 		}
+	case strings.Contains(m.phrase, "calls") || strings.Contains(m.phrase, "cycles") || strings.Contains(m.phrase, "threads"):
+		how = pct + " more"
+		if r < 1 {
+			how = pct + " fewer"
+		}
 	default:
 		how = pct + " more"
 		if r < 1 {

@@ -264,13 +264,22 @@ func (r *runner) slot(ctx context.Context, t *target) error {
 			return fmt.Errorf("compare: %w: side %s: 3 windows in a row dropped (%s): the load cannot be held at this rate", ErrTarget, t.side.Name, w.Why)
 		}
 	}
-	if r.events != nil {
+	for try := 0; r.events != nil; try++ {
 		w, err := r.syscallWindow(ctx, t)
 		if err != nil {
 			return err
 		}
+		// Counters attached just after others were released have been
+		// seen to count nothing at all: a busy process making no syscall
+		// in a whole window is that, not a measurement.
+		if r.events != nil && w.Values[metricSyscalls.Name] == 0 {
+			w.Dropped, w.Why = true, "the syscall counters counted nothing (attached while the kernel was releasing others)"
+		}
 		r.res.Windows = append(r.res.Windows, w)
 		r.progress(w)
+		if !w.Dropped || try == 2 {
+			break
+		}
 	}
 	return nil
 }
@@ -760,17 +769,9 @@ func (r *runner) cpuWindow(ctx context.Context, t *target) (Window, error) {
 	if err != nil {
 		return w, err
 	}
-	var step chan *load.StepResult
-	if t.side.URL != "" {
-		e, err := r.engine(t)
-		if err != nil {
-			return w, err
-		}
-		step = make(chan *load.StepResult, 1)
-		tick := r.loadTick()
-		go func() { step <- e.Step(ctx, t.side.Name, r.cfg.Rate, tick+r.cfg.Window) }()
-		// The step's first tick is its warm-up: measure after it.
-		time.Sleep(tick)
+	step, err := r.startLoad(ctx, t, t.side.Name, r.cfg.Window)
+	if err != nil {
+		return w, err
 	}
 	var g0 *goruntime.Sample
 	if t.gc != nil {
@@ -805,6 +806,25 @@ func (r *runner) cpuWindow(ctx context.Context, t *target) (Window, error) {
 		}
 	}
 	return w, nil
+}
+
+// startLoad starts a load step on t's URL covering a window of d and
+// returns when the step's first tick, its warm-up (the pacer starting
+// again), is over; the channel gives the step's result. Without load it
+// returns nil.
+func (r *runner) startLoad(ctx context.Context, t *target, phase string, d time.Duration) (chan *load.StepResult, error) {
+	if t.side.URL == "" {
+		return nil, nil
+	}
+	e, err := r.engine(t)
+	if err != nil {
+		return nil, err
+	}
+	step := make(chan *load.StepResult, 1)
+	tick := r.loadTick()
+	go func() { step <- e.Step(ctx, phase, r.cfg.Rate, tick+d) }()
+	time.Sleep(tick)
+	return step, nil
 }
 
 // applyLoad adds the load's latency to w, or drops w when the load missed
@@ -931,13 +951,13 @@ func (r *runner) measure(ctx context.Context, t *target, tree []int, d time.Dura
 	cpuS := runNS/1e9 + childS
 	m := measured{start: start, seconds: sec, values: map[string]float64{}}
 	m.values[metricCPU.Name] = 100 * cpuS / sec
-	// The tick counters are coarse (10 ms) but their ratio splits the
-	// precise total.
-	if ticks := userS + sysS; ticks > 0 {
+	// The tick counters are coarse (the kernel charges a whole 10 ms tick
+	// to user or system by where it lands) but their ratio splits the
+	// precise total. Below 50 ticks in the window the split is mostly
+	// rounding and is left out rather than guessed.
+	if ticks := userS + sysS; ticks >= 50.0/proc.ClockTicks {
 		m.values[metricUser.Name] = 100 * cpuS * userS / ticks / sec
 		m.values[metricSys.Name] = 100 * cpuS * sysS / ticks / sec
-	} else {
-		m.values[metricUser.Name], m.values[metricSys.Name] = 0, 0
 	}
 	m.values[metricWakeups.Name] = vol / sec
 	m.values[metricInvol.Name] = invol / sec
@@ -982,16 +1002,9 @@ func (r *runner) syscallWindow(ctx context.Context, t *target) (Window, error) {
 	if err != nil {
 		return w, err
 	}
-	var step chan *load.StepResult
-	if t.side.URL != "" {
-		e, err := r.engine(t)
-		if err != nil {
-			return w, err
-		}
-		step = make(chan *load.StepResult, 1)
-		tick := r.loadTick()
-		go func() { step <- e.Step(ctx, t.side.Name+" syscalls", r.cfg.Rate, tick+r.cfg.SyscallWindow) }()
-		time.Sleep(tick)
+	step, err := r.startLoad(ctx, t, t.side.Name+" syscalls", r.cfg.SyscallWindow)
+	if err != nil {
+		return w, err
 	}
 	var counters []*syscalls.Counter
 	closeAll := func() {
