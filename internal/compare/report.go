@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -284,7 +285,7 @@ func (r *Result) WriteBench(w io.Writer) error {
 			if !ok || math.IsNaN(v) {
 				continue
 			}
-			line += fmt.Sprintf(" %g %s", v, benchUnit(m.Metric))
+			line += " " + strconv.FormatFloat(v, 'g', 7, 64) + " " + benchUnit(m.Metric)
 		}
 		b.WriteString(line + "\n")
 	}
