@@ -192,6 +192,7 @@ func (f *compareFlags) config(pos []string, stderr io.Writer) (compare.Config, e
 		if !ok || name == "" || list == "" || strings.ContainsAny(name, " {}$") {
 			return cfg, usagef("--sweep %q: want NAME=v1,v2,...", f.sweep)
 		}
+		cfg.Sweep = name
 		vals := strings.Split(list, ",")
 		if len(vals) < 2 {
 			return cfg, usagef("--sweep %q: want at least two values", f.sweep)

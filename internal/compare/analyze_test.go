@@ -162,7 +162,7 @@ func goldenResult() *Result {
 		}
 		r.Windows = append(r.Windows, Window{Index: len(r.Windows), Side: side, Kind: kindCPU, Life: 1,
 			Start: t0.Add(time.Duration(i) * 12 * time.Second), Seconds: 10,
-			Values: map[string]float64{"cpu": v, "wakeups": 1500 + float64(k), "p99": p99[k], "threads": 7},
+			Values:   map[string]float64{"cpu": v, "wakeups": 1500 + float64(k), "p99": p99[k], "threads": 7},
 			Requests: 10000, AchievedRate: 1000})
 		r.Windows = append(r.Windows, Window{Index: len(r.Windows), Side: side, Kind: kindSyscalls, Life: 1,
 			Start: t0.Add(time.Duration(i)*12*time.Second + 10*time.Second), Seconds: 2,

@@ -59,6 +59,9 @@ type Config struct {
 	// Decide names the metrics --until-decided waits for (default cpu and
 	// wakeups, plus p99 under load).
 	Decide []string
+	// Sweep names the parameter when the sides are a sweep's values (the
+	// report then names the best).
+	Sweep string
 	// MetricsURLs are Prometheus /metrics URLs per side for GC figures
 	// (empty entries: look for the gosleuth agent).
 	MetricsURLs []string
@@ -94,6 +97,8 @@ type Protocol struct {
 	Syscalls string `json:"syscalls"`
 	// Looks is the number of analyses a sequential run planned.
 	Looks int `json:"looks,omitempty"`
+	// Sweep is the swept parameter's name.
+	Sweep string `json:"sweep,omitempty"`
 }
 
 // Result is a whole comparison: every window and the statistics.
@@ -322,7 +327,7 @@ func (r *Result) finish(opts Options) {
 	ms := metricsFor(r.Windows, len(r.Sides))
 	r.Metrics = Analyze(r.Sides, r.Windows, ms, opts)
 	r.Sentences = Sentences(r.Sides, r.Metrics)
-	if len(r.Sides) > 2 {
+	if r.Protocol.Sweep != "" || len(r.Sides) > 2 {
 		if _, note, ok := Best(r.Sides, r.Metrics, "cpu"); ok {
 			r.Best = note
 		}

@@ -103,7 +103,7 @@ func (r *runner) run(ctx context.Context) error {
 	c := &r.cfg
 	p := &r.res.Protocol
 	p.WindowsPerSide, p.WindowSeconds, p.WarmupSeconds, p.Seed = c.Windows, c.Window.Seconds(), c.Warmup.Seconds(), c.Seed
-	p.Rate = c.Rate
+	p.Rate, p.Sweep = c.Rate, c.Sweep
 	commands := r.res.Sides[0].Command != ""
 	// Two servers cannot listen on one URL at once: one side runs at a time.
 	if commands && c.loaded() {
@@ -465,11 +465,11 @@ func (r *runner) exited(t *target) error {
 	if t.waitErr != nil {
 		what = "exited with " + t.waitErr.Error()
 	}
-	msg := fmt.Sprintf("compare: %s: side %s's command %s after %.1fs", ErrTarget, t.side.Name, what, time.Since(t.started).Seconds())
-	if last := t.tail.lastLine(); last != "" {
-		msg += ": " + last
+	var last string
+	if l := t.tail.lastLine(); l != "" {
+		last = ": " + l
 	}
-	return errors.New(msg)
+	return fmt.Errorf("compare: %w: side %s's command %s after %.1fs%s", ErrTarget, t.side.Name, what, time.Since(t.started).Seconds(), last)
 }
 
 // waitReady waits until t's load URL accepts TCP connections.
