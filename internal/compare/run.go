@@ -52,8 +52,8 @@ type Config struct {
 	// Seed orders the windows (0: from the clock; the result records it).
 	Seed uint64
 	// UntilDecided adds windows (one a side at a time, after at least 3 a
-	// side) until every metric in Decide is decided or Budget is spent;
-	// Windows is then the initial count.
+	// side) until every metric in Decide is decided, Budget is spent or
+	// Windows a side are taken.
 	UntilDecided bool
 	Budget       time.Duration
 	// Decide names the metrics --until-decided waits for (default cpu and

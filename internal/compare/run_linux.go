@@ -196,7 +196,8 @@ func (r *runner) run(ctx context.Context) error {
 		if !c.UntilDecided {
 			break
 		}
-		if r.decided(slices.Min(counts)) || time.Now().Add(time.Duration(len(c.Sides))*(c.Window+c.SyscallWindow)).After(deadline) {
+		if r.decided(slices.Min(counts)) || slices.Min(counts) >= c.Windows ||
+			time.Now().Add(time.Duration(len(c.Sides))*(c.Window+c.SyscallWindow)).After(deadline) {
 			break
 		}
 		order = rng.Perm(len(c.Sides))
