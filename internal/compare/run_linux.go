@@ -261,8 +261,8 @@ func (r *runner) slot(ctx context.Context, t *target) error {
 		if !w.Dropped {
 			break
 		}
-		if try == 2 {
-			return fmt.Errorf("compare: %w: side %s: 3 windows in a row dropped (%s): the load cannot be held at this rate", ErrTarget, t.side.Name, w.Why)
+		if try == 4 {
+			return fmt.Errorf("compare: %w: side %s: 5 windows in a row dropped (%s): the load cannot be held at this rate", ErrTarget, t.side.Name, w.Why)
 		}
 	}
 	for try := 0; r.events != nil; try++ {
