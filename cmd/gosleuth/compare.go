@@ -92,7 +92,7 @@ written).`,
 			fs.StringVar(&f.rate, "rate", "", "load `rate` in requests per second, the same on every side")
 			fs.IntVar(&f.connections, "connections", 16, "load connections")
 			fs.StringVar(&f.sysMode, "syscalls", "auto", "count syscalls by kind: auto (when root), on (fail without), off")
-			fs.DurationVar(&f.sysWindow, "syscall-window", 0, "length of a syscall window (default: --window/5)")
+			fs.DurationVar(&f.sysWindow, "syscall-window", 0, "length of a syscall window (default: --window/10)")
 			fs.StringVar(&f.cpus, "cpus", "", "run started sides on these `CPUs` (e.g. 1 or 0-3; default: gosleuth's own)")
 			fs.Uint64Var(&f.seed, "seed", 0, "seed of the window order (0: from the clock; the report gives it)")
 			fs.BoolVar(&f.untilDecided, "until-decided", false, "add windows until the --decide metrics are decided or --budget is spent")

@@ -40,7 +40,7 @@ type Config struct {
 	Restart bool
 	// Syscalls is "auto" (count when root and tracefs allow), "on" (fail
 	// when they do not) or "off". SyscallWindow is the length of the
-	// syscall windows, one after each CPU window (default Window/5).
+	// syscall windows, one after each CPU window (default Window/10).
 	Syscalls      string
 	SyscallWindow time.Duration
 	// Rate and Connections drive each side's URL with the open-loop
@@ -147,7 +147,7 @@ func (c *Config) withDefaults() Config {
 		d.Syscalls = "auto"
 	}
 	if d.SyscallWindow == 0 {
-		d.SyscallWindow = d.Window / 5
+		d.SyscallWindow = d.Window / 10
 	}
 	if d.Connections == 0 {
 		d.Connections = 16
