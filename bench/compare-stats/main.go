@@ -1,0 +1,227 @@
+// Command compare-stats measures how honest and how sensitive gosleuth
+// compare's statistics are on this machine, with real processes (the test
+// patient of internal/compare):
+//
+//   - aa: the same program against itself, -runs times (default 20): the
+//     share of runs with any "better" or "worse" verdict (the false-alarm
+//     rate; the goal is at most 5%);
+//   - ticker: a 1 ms ticker against a 10 ms ticker with --until-decided:
+//     after how many windows a side CPU and wake-ups were decided;
+//   - power: a server under a fixed open-loop load whose B side spins
+//     3.2% longer per request (about 3% more CPU in all), -power-runs times
+//     (default 10): the share of runs that call CPU worse (goal: 90%);
+//   - sweep: GOMAXPROCS=1,2,8 of a light periodic fan-out (the seeds' case
+//     5): the direction of CPU and futex calls and the best value;
+//   - default: one run with the default protocol under load (10 windows of
+//     10 s a side), timed (goal: 5 minutes).
+//
+// Usage:
+//
+//	go run ./bench/compare-stats [-only aa,ticker,power,sweep,default] [-runs 20] [-power-runs 10] [-window 1s] [-windows 10]
+//
+// -window and -windows set the protocol of aa and power (the default 10 s
+// windows make a run about 4 minutes long; 1 s keeps the campaign short).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/compare"
+)
+
+func main() {
+	only := flag.String("only", "aa,ticker,power,sweep", "campaigns to run (aa, ticker, power, sweep, default)")
+	runs := flag.Int("runs", 20, "runs of the self-against-self campaign")
+	powerRuns := flag.Int("power-runs", 10, "runs of the 3% campaign")
+	window := flag.Duration("window", time.Second, "window length of aa and power")
+	windows := flag.Int("windows", 10, "windows a side of aa and power")
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "compare-stats-")
+	if err != nil {
+		fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "patient")
+	if out, err := exec.Command("go", "build", "-o", bin, "./internal/compare/testdata/patient").CombinedOutput(); err != nil {
+		fatal(fmt.Errorf("build the patient (run from the repository root): %v\n%s", err, out))
+	}
+	ctx := context.Background()
+	has := func(s string) bool {
+		for _, x := range strings.Split(*only, ",") {
+			if x == s {
+				return true
+			}
+		}
+		return false
+	}
+	if has("aa") {
+		aa(ctx, bin, *runs, *window, *windows)
+	}
+	if has("ticker") {
+		ticker(ctx, bin)
+	}
+	if has("power") {
+		power(ctx, bin, *powerRuns, *window, *windows)
+	}
+	if has("sweep") {
+		sweep(ctx, bin)
+	}
+	if has("default") {
+		defaultRun(ctx, bin)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "compare-stats:", err)
+	os.Exit(1)
+}
+
+// changed lists the metrics called better or worse.
+func changed(r *compare.Result) []string {
+	var out []string
+	for _, m := range r.Metrics {
+		for _, c := range m.Comparisons {
+			if c.Verdict == compare.Better || c.Verdict == compare.Worse {
+				out = append(out, m.Metric.Name+" "+c.Verdict)
+			}
+		}
+	}
+	return out
+}
+
+func verdict(r *compare.Result, metric string) string {
+	for _, m := range r.Metrics {
+		if m.Metric.Name == metric {
+			return m.Comparisons[len(m.Comparisons)-1].Verdict
+		}
+	}
+	return "absent"
+}
+
+func aa(ctx context.Context, bin string, runs int, window time.Duration, windows int) {
+	cmd := bin + " -tick 2ms -spin 50us"
+	alarms, tested := 0, 0
+	start := time.Now()
+	for i := range runs {
+		r, err := compare.Run(ctx, compare.Config{Sides: []compare.Side{{Name: "A", Command: cmd}, {Name: "B", Command: cmd}},
+			Windows: windows, Window: window, Seed: uint64(i + 1)})
+		if err != nil {
+			fatal(err)
+		}
+		c := changed(r)
+		for _, m := range r.Metrics {
+			if m.Comparisons[0].Verdict != compare.NotTested {
+				tested++
+			}
+		}
+		if len(c) > 0 {
+			alarms++
+		}
+		fmt.Printf("aa run %2d: %d metrics, changed: %v\n", i+1, len(r.Metrics), c)
+	}
+	fmt.Printf("aa: %d of %d runs with a better/worse verdict (%.0f%%; goal <= 5%%), %d metric comparisons, %s\n",
+		alarms, runs, 100*float64(alarms)/float64(runs), tested, time.Since(start).Round(time.Second))
+}
+
+func ticker(ctx context.Context, bin string) {
+	for i := range 3 {
+		r, err := compare.Run(ctx, compare.Config{
+			Sides:  []compare.Side{{Name: "A", Command: bin + " -tick 1ms"}, {Name: "B", Command: bin + " -tick 10ms"}},
+			Window: time.Second, UntilDecided: true, Budget: time.Minute, Seed: uint64(i + 1)})
+		if err != nil {
+			fatal(err)
+		}
+		fmt.Printf("ticker run %d: decided at %v windows a side (cpu %s, wakeups %s), %d windows a side in all, %.0fs\n",
+			i+1, r.DecidedAt, verdict(r, "cpu"), verdict(r, "wakeups"), r.Protocol.WindowsPerSide, r.Seconds)
+	}
+}
+
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func power(ctx context.Context, bin string, runs int, window time.Duration, windows int) {
+	caught := 0
+	var ratios []string
+	start := time.Now()
+	for i := range runs {
+		addr := freeAddr()
+		u := "http://" + addr + "/"
+		r, err := compare.Run(ctx, compare.Config{
+			Sides: []compare.Side{{Name: "A", Command: bin + " -listen " + addr + " -spin 1ms", URL: u},
+				{Name: "B", Command: bin + " -listen " + addr + " -spin 1032us", URL: u}},
+			Rate: 200, Windows: windows, Window: window, Warmup: time.Second, Seed: uint64(i + 1)})
+		if err != nil {
+			// A run the machine could not load steadily counts as missed.
+			fmt.Printf("power run %2d: failed: %v\n", i+1, err)
+			ratios = append(ratios, "failed")
+			continue
+		}
+		v := verdict(r, "cpu")
+		if v == compare.Worse {
+			caught++
+		}
+		for _, m := range r.Metrics {
+			if m.Metric.Name == "cpu" {
+				ratios = append(ratios, fmt.Sprintf("%+.1f%%", 100*(m.Comparisons[0].Ratio.Est-1)))
+			}
+		}
+		fmt.Printf("power run %2d: cpu %s (%s), cpu/1k %s, changed %v, %.0fs\n", i+1, v, ratios[len(ratios)-1], verdict(r, "cpu_per_1k"), changed(r), r.Seconds)
+	}
+	fmt.Printf("power: 3%% more CPU called worse in %d of %d runs (goal >= 90%%); B/A estimates %s; %s\n",
+		caught, runs, strings.Join(ratios, " "), time.Since(start).Round(time.Second))
+}
+
+func sweep(ctx context.Context, bin string) {
+	cmd := bin + " -tick 2ms -fanout 16 -spin 5us"
+	var sides []compare.Side
+	for _, v := range []string{"1", "2", "8"} {
+		sides = append(sides, compare.Side{Name: "GOMAXPROCS=" + v, Command: cmd, Env: []string{"GOMAXPROCS=" + v}})
+	}
+	r, err := compare.Run(ctx, compare.Config{Sides: sides, Sweep: "GOMAXPROCS", Windows: 6, Window: time.Second, Seed: 1})
+	if err != nil {
+		fatal(err)
+	}
+	for _, m := range r.Metrics {
+		if m.Metric.Name != "cpu" && m.Metric.Name != "syscall.futex" && m.Metric.Name != "threads" && m.Metric.Name != "wakeups" {
+			continue
+		}
+		var parts []string
+		for i, s := range m.Sides {
+			parts = append(parts, fmt.Sprintf("%s %.3g", sides[i].Name, s.Median))
+		}
+		var vs []string
+		for _, c := range m.Comparisons {
+			vs = append(vs, c.Verdict)
+		}
+		fmt.Printf("sweep %s: %s (vs GOMAXPROCS=1: %s)\n", m.Metric.Name, strings.Join(parts, ", "), strings.Join(vs, ", "))
+	}
+	fmt.Printf("sweep: %s; %.0fs\n", r.Best, r.Seconds)
+}
+
+func defaultRun(ctx context.Context, bin string) {
+	addr := freeAddr()
+	u := "http://" + addr + "/"
+	r, err := compare.Run(ctx, compare.Config{
+		Sides: []compare.Side{{Name: "A", Command: bin + " -listen " + addr + " -spin 1ms", URL: u},
+			{Name: "B", Command: bin + " -listen " + addr + " -spin 1032us", URL: u}},
+		Rate: 200})
+	if err != nil {
+		fatal(err)
+	}
+	r.WriteText(os.Stdout)
+	fmt.Printf("default: %d windows a side of %gs under load took %.0fs (goal <= 300s)\n", r.Protocol.WindowsPerSide, r.Protocol.WindowSeconds, r.Seconds)
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gosleuth/gosleuth/internal/testbin"
+	"github.com/gosleuth/gosleuth/internal/testenv"
+)
+
+func TestCompareUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no command", []string{"compare"}, "takes two commands"},
+		{"one command", []string{"compare", "true"}, "takes two commands"},
+		{"three commands", []string{"compare", "a", "b", "c"}, "takes two commands"},
+		{"one pid", []string{"compare", "--pid-a", "1"}, "go together"},
+		{"pids and commands", []string{"compare", "--pid-a", "1", "--pid-b", "2", "true"}, "take no commands"},
+		{"sweep without values", []string{"compare", "--sweep", "GOMAXPROCS", "true"}, "want NAME=v1,v2"},
+		{"sweep one value", []string{"compare", "--sweep", "GOMAXPROCS=1", "true"}, "at least two values"},
+		{"sweep two commands", []string{"compare", "--sweep", "P=1,2", "a", "b"}, "exactly one command"},
+		{"one window", []string{"compare", "--windows", "1", "a", "b"}, "at least 2 a side"},
+		{"short window", []string{"compare", "--window", "10ms", "a", "b"}, "at least 100ms"},
+		{"load without rate", []string{"compare", "--load", "http://127.0.0.1:1/", "a", "b"}, "needs --rate"},
+		{"rate without load", []string{"compare", "--rate", "100", "a", "b"}, "needs --load"},
+		{"max rate", []string{"compare", "--load", "http://127.0.0.1:1/", "--rate", "max", "a", "b"}, "a fixed rate"},
+		{"bad URL", []string{"compare", "--load", "ftp://x/", "--rate", "10", "a", "b"}, "scheme"},
+		{"bad format", []string{"compare", "--format", "xml", "a", "b"}, "text, json or bench"},
+		{"bad cpus", []string{"compare", "--cpus", "x", "a", "b"}, "CPU list"},
+		{"bad syscalls", []string{"compare", "--syscalls", "maybe", "a", "b"}, "auto, on or off"},
+		{"bad noise", []string{"compare", "--noise", "2", "a", "b"}, "--noise"},
+		{"flag after commands", []string{"compare", "a", "b", "--bogus"}, "flag provided but not defined"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := run(context.Background(), tc.args, &out, &errb)
+			var ue usageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("err %v, want a usage error (exit 2)", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q lacks %q", err, tc.want)
+			}
+			if code := exitCode(err, &errb); code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+		})
+	}
+}
+
+func TestCompareRun(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	bin := testbin.Build(t, "../../internal/compare/testdata/patient")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "ab.json")
+	args := []string{"compare", "--quiet", "--window", "300ms", "--windows", "6", "--warmup", "200ms", "--syscalls", "off",
+		"--format", "json", "-o", out, "--fail-on-regression",
+		bin + " -tick 5ms -spin 100us", bin + " -tick 5ms -spin 1ms"}
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), args, &stdout, &stderr)
+	var cf checkFailed
+	if !errors.As(err, &cf) {
+		t.Fatalf("err %v, want checkFailed (B does 10x the work)", err)
+	}
+	if code := exitCode(err, &stderr); code != 3 {
+		t.Errorf("exit %d, want 3", code)
+	}
+	var res struct {
+		Windows []struct {
+			Side   int                `json:"side"`
+			Values map[string]float64 `json:"values"`
+		} `json:"windows"`
+		Sentences []string `json:"sentences"`
+	}
+	b, rerr := os.ReadFile(out)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatalf("bad JSON: %v", err)
+	}
+	if len(res.Windows) != 12 || len(res.Sentences) == 0 {
+		t.Errorf("%d windows and sentences %q, want 12 and some", len(res.Windows), res.Sentences)
+	}
+}
+
+// TestCompareFailureKeepsWindows: a side whose command exits mid-run
+// fails with exit 1 in one line, and the JSON holds the windows so far.
+func TestCompareFailureKeepsWindows(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	bin := testbin.Build(t, "../../internal/compare/testdata/patient")
+	out := filepath.Join(t.TempDir(), "ab.json")
+	args := []string{"compare", "--quiet", "--window", "300ms", "--windows", "10", "--warmup", "200ms", "--syscalls", "off",
+		"--format", "json", "-o", out, bin + " -tick 5ms", "sleep 1.2"}
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), args, &stdout, &stderr)
+	if err == nil {
+		t.Fatal("no error though B's command exited")
+	}
+	if code := exitCode(err, &stderr); code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if lines := strings.Count(strings.TrimSpace(stderr.String()), "\n"); lines != 0 || !strings.Contains(stderr.String(), "side B's command exited") {
+		t.Errorf("stderr %q: want one line naming B's command", stderr.String())
+	}
+	var res struct {
+		Windows []json.RawMessage `json:"windows"`
+		Error   string            `json:"error"`
+	}
+	b, rerr := os.ReadFile(out)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err := json.Unmarshal(b, &res); err != nil || len(res.Windows) == 0 || res.Error == "" {
+		t.Errorf("JSON after the failure: %d windows, error %q, %v", len(res.Windows), res.Error, err)
+	}
+}

@@ -1,0 +1,456 @@
+package compare
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Side is one of the things compared: a command, a running process or one
+// value of a sweep.
+type Side struct {
+	// Name is "A", "B", or NAME=VALUE in a sweep.
+	Name string `json:"name"`
+	// Command is the shell command (empty for a PID).
+	Command string `json:"command,omitempty"`
+	// Env holds the variables set for the command (a sweep's NAME=VALUE).
+	Env []string `json:"env,omitempty"`
+	// PID is the running process compared (--pid-a, --pid-b).
+	PID int `json:"pid,omitempty"`
+	// URL is where the load is sent for this side.
+	URL string `json:"url,omitempty"`
+	// Lives counts the processes started for this side.
+	Lives int `json:"processes,omitempty"`
+}
+
+// Window is one window's measurements of one side.
+type Window struct {
+	// Index is the window's place in the run, from 0.
+	Index int `json:"index"`
+	// Side indexes Result.Sides.
+	Side int `json:"side"`
+	// Kind is "cpu" (CPU, switches, memory, latency, GC) or "syscalls".
+	Kind string `json:"kind"`
+	// Life numbers the process of the side measured (from 1): with
+	// --restart each block starts a new one.
+	Life  int       `json:"process"`
+	Start time.Time `json:"start"`
+	// Seconds is the measured length.
+	Seconds float64 `json:"seconds"`
+	// Values holds one value per metric name.
+	Values map[string]float64 `json:"values"`
+	// Dropped windows are not used (the load missed its rate, the
+	// generator was late); Why says why.
+	Dropped bool   `json:"dropped,omitempty"`
+	Why     string `json:"why,omitempty"`
+	// Requests and AchievedRate describe the load in the window.
+	Requests     int64   `json:"requests,omitempty"`
+	AchievedRate float64 `json:"achieved_rate,omitempty"`
+	// Outliers lists the metrics for which this window is an outlier of
+	// its side (kept in the statistics, reported).
+	Outliers []string `json:"outliers,omitempty"`
+}
+
+// Options set the statistics.
+type Options struct {
+	// Alpha is the significance level after Holm's correction (0.05).
+	Alpha float64
+	// Noise is the relative band within which a change counts as the same
+	// (0.02: 2%).
+	Noise float64
+	// Looks is the number of analyses planned in a sequential run
+	// (--until-decided): each is held to Alpha/Looks so that looking
+	// repeatedly does not raise the false-alarm rate. 0 or 1: one look.
+	Looks int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Alpha == 0 {
+		o.Alpha = 0.05
+	}
+	if o.Noise == 0 {
+		o.Noise = 0.02
+	}
+	if o.Looks < 1 {
+		o.Looks = 1
+	}
+	return o
+}
+
+// Verdicts.
+const (
+	Better  = "better"
+	Worse   = "worse"
+	Same    = "same"
+	Unknown = "unknown"
+	// NotTested marks a per-process gauge with too few processes a side.
+	NotTested = "not tested"
+)
+
+// Comparison is one metric of one side against the baseline side.
+type Comparison struct {
+	// Base and Side index Result.Sides (Base is 0: A, or a sweep's first
+	// value).
+	Base int `json:"base"`
+	Side int `json:"side"`
+	// N and M are the window counts of the base and the side.
+	N int `json:"n"`
+	M int `json:"m"`
+	// MWU and KS are the two tests; Welch is used instead when the
+	// samples are too small for rank tests to reach significance.
+	MWU   Test  `json:"mann_whitney"`
+	KS    Test  `json:"kolmogorov_smirnov"`
+	Welch *Test `json:"welch_log,omitempty"`
+	// P is min(MWU, KS) (or Welch's), PAdj after Holm across the metrics
+	// and the looks.
+	P    float64 `json:"p"`
+	PAdj float64 `json:"p_holm"`
+	// Ratio is B/A with its confidence interval.
+	Ratio   Ratio  `json:"ratio"`
+	Verdict string `json:"verdict"`
+	// More is, for an unknown verdict, about how many more windows a side
+	// would likely decide (0: unknown, see Why).
+	More int    `json:"more_windows,omitempty"`
+	Why  string `json:"why,omitempty"`
+
+	a, b []float64 // the samples, for the tests that follow Holm
+}
+
+// MetricResult is one metric's statistics.
+type MetricResult struct {
+	Metric Metric `json:"metric"`
+	// Sides holds each side's median and CI, parallel to Result.Sides.
+	Sides []Summary `json:"sides"`
+	// Comparisons are of each side after the first against the first.
+	Comparisons []Comparison `json:"comparisons"`
+}
+
+// Analyze computes the statistics of every metric from the windows. It is
+// a pure function of its inputs.
+func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []MetricResult {
+	opts = opts.withDefaults()
+	var out []MetricResult
+	type ref struct{ m, c int }
+	var tested []ref
+	var ps []float64
+	for _, m := range metrics {
+		mr := MetricResult{Metric: m}
+		vals := make([][]float64, len(sides))
+		lives := make([]map[int]bool, len(sides))
+		for i := range lives {
+			lives[i] = map[int]bool{}
+		}
+		for _, w := range windows {
+			v, ok := w.Values[m.Name]
+			if w.Dropped || w.Kind != m.Kind || !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+				continue
+			}
+			vals[w.Side] = append(vals[w.Side], v)
+			lives[w.Side][w.Life] = true
+		}
+		for _, v := range vals {
+			mr.Sides = append(mr.Sides, Summarize(v, 0.95))
+		}
+		for s := 1; s < len(sides); s++ {
+			c := compareOne(m, vals[0], vals[s], opts)
+			c.Base, c.Side = 0, s
+			if m.PerProcess && (len(lives[0]) < 3 || len(lives[s]) < 3) {
+				c.Verdict = NotTested
+				c.Why = fmt.Sprintf("%d+%d processes: a gauge of the process, tested with at least 3 processes a side (--restart)", len(lives[0]), len(lives[s]))
+				c.P, c.PAdj = math.NaN(), math.NaN()
+			}
+			mr.Comparisons = append(mr.Comparisons, c)
+			if !math.IsNaN(c.P) {
+				tested = append(tested, ref{len(out), len(mr.Comparisons) - 1})
+				ps = append(ps, min(1, c.P*float64(opts.Looks)))
+			}
+		}
+		out = append(out, mr)
+	}
+	// Rank tests at n=3+3 give no p below 0.1, so below the size where
+	// they could reach the corrected level Welch's test on logarithms
+	// stands in, and the comparison says so.
+	level := opts.Alpha / float64(opts.Looks)
+	for i, r := range tested {
+		c := &out[r.m].Comparisons[r.c]
+		if minMWUP(c.N, c.M) > level/float64(len(ps)) && c.P != 1 {
+			if w := WelchLog(c.a, c.b); !math.IsNaN(w.P) {
+				c.Welch = &w
+				c.P = w.P
+				ps[i] = min(1, w.P*float64(opts.Looks))
+			}
+		}
+	}
+	adj := Holm(ps)
+	for i, r := range tested {
+		c := &out[r.m].Comparisons[r.c]
+		c.PAdj = adj[i]
+		decide(c, out[r.m].Metric, opts, len(ps))
+	}
+	return out
+}
+
+// compareOne runs the tests of one metric; the verdict waits for Holm.
+func compareOne(m Metric, a, b []float64, opts Options) Comparison {
+	c := Comparison{N: len(a), M: len(b), P: math.NaN(), PAdj: math.NaN(), Verdict: Unknown, a: a, b: b}
+	c.Ratio = Ratio{Est: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), Method: "none"}
+	if len(a) < 2 || len(b) < 2 {
+		c.Why = fmt.Sprintf("n=%d+%d: at least 2 windows a side are needed", len(a), len(b))
+		return c
+	}
+	c.MWU = MannWhitney(a, b)
+	c.KS = KolmogorovSmirnov(a, b)
+	c.P = min(c.MWU.P, c.KS.P)
+	c.Ratio = RatioCI(a, b, 1-opts.Alpha/float64(opts.Looks))
+	if allEqual(a, b) {
+		c.P = 1
+	}
+	return c
+}
+
+// allEqual reports whether every value of both samples is the same (a
+// deterministic count): no test can say anything and none is needed.
+func allEqual(a, b []float64) bool {
+	for _, v := range append(slices.Clone(a), b...) {
+		if v != a[0] {
+			return false
+		}
+	}
+	return true
+}
+
+// decide sets the verdict of c from its Holm-adjusted p-value and ratio
+// interval; family is the number of tested comparisons.
+func decide(c *Comparison, m Metric, opts Options, family int) {
+	band := opts.Noise
+	level := opts.Alpha / float64(opts.Looks)
+	r := c.Ratio
+	if math.IsNaN(r.Est) {
+		c.Verdict = Unknown
+		if c.Why == "" {
+			c.Why = "no ratio: the baseline's median is 0"
+		}
+		return
+	}
+	significant := c.PAdj <= opts.Alpha
+	outside := r.Est > 1+band || r.Est < 1-band
+	within := r.Lo >= 1-band && r.Hi <= 1+band
+	switch {
+	case significant && outside:
+		worse := r.Est > 1
+		if m.HigherIsBetter {
+			worse = !worse
+		}
+		c.Verdict = Better
+		if worse {
+			c.Verdict = Worse
+		}
+	case within:
+		c.Verdict = Same
+	default:
+		c.Verdict = Unknown
+		c.More = moreWindows(c, band, level/float64(max(family, 1)))
+		switch {
+		case c.More > 0:
+			c.Why = fmt.Sprintf("about %d more windows a side would likely decide", c.More)
+		default:
+			c.Why = "the change sits on the edge of the noise band: more windows may not decide"
+		}
+	}
+}
+
+// moreWindows estimates how many more windows a side would make the
+// interval of the ratio narrow enough to decide: it shrinks as 1/sqrt(n).
+// To call a change the interval must clear 1 at the Holm level; to call it
+// the same it must fit inside the band. 0 means no estimate.
+func moreWindows(c *Comparison, band, level float64) int {
+	r := c.Ratio
+	if !(r.Lo > 0) || !(r.Hi > 0) || !(r.Est > 0) {
+		return 0
+	}
+	h := (math.Log(r.Hi) - math.Log(r.Lo)) / 2
+	d := math.Abs(math.Log(r.Est))
+	b := math.Log(1 + band)
+	n := float64(min(c.N, c.M))
+	var need float64
+	switch {
+	case h == 0:
+		return 0
+	case d > b:
+		// Significance at the Holm level needs a wider margin than the
+		// 95% interval: scale by the ratio of normal quantiles.
+		z := normQuantile(1-level/2) / normQuantile(0.975)
+		need = n * math.Pow(h*z/d, 2)
+	case d < b:
+		need = n * math.Pow(h/(b-d), 2)
+	default:
+		return 0
+	}
+	k := int(math.Ceil(need - n))
+	if k < 1 {
+		k = 1
+	}
+	if k > 10000 {
+		return 0
+	}
+	return k
+}
+
+// flagOutliers marks, per metric and side, windows whose modified z-score
+// (0.6745 (x - median) / MAD, Iglewicz and Hoaglin) exceeds 3.5.
+func flagOutliers(windows []Window, metrics []Metric, nsides int) {
+	for _, m := range metrics {
+		for s := range nsides {
+			var idx []int
+			var vals []float64
+			for i, w := range windows {
+				v, ok := w.Values[m.Name]
+				if w.Side == s && w.Kind == m.Kind && !w.Dropped && ok && !math.IsNaN(v) {
+					idx = append(idx, i)
+					vals = append(vals, v)
+				}
+			}
+			if len(vals) < 5 {
+				continue
+			}
+			med := median(sorted(vals))
+			dev := make([]float64, len(vals))
+			for i, v := range vals {
+				dev[i] = math.Abs(v - med)
+			}
+			mad := median(sorted(dev))
+			if mad == 0 {
+				continue
+			}
+			for i, v := range vals {
+				if 0.6745*math.Abs(v-med)/mad > 3.5 {
+					w := &windows[idx[i]]
+					w.Outliers = append(w.Outliers, m.Name)
+				}
+			}
+		}
+	}
+}
+
+// Sentences words the result: one sentence per metric that changed, then
+// what stayed the same and what is undecided.
+func Sentences(sides []Side, results []MetricResult) []string {
+	var out []string
+	for s := 1; s < len(sides); s++ {
+		var same, unknown []string
+		for _, mr := range results {
+			for _, c := range mr.Comparisons {
+				if c.Side != s {
+					continue
+				}
+				switch c.Verdict {
+				case Better, Worse:
+					out = append(out, fmt.Sprintf("%s than %s (%s, p=%s, n=%d+%d).",
+						mr.Metric.sentence(sides[s].Name, c.Ratio.Est), sides[0].Name, c.Verdict, fmtP(c.PAdj), c.N, c.M))
+				case Same:
+					same = append(same, mr.Metric.Label)
+				case Unknown:
+					u := mr.Metric.Label
+					if c.More > 0 {
+						u += fmt.Sprintf(" (~%d more windows)", c.More)
+					}
+					unknown = append(unknown, u)
+				}
+			}
+		}
+		prefix := ""
+		if len(sides) > 2 {
+			prefix = sides[s].Name + " vs " + sides[0].Name + ": "
+		}
+		if len(same) > 0 {
+			out = append(out, prefix+"Unchanged (within the noise band): "+strings.Join(same, ", ")+".")
+		}
+		if len(unknown) > 0 {
+			out = append(out, prefix+"Undecided: "+strings.Join(unknown, ", ")+".")
+		}
+	}
+	return out
+}
+
+// Best names the side with the lowest median of m (a sweep's best value)
+// and whether the data tell it apart from the others.
+func Best(sides []Side, results []MetricResult, name string) (best int, note string, ok bool) {
+	for _, mr := range results {
+		if mr.Metric.Name != name {
+			continue
+		}
+		best = -1
+		for i, s := range mr.Sides {
+			if s.N == 0 || math.IsNaN(s.Median) {
+				continue
+			}
+			better := s.Median < mr.Sides[max(best, 0)].Median
+			if mr.Metric.HigherIsBetter {
+				better = s.Median > mr.Sides[max(best, 0)].Median
+			}
+			if best < 0 || better {
+				best = i
+			}
+		}
+		if best < 0 {
+			return 0, "", false
+		}
+		// Which sides is it decided against? Only comparisons with the
+		// baseline are tested; a best other than the baseline is
+		// decided against it when its verdict is better.
+		var tied []string
+		for _, c := range mr.Comparisons {
+			other := c.Side
+			if other == best {
+				other = c.Base
+			} else if c.Base != best {
+				continue
+			}
+			if c.Verdict != Better && c.Verdict != Worse {
+				tied = append(tied, sides[other].Name)
+			}
+		}
+		sort.Strings(tied)
+		note = fmt.Sprintf("best %s: %s (median %s %s)", mr.Metric.Label, sides[best].Name, fmtVal(mr.Sides[best].Median), mr.Metric.Unit)
+		if len(tied) > 0 {
+			note += "; not told apart from " + strings.Join(tied, ", ")
+		}
+		return best, note, true
+	}
+	return 0, "", false
+}
+
+// fmtP prints a p-value the way benchstat does.
+func fmtP(p float64) string {
+	if math.IsNaN(p) {
+		return "n/a"
+	}
+	if p < 0.001 {
+		return "<0.001"
+	}
+	return fmt.Sprintf("%.3f", p)
+}
+
+// fmtVal prints a value with 3-4 significant digits.
+func fmtVal(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case math.IsNaN(v):
+		return "n/a"
+	case a == 0:
+		return "0"
+	case a >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 100:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.2f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.3f", v)
+	default:
+		return fmt.Sprintf("%.3g", v)
+	}
+}

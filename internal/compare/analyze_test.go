@@ -1,0 +1,220 @@
+package compare
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/golden"
+)
+
+func TestSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		sides, perSide int
+	}{{2, 10}, {2, 3}, {3, 6}, {4, 5}} {
+		rng := rand.New(rand.NewPCG(1, 2))
+		order := schedule(tc.sides, tc.perSide, rng)
+		counts := make([]int, tc.sides)
+		for _, s := range order {
+			counts[s]++
+		}
+		for s, n := range counts {
+			if n != tc.perSide {
+				t.Errorf("%d sides x %d: side %d has %d windows (order %v)", tc.sides, tc.perSide, s, n, order)
+			}
+		}
+		// Each full block is a permutation followed by its reverse.
+		block := 2 * tc.sides
+		for k := 0; k+block <= len(order) && k/block < tc.perSide/2; k += block {
+			for i := range tc.sides {
+				if order[k+i] != order[k+block-1-i] {
+					t.Errorf("%d sides: block at %d is not mirrored: %v", tc.sides, k, order[k:k+block])
+				}
+			}
+		}
+	}
+}
+
+// windowsOf builds CPU windows of metric name with the values given per
+// side, all of one process a side unless lives is set.
+func windowsOf(name string, lives bool, vals ...[]float64) []Window {
+	var out []Window
+	for s, vs := range vals {
+		for i, v := range vs {
+			life := 1
+			if lives {
+				life = i + 1
+			}
+			out = append(out, Window{Index: len(out), Side: s, Kind: kindCPU, Life: life, Values: map[string]float64{name: v}})
+		}
+	}
+	return out
+}
+
+func TestAnalyzeVerdicts(t *testing.T) {
+	two := []Side{{Name: "A"}, {Name: "B"}}
+	base := []float64{10.0, 10.1, 9.9, 10.05, 9.95, 10.2, 9.8, 10.0, 10.1, 9.9}
+	scaled := func(f float64) []float64 {
+		out := make([]float64, len(base))
+		for i, v := range base {
+			out[i] = v * f
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		metric  Metric
+		lives   bool
+		a, b    []float64
+		verdict string
+	}{
+		{"clearly more CPU", metricCPU, false, base, scaled(1.3), Worse},
+		{"clearly fewer wake-ups", metricWakeups, false, base, scaled(0.5), Better},
+		{"identical", metricCPU, false, base, base, Same},
+		{"shifted within the band", metricCPU, false, base, scaled(1.002), Same},
+		{"noisy", metricCPU, false, []float64{5, 15, 8, 12, 20, 3, 9, 11, 14, 6}, []float64{7, 16, 5, 13, 18, 4, 10, 12, 15, 8}, Unknown},
+		{"gauge of one process a side", metricThreads, false, []float64{5, 5, 5, 5, 5, 5}, []float64{6, 6, 6, 6, 6, 6}, NotTested},
+		{"gauge over processes", metricThreads, true, []float64{5, 5, 5, 5, 5, 5, 5, 5}, []float64{9, 9, 9, 9, 9, 9, 9, 9}, Worse},
+		{"too few windows", metricCPU, false, []float64{1}, []float64{2}, Unknown},
+		// 3 a side: rank tests cannot go below p=0.1, Welch on logs decides.
+		{"tiny but clear", metricWakeups, false, []float64{2000, 1990, 2010}, []float64{200, 198, 203}, Better},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := windowsOf(tc.metric.Name, tc.lives, tc.a, tc.b)
+			res := Analyze(two, ws, []Metric{tc.metric}, Options{})
+			c := res[0].Comparisons[0]
+			if c.Verdict != tc.verdict {
+				t.Fatalf("verdict %q, want %q (%+v)", c.Verdict, tc.verdict, c)
+			}
+			if tc.verdict == Unknown && len(tc.a) > 2 && c.More == 0 && !strings.Contains(c.Why, "edge") {
+				t.Errorf("unknown without an estimate of the windows needed: %+v", c)
+			}
+			if tc.name == "tiny but clear" && c.Welch == nil {
+				t.Errorf("3+3 windows decided without Welch: %+v", c)
+			}
+		})
+	}
+}
+
+func TestAnalyzeHolm(t *testing.T) {
+	// Two metrics, each alone significant at p=0.0079 (5+5, complete
+	// separation), Holm across two: 0.0159 and 0.0159.
+	two := []Side{{Name: "A"}, {Name: "B"}}
+	a := []float64{1.0, 1.01, 1.02, 1.03, 1.04}
+	b := []float64{1.2, 1.21, 1.22, 1.23, 1.24}
+	ws := windowsOf("cpu", false, a, b)
+	for i := range ws {
+		ws[i].Values["wakeups"] = ws[i].Values["cpu"]
+	}
+	res := Analyze(two, ws, []Metric{metricCPU, metricWakeups}, Options{Alpha: 0.05})
+	for _, mr := range res {
+		c := mr.Comparisons[0]
+		if !near(c.P, 2.0/252, 1e-9) || !near(c.PAdj, 4.0/252, 1e-9) {
+			t.Errorf("%s: p=%v p_holm=%v, want %v and %v", mr.Metric.Name, c.P, c.PAdj, 2.0/252, 4.0/252)
+		}
+	}
+	// Ten looks planned: each p is held to alpha/10, which 5+5 rank tests
+	// cannot reach (0.0079 > 0.0025), so Welch on logs stands in and its p
+	// is multiplied by the looks, then by Holm.
+	res = Analyze(two, ws, []Metric{metricCPU, metricWakeups}, Options{Alpha: 0.05, Looks: 10})
+	c := res[0].Comparisons[0]
+	if c.Welch == nil {
+		t.Fatalf("with 10 looks and 5+5 windows Welch did not stand in: %+v", c)
+	}
+	if want := min(1, 2*10*c.Welch.P); !near(c.PAdj, want, 1e-9) {
+		t.Errorf("p_holm %v, want 2 x 10 x %v = %v", c.PAdj, c.Welch.P, want)
+	}
+}
+
+func TestOutliers(t *testing.T) {
+	ws := windowsOf("cpu", false, []float64{10, 10.1, 9.9, 10, 10.2, 9.8, 30}, []float64{10, 10, 10, 10, 10})
+	flagOutliers(ws, []Metric{metricCPU}, 2)
+	var flagged []int
+	for _, w := range ws {
+		if len(w.Outliers) > 0 {
+			flagged = append(flagged, w.Index)
+		}
+	}
+	if len(flagged) != 1 || flagged[0] != 6 {
+		t.Errorf("outliers at %v, want window 6 only", flagged)
+	}
+}
+
+// goldenResult is a result built by hand, so the report writers can be
+// checked against golden files.
+func goldenResult() *Result {
+	sides := []Side{{Name: "A", Command: "./srv -old", URL: "http://127.0.0.1:8080/", Lives: 1},
+		{Name: "B", Command: "./srv -new", URL: "http://127.0.0.1:8080/", Lives: 1}}
+	r := &Result{Sides: sides, Protocol: Protocol{WindowsPerSide: 6, WindowSeconds: 10, SyscallSeconds: 2, WarmupSeconds: 3,
+		Order: "ABBABAABABBA", Seed: 42, Rate: 1000, Pinning: "every side on CPUs 0-1", Isolation: "one side's process runs at a time",
+		Syscalls: "exact per-task tracepoint counters"}}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cpuA := []float64{20.1, 20.4, 19.8, 20.0, 20.3, 19.9}
+	p99 := []float64{1.10, 1.12, 1.08, 1.11, 1.09, 1.10}
+	for i, side := range []int{0, 1, 1, 0, 1, 0, 0, 1, 0, 1, 1, 0} {
+		k := i / 2
+		v := cpuA[k]
+		if side == 1 {
+			v *= 1.31
+		}
+		r.Windows = append(r.Windows, Window{Index: len(r.Windows), Side: side, Kind: kindCPU, Life: 1,
+			Start: t0.Add(time.Duration(i) * 12 * time.Second), Seconds: 10,
+			Values:   map[string]float64{"cpu": v, "wakeups": 1500 + float64(k), "p99": p99[k], "threads": 7},
+			Requests: 10000, AchievedRate: 1000})
+		r.Windows = append(r.Windows, Window{Index: len(r.Windows), Side: side, Kind: kindSyscalls, Life: 1,
+			Start: t0.Add(time.Duration(i)*12*time.Second + 10*time.Second), Seconds: 2,
+			Values: map[string]float64{"syscalls": 5000 * (1 + 0.2*float64(side)) * (1 + 0.001*float64(k)), "syscall.futex": 2000 * (1 + 0.001*float64(k))}})
+	}
+	r.Windows[4].Dropped, r.Windows[4].Why = true, "achieved 98.0% of the target rate"
+	r.finish(Options{})
+	return r
+}
+
+func TestReportGolden(t *testing.T) {
+	r := goldenResult()
+	for _, tc := range []struct {
+		name  string
+		write func(*bytes.Buffer) error
+	}{
+		{"report.txt", func(b *bytes.Buffer) error { return r.WriteText(b) }},
+		{"report.json", func(b *bytes.Buffer) error { return r.WriteJSON(b) }},
+		{"report.bench", func(b *bytes.Buffer) error { return r.WriteBench(b) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := tc.write(&b); err != nil {
+				t.Fatal(err)
+			}
+			golden.Check(t, tc.name, b.Bytes())
+		})
+	}
+	var b bytes.Buffer
+	r.WriteText(&b)
+	if !strings.Contains(b.String(), "B uses 31% more CPU than A (worse") {
+		t.Errorf("text report lacks the CPU sentence:\n%s", b.String())
+	}
+	if !strings.Contains(b.String(), "P99") || !strings.Contains(b.String(), "Unchanged") {
+		t.Errorf("text report does not say P99 is unchanged:\n%s", b.String())
+	}
+}
+
+func TestJSONNaN(t *testing.T) {
+	// A metric A has no value for, and one ratio that does not exist: the
+	// JSON still encodes (null).
+	r := &Result{Sides: []Side{{Name: "A"}, {Name: "B"}}}
+	r.Windows = windowsOf("cpu", false, []float64{0, 0, 0}, []float64{1, 2, 3})
+	r.finish(Options{})
+	var b bytes.Buffer
+	if err := r.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"est": null`) {
+		t.Errorf("want a null ratio in:\n%s", b.String())
+	}
+	if math.IsNaN(r.Metrics[0].Comparisons[0].Ratio.Est) == false {
+		t.Errorf("ratio over a zero baseline = %v, want NaN", r.Metrics[0].Comparisons[0].Ratio.Est)
+	}
+}

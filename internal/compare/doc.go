@@ -1,0 +1,39 @@
+// Package compare runs an A/B comparison of two commands, two running
+// processes or the values of one parameter, under the same conditions and,
+// for servers, the same fixed load, and says with honest statistics which
+// metrics changed.
+//
+// # Protocol
+//
+// After a warm-up, windows of each side are taken in randomized ABBA blocks
+// (each block ABBA or BAAB by a seeded coin; a sweep of k values uses a
+// random order followed by its reverse), so slow drift of the machine falls
+// on both sides alike. One window is one sample of every metric. Processes
+// compare starts run on the same CPUs (sched_setaffinity at fork, inherited
+// by every thread and child) and, unless restarted per block, the side not
+// being measured is paused (SIGSTOP to its process group) so both sides see
+// the same quiet machine.
+//
+// # Metrics
+//
+// Per window, from the kernel and the runtime, never from pprof: CPU user
+// and system time and wake-ups (voluntary switches) and involuntary
+// switches summed over threads by internal/proc (merged by thread ID
+// through the window, so threads that exit are kept), threads and peak
+// RSS; syscalls per second by kind from exact per-task tracepoint counters
+// (internal/syscalls) in windows of their own, because tracepoints tax the
+// target; latency percentiles from internal/load's open-loop engine (one
+// HDR histogram per window); GC cycles and the GC's CPU share from a
+// runtime source (internal/goruntime) when the process has one.
+//
+// # Statistics
+//
+// Per side the median and its order-statistic 95% confidence interval; per
+// metric p = min(Mann-Whitney U, Kolmogorov-Smirnov) (Chromium Pinpoint's
+// rule: U misses changes of spread, KS misses discrete data), Holm-Bonferroni
+// across the metrics, the Hodges-Lehmann estimate of B/A with its
+// distribution-free interval, and a verdict: better, worse, same (the
+// interval inside the noise band) or unknown (with the windows a side that
+// would likely decide). Outlier windows (modified z-score of the median
+// absolute deviation above 3.5) are reported, never dropped.
+package compare

@@ -1,0 +1,294 @@
+package compare
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// jfloat is a float that encodes NaN and infinities as JSON null.
+type jfloat float64
+
+func (f jfloat) MarshalJSON() ([]byte, error) {
+	v := float64(f)
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(v)
+}
+
+// MarshalJSON encodes s with null for figures that do not exist.
+func (s Summary) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		N        int    `json:"n"`
+		Median   jfloat `json:"median"`
+		Lo       jfloat `json:"ci_lo"`
+		Hi       jfloat `json:"ci_hi"`
+		Coverage jfloat `json:"ci_coverage"`
+		CIOK     bool   `json:"ci_ok"`
+	}{s.N, jfloat(s.Median), jfloat(s.Lo), jfloat(s.Hi), jfloat(s.Coverage), s.CIOK})
+}
+
+// MarshalJSON encodes t with null for a test not run.
+func (t Test) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Stat  jfloat `json:"stat"`
+		P     jfloat `json:"p"`
+		Exact bool   `json:"exact"`
+	}{jfloat(t.Stat), jfloat(t.P), t.Exact})
+}
+
+// MarshalJSON encodes r with null for a ratio that does not exist.
+func (r Ratio) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Est    jfloat `json:"est"`
+		Lo     jfloat `json:"lo"`
+		Hi     jfloat `json:"hi"`
+		Method string `json:"method"`
+	}{jfloat(r.Est), jfloat(r.Lo), jfloat(r.Hi), r.Method})
+}
+
+// MarshalJSON encodes c with null for p-values not computed.
+func (c Comparison) MarshalJSON() ([]byte, error) {
+	type plain Comparison
+	return json.Marshal(struct {
+		plain
+		P    jfloat `json:"p"`
+		PAdj jfloat `json:"p_holm"`
+	}{plain(c), jfloat(c.P), jfloat(c.PAdj)})
+}
+
+// WriteJSON writes the whole result, every window included.
+func (r *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("encode compare result: %w", err)
+	}
+	return nil
+}
+
+// pm formats a summary as benchstat does: "2.10 ± 3%", "± ∞" without an
+// interval.
+func pm(s Summary) string {
+	if s.N == 0 {
+		return "n/a"
+	}
+	v := fmtVal(s.Median)
+	if !s.CIOK {
+		return v + " ± ∞"
+	}
+	if s.Median == 0 {
+		return v + " ± " + fmtVal(math.Max(s.Hi-s.Median, s.Median-s.Lo))
+	}
+	rel := math.Max(s.Hi-s.Median, s.Median-s.Lo) / math.Abs(s.Median)
+	return fmt.Sprintf("%s ± %.0f%%", v, 100*rel)
+}
+
+// delta formats a comparison: "-80.5% [-82%, -78%] (p=0.000 n=10+10)",
+// "~" when not significant.
+func delta(c Comparison) string {
+	switch {
+	case c.Verdict == NotTested:
+		return "(not tested: one process a side)"
+	case math.IsNaN(c.Ratio.Est):
+		return fmt.Sprintf("? (n=%d+%d)", c.N, c.M)
+	}
+	ci := fmt.Sprintf("[%s, %s]", pct(c.Ratio.Lo), pct(c.Ratio.Hi))
+	head := pct(c.Ratio.Est)
+	if c.Verdict != Better && c.Verdict != Worse {
+		head = "~"
+	}
+	test := ""
+	if c.Welch != nil {
+		test = " welch"
+	}
+	return fmt.Sprintf("%s %s (p=%s n=%d+%d%s)", head, ci, fmtP(c.PAdj), c.N, c.M, test)
+}
+
+func pct(r float64) string {
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return "?"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*(r-1))
+}
+
+func unitLabel(m Metric) string {
+	if m.Unit == "" {
+		return m.Label
+	}
+	return m.Label + " (" + m.Unit + ")"
+}
+
+// WriteText writes the benchstat-shaped table, the sentences and the notes.
+func (r *Result) WriteText(w io.Writer) error {
+	var b strings.Builder
+	for _, s := range r.Sides {
+		switch {
+		case s.Command != "":
+			fmt.Fprintf(&b, "%s: %s", s.Name, s.Command)
+			if len(s.Env) > 0 {
+				fmt.Fprintf(&b, "  (env %s)", strings.Join(s.Env, " "))
+			}
+		default:
+			fmt.Fprintf(&b, "%s: PID %d", s.Name, s.PID)
+		}
+		if s.URL != "" {
+			fmt.Fprintf(&b, "  under %s", s.URL)
+		}
+		b.WriteByte('\n')
+	}
+	p := r.Protocol
+	fmt.Fprintf(&b, "protocol: %d windows a side of %s", p.WindowsPerSide, secs(p.WindowSeconds))
+	if p.SyscallSeconds > 0 {
+		fmt.Fprintf(&b, " (+ as many syscall windows of %s)", secs(p.SyscallSeconds))
+	}
+	if p.Rate > 0 {
+		fmt.Fprintf(&b, " at %g requests/s", p.Rate)
+	}
+	fmt.Fprintf(&b, ", warm-up %s, randomized ABBA order %s (seed %d)\n", secs(p.WarmupSeconds), abbrev(p.Order), p.Seed)
+	fmt.Fprintf(&b, "CPUs: %s\n", p.Pinning)
+	fmt.Fprintf(&b, "isolation: %s\n", p.Isolation)
+	fmt.Fprintf(&b, "syscalls: %s\n\n", p.Syscalls)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	if len(r.Sides) == 2 {
+		fmt.Fprintf(tw, "\t%s\t%s\tvs %s\t\n", r.Sides[0].Name, r.Sides[1].Name, r.Sides[0].Name)
+		for _, m := range r.Metrics {
+			c := m.Comparisons[0]
+			verdict := c.Verdict
+			if verdict == Same || verdict == NotTested {
+				verdict = ""
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", unitLabel(m.Metric), pm(m.Sides[0]), pm(m.Sides[1]), delta(c), verdict)
+		}
+	} else {
+		fmt.Fprintf(tw, "\tmedian\tvs %s\t\n", r.Sides[0].Name)
+		for _, m := range r.Metrics {
+			fmt.Fprintf(tw, "%s\t\t\t\n", unitLabel(m.Metric))
+			for i, s := range r.Sides {
+				row := "  " + s.Name + "\t" + pm(m.Sides[i]) + "\t"
+				if i > 0 {
+					c := m.Comparisons[i-1]
+					verdict := c.Verdict
+					if verdict == Same || verdict == NotTested {
+						verdict = ""
+					}
+					row += delta(c) + "\t" + verdict
+				} else {
+					row += "\t"
+				}
+				fmt.Fprintln(tw, row)
+			}
+		}
+	}
+	tw.Flush()
+	b.WriteByte('\n')
+	for _, s := range r.Sentences {
+		b.WriteString(s + "\n")
+	}
+	if r.Best != "" {
+		fmt.Fprintf(&b, "Best: %s.\n", strings.TrimPrefix(r.Best, "best "))
+	}
+	if len(r.DecidedAt) > 0 {
+		var keys []string
+		for k := range r.DecidedAt {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s after %d", k, r.DecidedAt[k]))
+		}
+		fmt.Fprintf(&b, "Decided (windows a side): %s.\n", strings.Join(parts, ", "))
+	}
+	for _, n := range r.Notes {
+		b.WriteString("note: " + n + "\n")
+	}
+	if r.Error != "" {
+		b.WriteString("stopped early: " + r.Error + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func secs(s float64) string {
+	if s < 1 {
+		return fmt.Sprintf("%.0fms", s*1000)
+	}
+	return fmt.Sprintf("%gs", math.Round(s*100)/100)
+}
+
+func abbrev(s string) string {
+	if len(s) > 48 {
+		return s[:45] + "..."
+	}
+	return s
+}
+
+// benchUnit is the unit of m in Go's benchmark format: no spaces, and
+// named so that benchstat's tables read as ours.
+func benchUnit(m Metric) string {
+	u := strings.NewReplacer(" ", "-", "%", "pct").Replace(m.Name)
+	switch m.Unit {
+	case "%core":
+		return u + "-pct-core"
+	case "":
+		return u
+	case "%":
+		return u + "-pct"
+	}
+	if strings.HasPrefix(m.Unit, "/") {
+		return u + m.Unit
+	}
+	return u + "-" + m.Unit
+}
+
+// WriteBench writes every kept window in Go's benchmark format, one
+// configuration block per side ("side: NAME") and one benchmark line per
+// window, with a Unit line per metric saying which way is better, so that
+// benchstat reproduces the medians, intervals and U-test of our table.
+func (r *Result) WriteBench(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("goos: linux\n")
+	for _, m := range r.Metrics {
+		better := "lower"
+		if m.Metric.HigherIsBetter {
+			better = "higher"
+		}
+		fmt.Fprintf(&b, "Unit %s better=%s assume=nothing\n", benchUnit(m.Metric), better)
+	}
+	b.WriteByte('\n')
+	last := -1
+	for _, win := range r.Windows {
+		if win.Dropped {
+			continue
+		}
+		if win.Side != last {
+			fmt.Fprintf(&b, "side: %s\n", r.Sides[win.Side].Name)
+			last = win.Side
+		}
+		name := "BenchmarkCPUWindow"
+		if win.Kind == kindSyscalls {
+			name = "BenchmarkSyscallWindow"
+		}
+		line := name + " 1"
+		for _, m := range r.Metrics {
+			if m.Metric.Kind != win.Kind {
+				continue
+			}
+			v, ok := win.Values[m.Metric.Name]
+			if !ok || math.IsNaN(v) {
+				continue
+			}
+			line += " " + strconv.FormatFloat(v, 'g', 7, 64) + " " + benchUnit(m.Metric)
+		}
+		b.WriteString(line + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,208 @@
+package compare
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/testbin"
+	"github.com/gosleuth/gosleuth/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
+}
+
+// quick is a protocol short enough for tests: 400 ms windows.
+func quick(sides ...Side) Config {
+	return Config{Sides: sides, Windows: 8, Window: 400 * time.Millisecond, Warmup: 300 * time.Millisecond,
+		Syscalls: "off", Seed: 7}
+}
+
+func verdicts(r *Result) map[string]string {
+	out := map[string]string{}
+	for _, m := range r.Metrics {
+		for _, c := range m.Comparisons {
+			out[fmt.Sprintf("%s/%s", m.Metric.Name, r.Sides[c.Side].Name)] = c.Verdict
+		}
+	}
+	return out
+}
+
+func TestSelfVsSelf(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	bin := testbin.Build(t, "./testdata/patient")
+	cmd := bin + " -tick 2ms -spin 50us"
+	cfg := quick(Side{Name: "A", Command: cmd}, Side{Name: "B", Command: cmd})
+	// 1% rather than 5%: a test that fails one run in twenty by design
+	// would be a flaky test.
+	cfg.Stats.Alpha = 0.01
+	r, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Metrics) < 4 {
+		t.Fatalf("only %d metrics compared", len(r.Metrics))
+	}
+	for k, v := range verdicts(r) {
+		if v == Better || v == Worse {
+			t.Errorf("the same program against itself: %s is %s", k, v)
+		}
+	}
+	if !strings.Contains(r.Protocol.Isolation, "paused") {
+		t.Errorf("isolation %q: want the side not measured paused", r.Protocol.Isolation)
+	}
+}
+
+func TestMoreWorkIsWorse(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	bin := testbin.Build(t, "./testdata/patient")
+	cfg := quick(Side{Name: "A", Command: bin + " -tick 5ms -spin 200us"}, Side{Name: "B", Command: bin + " -tick 5ms -spin 1ms"})
+	if testenv.Has(testenv.Root) && testenv.Has(testenv.Tracefs) {
+		cfg.Syscalls = "on"
+	}
+	r, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := verdicts(r)
+	if v["cpu/B"] != Worse {
+		t.Errorf("B spins 5x longer per tick: CPU verdict %q, want worse", v["cpu/B"])
+	}
+	found := false
+	for _, s := range r.Sentences {
+		found = found || strings.HasPrefix(s, "B uses") && strings.Contains(s, "more CPU than A (worse")
+	}
+	if !found {
+		t.Errorf("no sentence says B uses more CPU: %q", r.Sentences)
+	}
+	if cfg.Syscalls == "on" && r.Protocol.SyscallSeconds == 0 {
+		t.Errorf("syscalls were not counted: %s", r.Protocol.Syscalls)
+	}
+}
+
+// TestSweepGOMAXPROCS is the seeds' case 5: a light periodic fan-out runs
+// with more CPU, threads, wake-ups and futex calls the more Ps it has,
+// and the sweep names GOMAXPROCS=1 best.
+func TestSweepGOMAXPROCS(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	bin := testbin.Build(t, "./testdata/patient")
+	cmd := bin + " -tick 2ms -fanout 16 -spin 5us"
+	var sides []Side
+	for _, v := range []string{"1", "8"} {
+		sides = append(sides, Side{Name: "GOMAXPROCS=" + v, Command: cmd, Env: []string{"GOMAXPROCS=" + v}})
+	}
+	cfg := quick(sides...)
+	cfg.Windows, cfg.Sweep = 6, "GOMAXPROCS"
+	root := testenv.Has(testenv.Root) && testenv.Has(testenv.Tracefs)
+	if root {
+		cfg.Syscalls = "on"
+	}
+	r, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := verdicts(r)
+	if v["cpu/GOMAXPROCS=8"] != Worse {
+		t.Errorf("GOMAXPROCS=8 CPU verdict %q, want worse", v["cpu/GOMAXPROCS=8"])
+	}
+	if !strings.Contains(r.Best, "GOMAXPROCS=1") {
+		t.Errorf("best %q, want GOMAXPROCS=1", r.Best)
+	}
+	if root && v["syscall.futex/GOMAXPROCS=8"] != Worse {
+		t.Errorf("GOMAXPROCS=8 futex verdict %q, want worse (%v)", v["syscall.futex/GOMAXPROCS=8"], v)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestLoadLatency runs a server under a fixed load whose B side sleeps
+// 3 ms per request: P99 is worse, and one URL for both means one side at
+// a time.
+func TestLoadLatency(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	bin := testbin.Build(t, "./testdata/patient")
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	u := "http://" + addr + "/"
+	cfg := quick(Side{Name: "A", Command: bin + " -listen " + addr, URL: u},
+		Side{Name: "B", Command: bin + " -listen " + addr + " -delay 3ms", URL: u})
+	cfg.Rate, cfg.Windows, cfg.Window = 200, 6, 500*time.Millisecond
+	r, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := verdicts(r)
+	if v["p99/B"] != Worse || v["p50/B"] != Worse {
+		t.Errorf("B sleeps 3 ms a request: p50 %q, p99 %q, want worse", v["p50/B"], v["p99/B"])
+	}
+	if !r.Protocol.Restart || r.Sides[0].Lives < 2 {
+		t.Errorf("one URL for both: want one side at a time, restarted (restart %v, A's processes %d)", r.Protocol.Restart, r.Sides[0].Lives)
+	}
+	for _, w := range r.Windows {
+		if w.Kind == kindCPU && !w.Dropped && w.Values["cpu_per_1k"] <= 0 {
+			t.Errorf("window %d has no CPU per 1k requests: %v", w.Index, w.Values)
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	bin := testbin.Build(t, "./testdata/patient")
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want error
+		// windows is whether some windows were taken before the failure.
+		windows bool
+	}{
+		{"command fails", quick(Side{Name: "A", Command: "exit 3"}, Side{Name: "B", Command: bin}), ErrTarget, false},
+		{"command exits mid-run", quick(Side{Name: "A", Command: bin + " -tick 10ms"}, Side{Name: "B", Command: "sleep 1.5"}), ErrTarget, true},
+		{"dead pid", quick(Side{Name: "A", PID: 1 << 29}, Side{Name: "B", PID: os.Getpid()}), nil, false},
+		{"URL refuses", func() Config {
+			c := quick(Side{Name: "A", Command: "sleep 5", URL: fmt.Sprintf("http://127.0.0.1:%d/", freePort(t))},
+				Side{Name: "B", Command: "sleep 5", URL: "http://127.0.0.1:1/"})
+			c.Rate, c.ReadyTimeout = 100, 500*time.Millisecond
+			return c
+		}(), ErrTarget, false},
+		{"one window", func() Config {
+			c := quick(Side{Name: "A", Command: bin}, Side{Name: "B", Command: bin})
+			c.Windows = 1
+			return c
+		}(), ErrBadInput, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			r, err := Run(context.Background(), tc.cfg)
+			if err == nil {
+				t.Fatalf("no error")
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("error %v, want %v", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error is not one line: %q", err)
+			}
+			if tc.windows && (r == nil || len(r.Windows) == 0 || r.Error == "") {
+				t.Errorf("windows taken before the failure are not kept: %+v", r)
+			}
+			if time.Since(start) > 20*time.Second {
+				t.Errorf("took %s to fail", time.Since(start))
+			}
+		})
+	}
+}

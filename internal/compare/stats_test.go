@@ -1,0 +1,199 @@
+package compare
+
+import (
+	"math"
+	"testing"
+)
+
+// The reference values below were computed with SciPy 1.17.1
+// (scipy.stats.mannwhitneyu(a, b, alternative="two-sided") which, like R's
+// wilcox.test, is exact without ties and below 50 a side and otherwise
+// normal with tie and continuity corrections; scipy.stats.ks_2samp(a, b,
+// method="exact"); scipy.stats.ttest_ind(log a, log b, equal_var=False)),
+// except where a comment says they come from brute-force enumeration of all
+// C(n+m, n) ways to split the pooled sample (Python, itertools.combinations)
+// or from the binomial table.
+var statCases = map[string][2][]float64{
+	"separated5": {{1.1, 1.2, 1.3, 1.4, 1.5}, {2.1, 2.2, 2.3, 2.4, 2.5}},
+	"overlap":    {{10.1, 10.4, 9.8, 10.0, 10.6, 9.9, 10.2, 10.3}, {10.5, 10.9, 10.7, 11.2, 10.8, 10.35, 11.0}},
+	"ties":       {{1, 2, 2, 3, 4, 4, 5}, {2, 3, 3, 4, 5, 6, 6, 7}},
+	"unequal":    {{3.2, 1.7, 4.9, 2.2, 5.5, 3.8}, {6.1, 4.4, 7.0, 5.9, 6.6, 5.1, 8.2, 4.8, 6.0}},
+}
+
+func near(got, want, rel float64) bool {
+	if math.IsNaN(got) || math.IsNaN(want) {
+		return math.IsNaN(got) && math.IsNaN(want)
+	}
+	return math.Abs(got-want) <= rel*math.Max(math.Abs(want), 1e-300)
+}
+
+func TestMannWhitney(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		u, p  float64
+		exact bool
+	}{
+		{"separated5", 0, 0.00793650793651, true}, // 2/C(10,5)
+		{"overlap", 3, 0.0021756021756, true},
+		{"ties", 14.5, 0.127602789181, false},
+		{"unequal", 5, 0.00759240759241, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := statCases[tc.name]
+			got := MannWhitney(c[0], c[1])
+			if got.Stat != tc.u || !near(got.P, tc.p, 1e-9) || got.Exact != tc.exact {
+				t.Errorf("MannWhitney = %+v, want U=%v p=%v exact=%v", got, tc.u, tc.p, tc.exact)
+			}
+		})
+	}
+}
+
+func TestKolmogorovSmirnov(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d, p float64
+	}{
+		{"separated5", 1, 0.00793650793651},
+		{"overlap", 0.75, 0.0130536130536},
+		// With ties SciPy's "exact" ignores them; the permutation p-value
+		// given the ties is from brute-force enumeration of the C(15,7)
+		// splits: 0.360372960373 (R >= 4.2's psmirnov gives the same).
+		{"ties", 0.375, 0.360372960373},
+		{"unequal", 2.0 / 3, 0.0611388611389},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := statCases[tc.name]
+			got := KolmogorovSmirnov(c[0], c[1])
+			if !near(got.Stat, tc.d, 1e-12) || !near(got.P, tc.p, 1e-9) {
+				t.Errorf("KolmogorovSmirnov = %+v, want D=%v p=%v", got, tc.d, tc.p)
+			}
+		})
+	}
+}
+
+func TestKolmogorovSmirnovAsymptotic(t *testing.T) {
+	// 120 a side: beyond the exact limit. a = 0..119, b = a + 20: D = 1/6,
+	// and Kolmogorov's limit with n_eff = 60 is
+	// scipy.special.kolmogorov(sqrt(60)/6) = 0.07134474750110735.
+	var a, b []float64
+	for i := range 120 {
+		a = append(a, float64(i))
+		b = append(b, float64(i+20))
+	}
+	got := KolmogorovSmirnov(a, b)
+	if !near(got.Stat, 1.0/6, 1e-12) || got.Exact || !near(got.P, 0.07134474750110735, 1e-12) {
+		t.Errorf("KolmogorovSmirnov = %+v, want D=1/6 p=0.0713 asymptotic", got)
+	}
+}
+
+func TestWelchLog(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		t, p float64
+	}{
+		{"separated5", 9.13701832768, 7.29099982856e-05},
+		{"overlap", 4.26275462339, 0.000989114753554},
+		{"ties", 1.70931700062, 0.114592343137},
+		{"unequal", 2.99902540162, 0.0230013904853},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := statCases[tc.name]
+			got := WelchLog(c[0], c[1])
+			if !near(got.Stat, tc.t, 1e-9) || !near(got.P, tc.p, 1e-7) {
+				t.Errorf("WelchLog = %+v, want t=%v p=%v", got, tc.t, tc.p)
+			}
+		})
+	}
+	if p := WelchLog([]float64{1, 0}, []float64{1, 2}).P; !math.IsNaN(p) {
+		t.Errorf("WelchLog with a zero = %v, want NaN", p)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	// k from the binomial table: the largest k with P(B(n,1/2) <= k-1) <=
+	// 0.025; coverage 1 - 2 P(B <= k-1).
+	for _, tc := range []struct {
+		n, k     int
+		coverage float64
+	}{
+		{5, 0, 0},
+		{6, 1, 0.96875},
+		{10, 2, 0.978515625},
+		{20, 6, 0.9586105346679688},
+	} {
+		x := make([]float64, tc.n)
+		for i := range x {
+			x[i] = float64(tc.n - i) // reversed: Summarize sorts
+		}
+		s := Summarize(x, 0.95)
+		if tc.k == 0 {
+			if s.CIOK {
+				t.Errorf("n=%d: CI %v..%v claimed, want none", tc.n, s.Lo, s.Hi)
+			}
+			continue
+		}
+		if !s.CIOK || s.Lo != float64(tc.k) || s.Hi != float64(tc.n-tc.k+1) || !near(s.Coverage, tc.coverage, 1e-12) {
+			t.Errorf("n=%d: %+v, want [x(%d), x(%d)] coverage %v", tc.n, s, tc.k, tc.n-tc.k+1, tc.coverage)
+		}
+		if want := (float64(tc.n) + 1) / 2; s.Median != want {
+			t.Errorf("n=%d: median %v, want %v", tc.n, s.Median, want)
+		}
+	}
+}
+
+func TestHolm(t *testing.T) {
+	// By hand: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 is 0.02,
+	// 0.03, 0.06, 0.04, made monotone: 0.02, 0.03, 0.06, 0.06.
+	got := Holm([]float64{0.01, 0.04, math.NaN(), 0.03, 0.005})
+	want := []float64{0.03, 0.06, math.NaN(), 0.06, 0.02}
+	for i := range want {
+		if !near(got[i], want[i], 1e-12) {
+			t.Fatalf("Holm = %v, want %v", got, want)
+		}
+	}
+}
+
+func TestRatioCI(t *testing.T) {
+	// Brute force (Python): the median of the n*m log differences and the
+	// ones ranked k and n*m+1-k, k the 2.5% quantile of the exact U
+	// distribution (3 for 5+5, 11 for 6+9).
+	for _, tc := range []struct {
+		name        string
+		est, lo, hi float64
+	}{
+		{"separated5", 1.769230769230769, 1.5, 2.090909090909091},
+		{"unequal", 1.7048613124011052, 1.2, 2.823529411764706},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := statCases[tc.name]
+			got := RatioCI(c[0], c[1], 0.95)
+			if !near(got.Est, tc.est, 1e-12) || !near(got.Lo, tc.lo, 1e-12) || !near(got.Hi, tc.hi, 1e-12) || got.Method != "hodges-lehmann-log" {
+				t.Errorf("RatioCI = %+v, want %v [%v, %v]", got, tc.est, tc.lo, tc.hi)
+			}
+		})
+	}
+	// With a zero the shift of raw values is scaled by A's median.
+	r := RatioCI([]float64{0, 2, 2, 2, 4}, []float64{3, 3, 3, 3, 3}, 0.95)
+	if r.Method != "hodges-lehmann-shift" || !near(r.Est, 1.5, 1e-12) {
+		t.Errorf("RatioCI with zero = %+v, want shift method, 1.5", r)
+	}
+	if r := RatioCI([]float64{0, 0, 0}, []float64{1, 2, 3}, 0.95); r.Method != "none" {
+		t.Errorf("RatioCI with A all zero = %+v, want none", r)
+	}
+}
+
+func TestMinP(t *testing.T) {
+	for _, tc := range []struct {
+		n, m int
+		p    float64
+	}{
+		{3, 3, 0.1},            // 2/20
+		{4, 4, 2.0 / 70},       // benchstat's uTestMinP: 0.029
+		{5, 5, 2.0 / 252},      // 0.008
+		{10, 10, 2.0 / 184756}, // 1.08e-5
+	} {
+		if got := minMWUP(tc.n, tc.m); !near(got, tc.p, 1e-9) {
+			t.Errorf("minMWUP(%d,%d) = %v, want %v", tc.n, tc.m, got, tc.p)
+		}
+	}
+}
