@@ -22,6 +22,10 @@ var ErrTarget = errors.New("target failed")
 
 // Config is what a comparison was asked to do.
 type Config struct {
+	// MaxLag is the generator lag p99 above which a load window is
+	// dropped as the generator's, not the server's (default 1 ms, as load
+	// has it).
+	MaxLag time.Duration
 	// Sides are the commands (run by /bin/sh -c), the running processes
 	// (PID) or a sweep's values (one command, Env set per side). At least
 	// two.

@@ -747,7 +747,7 @@ func (r *runner) engine(t *target) (*load.Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compare: %w: %w", ErrBadInput, err)
 	}
-	e, err := load.NewEngine(load.Config{URL: u, Connections: r.cfg.Connections, Tick: r.loadTick(), Warmup: r.loadTick()})
+	e, err := load.NewEngine(load.Config{URL: u, Connections: r.cfg.Connections, Tick: r.loadTick(), Warmup: r.loadTick(), MaxLag: r.cfg.MaxLag})
 	if err != nil {
 		return nil, fmt.Errorf("compare: start the load: %w", err)
 	}

@@ -118,6 +118,17 @@ func callers(w *Window, class string) string {
 	return joinShares(w.Stacks.Callers[class], 3)
 }
 
+// wilsonLower is the lower bound of the Wilson score interval for k
+// successes in n trials at z standard deviations.
+func wilsonLower(k, n, z float64) float64 {
+	if n <= 0 {
+		return 0
+	}
+	p := k / n
+	z2 := z * z
+	return (p + z2/(2*n) - z*math.Sqrt(p*(1-p)/n+z2/(4*n*n))) / (1 + z2/n)
+}
+
 func checkScheduler(w *Window, h *Host) *Finding {
 	if !w.IsGo() || w.Cores() < insideMinCores {
 		return nil
@@ -130,7 +141,12 @@ func checkScheduler(w *Window, h *Host) *Finding {
 		cores = s * w.Cores()
 		ev = append(ev, Evidence{"scheduler_share_pct", pct(s), "% of samples"}, Evidence{"scheduler_cpu_pct", pct(cores), "% of a core"})
 		sources = append(sources, SourceStacks)
-		hit = hit || s >= schedShareWarn && cores >= schedMinCores
+		// The share is read from a few dozen samples at low CPU: it must
+		// clear the threshold with its uncertainty (the lower bound of a
+		// 90% one-sided Wilson interval), or an I/O server's ordinary
+		// netpoll and findRunnable time (10 of 30 samples) reads as a herd.
+		n := float64(w.Stacks.Samples)
+		hit = hit || wilsonLower(s*n, n, 1.28) >= schedShareWarn && cores >= schedMinCores
 	}
 	if r := w.Runtime; r != nil && !math.IsNaN(r.SchedLatP99) {
 		ev = append(ev, Evidence{"sched_latency_p99_ms", round(r.SchedLatP99*1e3, 2), "ms"})

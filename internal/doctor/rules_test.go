@@ -279,3 +279,21 @@ func TestUncheckedReasonsFitPrivilege(t *testing.T) {
 		}
 	}
 }
+
+// TestSchedulerShareNeedsSamples: a third of 30 samples in the scheduler
+// (an I/O server at 10% of a core) is not a herd; half of 60 at 16% is.
+func TestSchedulerShareNeedsSamples(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	win := func(cpuSec float64, samples int, share float64) *Window {
+		return &Window{PID: 9, Comm: "srv", GoVersion: "go1.26.8", Start: t0, End: t0.Add(4 * time.Second),
+			UserSec: cpuSec, IOCalls: -1, Series: []Point{{T: 0, Threads: 6}, {T: 4, Threads: 6}},
+			Stacks: &Stacks{Samples: samples, Classes: map[string]float64{ClassScheduler: share}}}
+	}
+	h := &Host{CPUs: 2}
+	if f := checkScheduler(win(0.38, 30, 1.0/3), h); f != nil {
+		t.Errorf("10 of 30 samples in the scheduler at 9.5%% of a core: %s", f.Title)
+	}
+	if f := checkScheduler(win(0.63, 62, 0.52), h); f == nil {
+		t.Errorf("32 of 62 samples in the scheduler at 16%% of a core: no finding")
+	}
+}
