@@ -1,6 +1,7 @@
 package profileview
 
 import (
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -99,11 +100,18 @@ func WriteFlameHTML(w io.Writer, p *stacks.Profile) error {
 	title := fmt.Sprintf("gosleuth profile: pid %d %s, %.1fs at %d Hz, %d samples",
 		p.PID, p.Exe, p.End.Sub(p.Start).Seconds(), p.Hz, p.Samples)
 	return flamePage.Execute(w, struct {
-		Title string
-		Data  template.JS
-		Notes []string
-	}{title, template.JS(tree), p.Notes})
+		Title  string
+		Data   template.JS
+		Script template.JS
+		Notes  []string
+	}{title, template.JS(tree), template.JS(FlameScript), p.Notes})
 }
+
+// FlameScript is the flame graph renderer (gosleuthFlame), shared by this
+// page and the web dashboard, which serves it as /assets/flame.js.
+//
+//go:embed flame.js
+var FlameScript string
 
 var flamePage = template.Must(template.New("flame").Parse(`<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{{.Title}}</title>
@@ -122,79 +130,25 @@ canvas{display:block;width:100%}
 <canvas id="c"></canvas>
 <script id="data" type="application/json">{{.Data}}</script>
 <script>
+{{.Script}}
 (function(){
 "use strict";
 const root = JSON.parse(document.getElementById("data").textContent);
-const H = 17, cv = document.getElementById("c"), cx = cv.getContext("2d");
-const info = document.getElementById("info"), q = document.getElementById("q");
-let depth = 0;
-(function walk(n, d, x, parent){
-  n.d = d; n.x = x; n.p = parent; depth = Math.max(depth, d + 1);
-  let cx0 = x;
-  for (const c of (n.c || [])) { walk(c, d + 1, cx0, n); cx0 += c.v; }
-})(root, 0, 0, null);
-let zoom = root, re = null;
-function hue(s){ let h = 0; for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) >>> 0; return h; }
-function color(n){
-  if (re && re.test(n.n)) return "#d040d0";
-  const v = hue(n.n) % 30;
-  if (n.k === 1) return "hsl(" + (200 + v / 3) + ",60%," + (55 + v / 3) + "%)";
-  if (n.k === 2) return "hsl(" + (100 + v / 2) + ",40%," + (55 + v / 3) + "%)";
-  return "hsl(" + (15 + v) + ",80%," + (55 + v / 4) + "%)";
-}
-let boxes = [];
-function draw(){
-  const W = cv.clientWidth, dpr = window.devicePixelRatio || 1;
-  cv.width = W * dpr; cv.height = depth * H * dpr; cv.style.height = depth * H + "px";
-  cx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  cx.font = "11px monospace"; cx.textBaseline = "middle";
-  boxes = [];
-  const scale = W / zoom.v, x0 = zoom.x;
-  for (let a = zoom.p; a; a = a.p) box(a, 0, W, true);
-  (function rec(n){
-    const x = (n.x - x0) * scale, w = n.v * scale;
-    if (w < 0.5) return;
-    box(n, x, w, false);
-    for (const c of (n.c || [])) rec(c);
-  })(zoom);
-}
-function box(n, x, w, faded){
-  const y = n.d * H;
-  cx.globalAlpha = faded ? 0.5 : 1;
-  cx.fillStyle = color(n); cx.fillRect(x, y, Math.max(w - 1, 0.5), H - 1);
-  if (w > 30) {
-    cx.fillStyle = "#000";
-    const max = Math.floor((w - 6) / 6.6);
-    cx.fillText(n.n.length > max ? n.n.slice(0, Math.max(max - 2, 0)) + ".." : n.n, x + 3, y + H / 2);
-  }
-  boxes.push([x, y, w, n]);
-  cx.globalAlpha = 1;
-}
-function at(ev){
-  const r = cv.getBoundingClientRect(), x = ev.clientX - r.left, y = ev.clientY - r.top;
-  for (let i = boxes.length - 1; i >= 0; i--) {
-    const b = boxes[i];
-    if (x >= b[0] && x < b[0] + b[2] && y >= b[1] && y < b[1] + H) return b[3];
-  }
-  return null;
-}
+const cv = document.getElementById("c"), info = document.getElementById("info"), q = document.getElementById("q");
+const fl = gosleuthFlame(cv);
 function pct(v){ return (100 * v / root.v).toFixed(2) + "%"; }
 cv.addEventListener("mousemove", ev => {
-  const n = at(ev);
+  const n = fl.at(ev);
   info.textContent = n ? n.n + "  " + n.v + " samples, " + pct(n.v) + (n.k === 1 ? "  [kernel]" : "") : " ";
 });
-cv.addEventListener("click", ev => { const n = at(ev); if (n) { zoom = n; draw(); } });
-document.getElementById("reset").addEventListener("click", () => { zoom = root; draw(); });
+cv.addEventListener("click", ev => { const n = fl.at(ev); if (n) fl.zoomTo(n); });
+document.getElementById("reset").addEventListener("click", () => fl.zoomTo(null));
 q.addEventListener("input", () => {
-  try { re = q.value ? new RegExp(q.value) : null; } catch (e) { re = null; }
-  draw();
-  if (!re) { info.textContent = " "; return; }
-  let m = 0;
-  (function rec(n){ if (re.test(n.n)) { m += n.v; return; } for (const c of (n.c || [])) rec(c); })(root);
-  info.textContent = "matched " + pct(m) + " of samples";
+  const m = fl.search(q.value);
+  info.textContent = m < 0 ? " " : "matched " + pct(m) + " of samples";
 });
-window.addEventListener("resize", draw);
-draw();
+window.addEventListener("resize", fl.draw);
+fl.show(root);
 })();
 </script></body></html>
 `))

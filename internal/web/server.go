@@ -20,6 +20,7 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/goruntime"
 	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/profileview"
 )
 
 //go:embed assets
@@ -135,6 +136,10 @@ func loadAssets() (map[string]*asset, error) {
 		out[strings.TrimPrefix(p, "assets/")] = &asset{body: b, gz: gzipBytes(b), ctype: ct}
 		return nil
 	})
+	// The flame graph renderer is profileview's, shared with gosleuth
+	// profile's page.
+	fj := []byte(profileview.FlameScript)
+	out["flame.js"] = &asset{body: fj, gz: gzipBytes(fj), ctype: "text/javascript; charset=utf-8"}
 	return out, err
 }
 

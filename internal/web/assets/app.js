@@ -315,8 +315,9 @@ function procPage() {
 
 function flameSetup() {
   const runs = [];
-  let cur = null, diff = null, zoom = null, re = null, depth = 0, boxes = [];
-  const H = 17, cv = $("fc"), cx = cv.getContext("2d"), info = $("finfo");
+  let cur = null, diff = null;
+  const cv = $("fc"), info = $("finfo");
+  const fl = gosleuthFlame(cv); // /assets/flame.js, shared with gosleuth profile's page
 
   $("prof").addEventListener("click", () => {
     const btn = $("prof");
@@ -342,20 +343,17 @@ function flameSetup() {
     diff = i === "" ? null : runs[+i];
     show(cur);
   });
-  $("reset").addEventListener("click", () => { zoom = cur.flame; draw(); });
-  $("q").addEventListener("input", () => {
-    try { re = $("q").value ? new RegExp($("q").value) : null; } catch (e) { re = null; }
-    draw();
-  });
-  window.addEventListener("resize", () => { if (cur) draw(); });
+  $("reset").addEventListener("click", () => fl.zoomTo(null));
+  $("q").addEventListener("input", () => fl.search($("q").value));
+  window.addEventListener("resize", () => { if (cur) fl.draw(); });
   cv.addEventListener("mousemove", (ev) => {
-    const n = at(ev);
+    const n = fl.at(ev);
     if (!n) { info.textContent = " "; return; }
     let s = n.n + "  " + n.v + " samples, " + (100 * n.v / cur.flame.v).toFixed(2) + "%" + (n.k === 1 ? "  [kernel]" : "");
     if (n.dd !== undefined) s += "  change " + (n.dd >= 0 ? "+" : "") + (100 * n.dd).toFixed(2) + " points of share";
     info.textContent = s;
   });
-  cv.addEventListener("click", (ev) => { const n = at(ev); if (n) { zoom = n; draw(); } });
+  cv.addEventListener("click", (ev) => { const n = fl.at(ev); if (n) fl.zoomTo(n); });
 
   function show(run) {
     cur = run;
@@ -363,17 +361,14 @@ function flameSetup() {
     $("flametitle").textContent = "profile " + run.id + ": " + run.seconds.toFixed(1) + " s at " + run.hz + " Hz, " + run.samples + " samples" + (diff && diff !== run ? " (red: larger share than in profile " + diff.id + ", blue: smaller)" : "");
     $("flamenotes").textContent = run.notes.join("; ");
     $("dl").href = "/api/profile.pb.gz?id=" + run.id;
-    depth = 0;
+    // Each frame's change of share against the diff's same path.
     const base = diff && diff !== run ? index(diff.flame) : null;
-    (function walk(n, d, x, parent, key) {
-      n.d = d; n.x = x; n.p = parent; depth = Math.max(depth, d + 1);
+    (function walk(n, key) {
       const k = key + "\u0000" + n.k + n.n;
       n.dd = base ? n.v / run.flame.v - (base.get(k) || 0) / diff.flame.v : undefined;
-      let c0 = x;
-      for (const c of (n.c || [])) { walk(c, d + 1, c0, n, k); c0 += c.v; }
-    })(run.flame, 0, 0, null, "");
-    zoom = run.flame;
-    draw();
+      for (const c of (n.c || [])) walk(c, k);
+    })(run.flame, "");
+    fl.show(run.flame);
   }
   function index(root) {
     const m = new Map();
@@ -383,53 +378,6 @@ function flameSetup() {
       for (const c of (n.c || [])) walk(c, k);
     })(root, "");
     return m;
-  }
-  function hue(s) { let h = 0; for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) >>> 0; return h; }
-  function color(n) {
-    if (re && re.test(n.n)) return "#d040d0";
-    if (n.dd !== undefined) {
-      const a = Math.min(1, Math.abs(n.dd) * 10);
-      return n.dd >= 0 ? "rgb(255," + Math.round(230 - 170 * a) + "," + Math.round(230 - 170 * a) + ")" : "rgb(" + Math.round(230 - 170 * a) + "," + Math.round(230 - 120 * a) + ",255)";
-    }
-    const v = hue(n.n) % 30;
-    if (n.k === 1) return "hsl(" + (200 + v / 3) + ",60%," + (55 + v / 3) + "%)";
-    if (n.k === 2) return "hsl(" + (100 + v / 2) + ",40%," + (55 + v / 3) + "%)";
-    return "hsl(" + (15 + v) + ",80%," + (55 + v / 4) + "%)";
-  }
-  function draw() {
-    const W = cv.clientWidth, dpr = window.devicePixelRatio || 1;
-    cv.width = W * dpr; cv.height = depth * H * dpr; cv.style.height = depth * H + "px";
-    cx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    cx.font = "11px monospace"; cx.textBaseline = "middle";
-    boxes = [];
-    const scale = W / zoom.v, x0 = zoom.x;
-    for (let a = zoom.p; a; a = a.p) box(a, 0, W, true);
-    (function rec(n) {
-      const x = (n.x - x0) * scale, w = n.v * scale;
-      if (w < 0.5) return;
-      box(n, x, w, false);
-      for (const c of (n.c || [])) rec(c);
-    })(zoom);
-  }
-  function box(n, x, w, faded) {
-    const y = n.d * H;
-    cx.globalAlpha = faded ? 0.5 : 1;
-    cx.fillStyle = color(n); cx.fillRect(x, y, Math.max(w - 1, 0.5), H - 1);
-    if (w > 30) {
-      cx.fillStyle = "#000";
-      const max = Math.floor((w - 6) / 6.6);
-      cx.fillText(n.n.length > max ? n.n.slice(0, Math.max(max - 2, 0)) + ".." : n.n, x + 3, y + H / 2);
-    }
-    boxes.push([x, y, w, n]);
-    cx.globalAlpha = 1;
-  }
-  function at(ev) {
-    const r = cv.getBoundingClientRect(), x = ev.clientX - r.left, y = ev.clientY - r.top;
-    for (let i = boxes.length - 1; i >= 0; i--) {
-      const b = boxes[i];
-      if (x >= b[0] && x < b[0] + b[2] && y >= b[1] && y < b[1] + H) return b[3];
-    }
-    return null;
   }
 }
 
