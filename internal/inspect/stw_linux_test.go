@@ -39,16 +39,28 @@ func TestInspectBoundsStopTheWorld(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	gap()
 
-	rep, err := Run(context.Background(), Options{PID: p.pid(), Duration: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := gap()
-	if rep.Dump != nil || !strings.Contains(strings.Join(rep.Notes, " "), "goroutine dump skipped: 200") {
-		t.Errorf("default inspect dumped %d goroutines' stacks; notes %q", len(rep.Dump.Groups), rep.Notes)
+	// The quiet gap is the least, over three default inspections, of the
+	// longest tick gap during each: on a shared machine one inspection's
+	// window has been seen to include a 171 ms stall of the whole VM (2 ms
+	// when alone), which a dump would cause every time and noise does not.
+	var quiet time.Duration
+	for i := range 3 {
+		rep, err := Run(context.Background(), Options{PID: p.pid(), Duration: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := gap(); i == 0 || g < quiet {
+			quiet = g
+		}
+		if rep.Dump != nil {
+			t.Fatalf("default inspect dumped %d groups of goroutine stacks", len(rep.Dump.Groups))
+		}
+		if !strings.Contains(strings.Join(rep.Notes, " "), "goroutine dump skipped: 200") {
+			t.Fatalf("default inspect did not say it skipped the dump; notes %q", rep.Notes)
+		}
 	}
 
-	rep, err = Run(context.Background(), Options{PID: p.pid(), Duration: 500 * time.Millisecond, DumpMax: -1})
+	rep, err := Run(context.Background(), Options{PID: p.pid(), Duration: 500 * time.Millisecond, DumpMax: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

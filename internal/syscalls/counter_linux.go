@@ -458,22 +458,30 @@ func (c *Counter) Read(sum []uint64, perThread bool) (total uint64, threads []Th
 	return total, threads, nil
 }
 
-// readRetry reads a group, retrying a failed read a few times (a read
-// racing with the exit of the thread or its inherited copies has been seen
-// to fail with ECHILD once); if it keeps failing, the group keeps its last
-// counts and ReadErrors says so.
+// readTries is how many times readRetry reads a group before it gives up.
+// The waits between tries double from 1 ms, so the last try comes 127 ms
+// after the first: a read racing with the exit of the thread or of its
+// inherited copies has been seen to fail with ECHILD for a few
+// milliseconds on a loaded machine, never for longer.
+const readTries = 8
+
+// readRetry reads a group, retrying a failed read with a doubling backoff
+// (see readTries); if it keeps failing, the group keeps its last counts and
+// ReadErrors and LastReadError say so.
 func (c *Counter) readRetry(g *group) {
-	for try := 0; ; try++ {
+	wait := time.Millisecond
+	for try := 1; ; try++ {
 		err := c.readGroup(g)
 		if err == nil {
 			return
 		}
-		if try == 3 {
+		if try == readTries {
 			c.ReadErrors++
 			c.LastReadError = err
 			return
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(wait)
+		wait *= 2
 	}
 }
 
