@@ -46,7 +46,12 @@ var explains = []struct {
 	{"lock-contention", []string{"idle-wakeups", "scheduler-overhead", "kernel-time", "cpu-hotspot"}},
 	{"goroutine-leak", []string{"memory-growth", "fd-leak", "idle-wakeups", "scheduler-overhead"}},
 	{"file-reopen-churn", []string{"kernel-time", "scheduler-overhead"}},
-	{"exec-hot-path", []string{"kernel-time", "scheduler-overhead"}},
+	// Starting and reaping a child wakes the parent many times (fork's
+	// pipe, the copying goroutines, the wait on the child's pidfd): the
+	// exec patient wakes 18 times per child, 849 wake-ups a second at 47
+	// children a second, which idle-wakeups reported on its own once the
+	// adaptive stack rate gave it enough samples to name the code.
+	{"exec-hot-path", []string{"kernel-time", "scheduler-overhead", "idle-wakeups"}},
 	{"thread-explosion", []string{"kernel-time", "scheduler-overhead"}},
 	{"idle-wakeups", []string{"scheduler-overhead", "kernel-time"}},
 	{"gomaxprocs-oversized", []string{"scheduler-overhead", "kernel-time"}},

@@ -1,12 +1,16 @@
 package proc
 
 import (
+	"errors"
+	"math"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gosleuth/gosleuth/internal/testenv"
 )
@@ -60,5 +64,55 @@ func TestOnlineCPUsUnderTaskset(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "online "+strconv.Itoa(len(all))+"\n") {
 		t.Errorf("under taskset -c 0 the online CPUs read %q, want %d", out, len(all))
+	}
+}
+
+func TestAverageCores(t *testing.T) {
+	// Fixture: a process started 1000 ticks (10 s) after boot, read at an
+	// uptime of 30 s, that used 300 ticks of user and 100 of system time:
+	// 4 CPU seconds over 20 s of life.
+	stat := func(utime, stime, start int) string {
+		return "77 (x y) S 1 77 77 0 -1 0 0 0 0 0 " + strconv.Itoa(utime) + " " + strconv.Itoa(stime) +
+			" 0 0 20 0 1 0 " + strconv.Itoa(start) + " 0 0\n"
+	}
+	for _, tc := range []struct {
+		name, stat, uptime string
+		want               float64
+		wantErr            bool
+	}{
+		{"busy", stat(300, 100, 1000), "30.00 55.10\n", 0.2, false},
+		{"two cores", stat(3000, 1000, 1000), "30.00 0.00\n", 2, false},
+		{"just born", stat(0, 0, 3000), "30.00 0.00\n", 0, false},
+		{"bad uptime", stat(1, 1, 1), "x\n", 0, true},
+		{"bad stat", "garbage", "30.00 0.00\n", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			os.Mkdir(root+"/77", 0o755)
+			os.WriteFile(root+"/77/stat", []byte(tc.stat), 0o644)
+			os.WriteFile(root+"/uptime", []byte(tc.uptime), 0o644)
+			got, err := NewFS(root).AverageCores(77)
+			if (err != nil) != tc.wantErr || math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("AverageCores = %v, %v; want %v (error %v)", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+	if _, err := NewFS("").AverageCores(1 << 30); !errors.Is(err, ErrProcessGone) {
+		t.Errorf("AverageCores of a missing PID: %v, want ErrProcessGone", err)
+	}
+}
+
+// TestAverageCoresLive spins this test process on one core for half a
+// second and reads its own average: more than nothing, at most every CPU.
+func TestAverageCoresLive(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); {
+	}
+	got, err := NewFS("").AverageCores(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got <= 0 || got > float64(runtime.NumCPU())+0.05 {
+		t.Errorf("own average cores %v after a 0.5 s spin, want in (0, %d]", got, runtime.NumCPU())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/goruntime"
+	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/stacks"
 )
 
@@ -25,12 +26,46 @@ const (
 	ClassUserCode     = "user"          // the program's own code, outside the runtime and kernel
 )
 
-// StacksLook samples user and kernel stacks at 99 Hz (user-only without
-// privileges) and summarises them into runtime classes, hot packages,
-// kernel paths and the Go callers behind them.
+// Stack sampling rates: SampleHz aims at SampleBudget samples per second
+// of wall time, between MinSampleHz and MaxSampleHz per thread.
+const (
+	// MinSampleHz is perf's customary 99 Hz, kept for busy processes:
+	// they give enough samples at it.
+	MinSampleHz = 99
+	// MaxSampleHz bounds the rate for nearly idle processes: each sample
+	// is an interrupt and a stack walk of a few microseconds, so 999 per
+	// CPU second cost a target under 1% of the little CPU it uses, and
+	// nothing while it does not run.
+	MaxSampleHz = 999
+	// SampleBudget is the samples per second of wall time SampleHz aims
+	// at: ~200 make a 3 s look hold ~600 samples, enough for a 30% share
+	// to be told apart from 15% (the rules' thresholds) whatever the
+	// process's speed.
+	SampleBudget = 200
+)
+
+// SampleHz is the stack sampling rate for a process that uses cores CPUs
+// on average: SampleBudget/cores clamped to [MinSampleHz, MaxSampleHz].
+// Sampling is per CPU second, so at a fixed 99 Hz a process using 5% of a
+// core gives 5 samples a second, too few to name its hot code in a short
+// look; a busy one needs no more than 99 Hz.
+func SampleHz(cores float64) int {
+	if !(cores > 0) { // also NaN
+		return MaxSampleHz
+	}
+	hz := SampleBudget / cores
+	return int(min(max(hz, MinSampleHz), MaxSampleHz))
+}
+
+// StacksLook samples user and kernel stacks (user-only without privileges)
+// and summarises them into runtime classes, hot packages, kernel paths and
+// the Go callers behind them.
 type StacksLook struct {
 	// ProcRoot is the procfs mount the target is read through ("" is /proc).
 	ProcRoot string
+	// Hz is the sampling rate per thread; 0 chooses it from the process's
+	// average CPU use with SampleHz.
+	Hz int
 }
 
 // Source implements Look.
@@ -38,7 +73,15 @@ func (StacksLook) Source() Source { return SourceStacks }
 
 // Look implements Look.
 func (l StacksLook) Look(ctx context.Context, pid int, d time.Duration, w *Window) error {
-	raw, err := stacks.Sample(ctx, stacks.Options{PID: pid, Duration: d, ProcRoot: l.ProcRoot})
+	hz := l.Hz
+	if hz <= 0 {
+		cores, err := proc.NewFS(l.ProcRoot).AverageCores(pid)
+		if err != nil {
+			return fmt.Errorf("choose stack sampling rate: %w", err)
+		}
+		hz = SampleHz(cores)
+	}
+	raw, err := stacks.Sample(ctx, stacks.Options{PID: pid, Duration: d, ProcRoot: l.ProcRoot, Hz: hz})
 	if err != nil {
 		return fmt.Errorf("sample stacks: %w", err)
 	}
