@@ -65,6 +65,15 @@ type Options struct {
 	// (--until-decided): each is held to Alpha/Looks so that looking
 	// repeatedly does not raise the false-alarm rate. 0 or 1: one look.
 	Looks int
+	// Primary names the metrics that decide (compare's --decide): they
+	// share PrimaryShare of Alpha equally in the weighted Holm correction
+	// and every other metric compared shares the rest, so the dozen or
+	// more secondary metrics (syscalls by kind, percentiles, user/system)
+	// do not dilute the power of the ones asked about. None named: every
+	// metric gets the same share (plain Holm).
+	Primary []string
+	// PrimaryShare is the primary metrics' share of Alpha (0.8).
+	PrimaryShare float64
 }
 
 func (o Options) withDefaults() Options {
@@ -76,6 +85,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Looks < 1 {
 		o.Looks = 1
+	}
+	if o.PrimaryShare == 0 {
+		o.PrimaryShare = 0.8
 	}
 	return o
 }
@@ -104,8 +116,8 @@ type Comparison struct {
 	MWU   Test  `json:"mann_whitney"`
 	KS    Test  `json:"kolmogorov_smirnov"`
 	Welch *Test `json:"welch_log,omitempty"`
-	// P is min(MWU, KS) (or Welch's), PAdj after Holm across the metrics
-	// and the looks.
+	// P is min(MWU, KS) (or Welch's), PAdj after the weighted Holm
+	// correction across the metrics (see Options.Primary) and the looks.
 	P    float64 `json:"p"`
 	PAdj float64 `json:"p_holm"`
 	// Ratio is B/A with its confidence interval.
@@ -133,8 +145,7 @@ type MetricResult struct {
 func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []MetricResult {
 	opts = opts.withDefaults()
 	var out []MetricResult
-	type ref struct{ m, c int }
-	var tested []ref
+	var tested []struct{ m, c int }
 	var ps []float64
 	for _, m := range metrics {
 		mr := MetricResult{Metric: m}
@@ -164,19 +175,22 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 			}
 			mr.Comparisons = append(mr.Comparisons, c)
 			if !math.IsNaN(c.P) {
-				tested = append(tested, ref{len(out), len(mr.Comparisons) - 1})
+				tested = append(tested, struct{ m, c int }{len(out), len(mr.Comparisons) - 1})
 				ps = append(ps, min(1, c.P*float64(opts.Looks)))
 			}
 		}
 		out = append(out, mr)
 	}
+	// Each comparison's share of the level: the primary metrics share
+	// PrimaryShare of it, the others the rest.
+	weights := holmWeights(out, tested, opts)
 	// Rank tests at n=3+3 give no p below 0.1, so below the size where
-	// they could reach the corrected level Welch's test on logarithms
-	// stands in, and the comparison says so.
+	// they could reach the comparison's share of the level Welch's test on
+	// logarithms stands in, and the comparison says so.
 	level := opts.Alpha / float64(opts.Looks)
 	for i, r := range tested {
 		c := &out[r.m].Comparisons[r.c]
-		if minMWUP(c.N, c.M) > level/float64(len(ps)) && c.P != 1 {
+		if minMWUP(c.N, c.M) > level*weights[i] && c.P != 1 {
 			if w := WelchLog(c.a, c.b); !math.IsNaN(w.P) {
 				c.Welch = &w
 				c.P = w.P
@@ -184,13 +198,41 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 			}
 		}
 	}
-	adj := Holm(ps)
+	adj := WeightedHolm(ps, weights)
 	for i, r := range tested {
 		c := &out[r.m].Comparisons[r.c]
 		c.PAdj = adj[i]
-		decide(c, out[r.m].Metric, opts, len(ps))
+		decide(c, out[r.m].Metric, opts, weights[i])
 	}
 	return out
+}
+
+// holmWeights returns each tested comparison's share of the significance
+// level (they sum to 1): with primary metrics among them, those share
+// opts.PrimaryShare equally and the others share the rest; otherwise all
+// share equally.
+func holmWeights(out []MetricResult, tested []struct{ m, c int }, opts Options) []float64 {
+	w := make([]float64, len(tested))
+	var nPrimary int
+	primary := make([]bool, len(tested))
+	for i, r := range tested {
+		primary[i] = slices.Contains(opts.Primary, out[r.m].Metric.Name)
+		if primary[i] {
+			nPrimary++
+		}
+	}
+	share := opts.PrimaryShare
+	if nPrimary == 0 || nPrimary == len(tested) {
+		share = float64(nPrimary) / float64(len(tested))
+	}
+	for i := range w {
+		if primary[i] {
+			w[i] = share / float64(nPrimary)
+		} else {
+			w[i] = (1 - share) / float64(len(tested)-nPrimary)
+		}
+	}
+	return w
 }
 
 // compareOne runs the tests of one metric; the verdict waits for Holm.
@@ -223,8 +265,9 @@ func allEqual(a, b []float64) bool {
 }
 
 // decide sets the verdict of c from its Holm-adjusted p-value and ratio
-// interval; family is the number of tested comparisons.
-func decide(c *Comparison, m Metric, opts Options, family int) {
+// interval; share is the comparison's share of the level in the weighted
+// Holm correction.
+func decide(c *Comparison, m Metric, opts Options, share float64) {
 	band := opts.Noise
 	level := opts.Alpha / float64(opts.Looks)
 	r := c.Ratio
@@ -252,7 +295,7 @@ func decide(c *Comparison, m Metric, opts Options, family int) {
 		c.Verdict = Same
 	default:
 		c.Verdict = Unknown
-		c.More = moreWindows(c, band, level/float64(max(family, 1)))
+		c.More = moreWindows(c, band, level*share)
 		switch {
 		case c.More > 0:
 			c.Why = fmt.Sprintf("about %d more windows a side would likely decide", c.More)

@@ -30,8 +30,9 @@
 //
 // Per side the median and its order-statistic 95% confidence interval; per
 // metric p = min(Mann-Whitney U, Kolmogorov-Smirnov) (Chromium Pinpoint's
-// rule: U misses changes of spread, KS misses discrete data), Holm-Bonferroni
-// across the metrics, the Hodges-Lehmann estimate of B/A with its
+// rule: U misses changes of spread, KS misses discrete data), a weighted
+// Holm correction across the metrics (the metrics that decide share most
+// of the level, see Options.Primary), the Hodges-Lehmann estimate of B/A with its
 // distribution-free interval, and a verdict: better, worse, same (the
 // interval inside the noise band) or unknown (with the windows a side that
 // would likely decide). Outlier windows (modified z-score of the median

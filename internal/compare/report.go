@@ -154,7 +154,13 @@ func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, ", warm-up %s, randomized ABBA order %s (seed %d)\n", secs(p.WarmupSeconds), abbrev(p.Order), p.Seed)
 	fmt.Fprintf(&b, "CPUs: %s\n", p.Pinning)
 	fmt.Fprintf(&b, "isolation: %s\n", p.Isolation)
-	fmt.Fprintf(&b, "syscalls: %s\n\n", p.Syscalls)
+	fmt.Fprintf(&b, "syscalls: %s\n", p.Syscalls)
+	if len(p.Primary) > 0 {
+		fmt.Fprintf(&b, "tests: weighted Holm at %g: %s share %.0f%% of it, the other metrics %.0f%%\n\n",
+			p.Alpha, strings.Join(p.Primary, ", "), 100*p.PrimaryShare, 100*(1-p.PrimaryShare))
+	} else {
+		fmt.Fprintf(&b, "tests: Holm at %g across the metrics\n\n", p.Alpha)
+	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	if len(r.Sides) == 2 {
 		fmt.Fprintf(tw, "\t%s\t%s\tvs %s\t\n", r.Sides[0].Name, r.Sides[1].Name, r.Sides[0].Name)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/url"
 	"slices"
@@ -103,6 +104,13 @@ type Protocol struct {
 	Looks int `json:"looks,omitempty"`
 	// Sweep is the swept parameter's name.
 	Sweep string `json:"sweep,omitempty"`
+	// Primary lists the compared metrics that shared PrimaryShare of the
+	// significance level in the weighted Holm correction (none: plain
+	// Holm).
+	Primary      []string `json:"primary,omitempty"`
+	PrimaryShare float64  `json:"primary_share,omitempty"`
+	// Alpha is the family-wise significance level.
+	Alpha float64 `json:"alpha"`
 }
 
 // Result is a whole comparison: every window and the statistics.
@@ -171,6 +179,16 @@ func (c *Config) withDefaults() Config {
 			d.Decide = append(d.Decide, "p99")
 		}
 	}
+	if d.Stats.Primary == nil {
+		// The metrics that decide are the primary family of the weighted
+		// Holm correction; CPU per request goes with CPU (under a fixed
+		// rate it is CPU in other units, and the one to read when the
+		// rates differ).
+		d.Stats.Primary = slices.Clone(d.Decide)
+		if slices.Contains(d.Decide, "cpu") && d.loaded() {
+			d.Stats.Primary = append(d.Stats.Primary, "cpu_per_1k")
+		}
+	}
 	d.Stats = d.Stats.withDefaults()
 	return d
 }
@@ -223,6 +241,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Stats.Noise < 0 || c.Stats.Noise >= 1 {
 		return fmt.Errorf("%w: --noise must be in [0, 1)", ErrBadInput)
+	}
+	if c.Stats.PrimaryShare < 0 || c.Stats.PrimaryShare > 1 {
+		return fmt.Errorf("%w: the primary metrics' share of alpha must be in [0, 1]", ErrBadInput)
 	}
 	if c.Stats.Alpha < 0 || c.Stats.Alpha >= 0.5 {
 		return fmt.Errorf("%w: --alpha must be in (0, 0.5)", ErrBadInput)
@@ -330,6 +351,17 @@ func (r *Result) finish(opts Options) {
 	flagOutliers(r.Windows, metricsFor(r.Windows, len(r.Sides)), len(r.Sides))
 	ms := metricsFor(r.Windows, len(r.Sides))
 	r.Metrics = Analyze(r.Sides, r.Windows, ms, opts)
+	opts = opts.withDefaults()
+	r.Protocol.Alpha = opts.Alpha
+	r.Protocol.Primary, r.Protocol.PrimaryShare = nil, 0
+	for _, m := range r.Metrics {
+		if slices.Contains(opts.Primary, m.Metric.Name) && len(m.Comparisons) > 0 && !math.IsNaN(m.Comparisons[0].PAdj) {
+			r.Protocol.Primary = append(r.Protocol.Primary, m.Metric.Name)
+		}
+	}
+	if len(r.Protocol.Primary) > 0 {
+		r.Protocol.PrimaryShare = opts.PrimaryShare
+	}
 	r.Sentences = Sentences(r.Sides, r.Metrics)
 	if r.Protocol.Sweep != "" || len(r.Sides) > 2 {
 		if _, note, ok := Best(r.Sides, r.Metrics, "cpu"); ok {

@@ -481,6 +481,52 @@ func Holm(p []float64) []float64 {
 	return out
 }
 
+// WeightedHolm adjusts p-values by Holm's weighted step-down method (Holm
+// 1979): hypothesis i gets the share w[i] of the significance level, the
+// hypotheses are taken in increasing order of p/w, and the k-th is
+// rejected at level alpha when p/w times the weights of those not yet
+// rejected (itself included) is at most alpha. The family-wise error rate
+// stays at most alpha whatever the weights, as long as they are fixed
+// before the data is seen; equal weights give Holm. Weights are
+// normalised over the tested hypotheses; a NaN p-value is left NaN and its
+// weight is not counted. A zero weight never rejects.
+func WeightedHolm(p, w []float64) []float64 {
+	type iq struct {
+		i    int
+		q, w float64
+	}
+	var v []iq
+	total := 0.0
+	for i, x := range p {
+		if math.IsNaN(x) {
+			continue
+		}
+		q := math.Inf(1)
+		if w[i] > 0 {
+			q = x / w[i]
+		}
+		v = append(v, iq{i, q, w[i]})
+		total += w[i]
+	}
+	sort.SliceStable(v, func(a, b int) bool { return v[a].q < v[b].q })
+	out := make([]float64, len(p))
+	for i := range out {
+		out[i] = math.NaN()
+	}
+	left := total
+	running := 0.0
+	for _, e := range v {
+		adj := 1.0
+		if !math.IsInf(e.q, 1) && total > 0 {
+			adj = min(1, e.q*left)
+		}
+		running = max(running, adj)
+		out[e.i] = running
+		left -= e.w
+	}
+	return out
+}
+
 // Ratio is the estimated ratio B/A of a metric with its confidence interval.
 type Ratio struct {
 	Est float64 `json:"est"`

@@ -197,3 +197,45 @@ func TestMinP(t *testing.T) {
 		}
 	}
 }
+
+func TestWeightedHolm(t *testing.T) {
+	nan := math.NaN()
+	for _, tc := range []struct {
+		name    string
+		p, w    []float64
+		want    []float64
+		epsilon float64
+	}{
+		// Equal weights are Holm (the TestHolm case).
+		{"equal", []float64{0.01, 0.04, nan, 0.03, 0.005}, []float64{1, 1, 1, 1, 1}, []float64{0.03, 0.06, nan, 0.06, 0.02}, 1e-12},
+		// By hand: weights 0.8, 0.1, 0.1 (normalised over 1); p/w is
+		// 0.0125, 0.1, 0.02, so the order is 0, 2, 1 with the weights
+		// left 1, 0.2, 0.1: 0.0125, 0.02*0.2 = 0.004 -> kept monotone at
+		// 0.0125, then 0.1*0.1 = 0.01 -> 0.0125.
+		{"primary first", []float64{0.01, 0.01, 0.002}, []float64{8, 1, 1}, []float64{0.0125, 0.0125, 0.0125}, 1e-12},
+		// The primary metric at p=0.006 among 19: plain Holm multiplies
+		// by 19 (0.114, not significant); with 80% of the level on 4
+		// primary metrics it gets 0.2 of it: 0.006/0.2 = 0.03.
+		{"power", append([]float64{0.006, 0.5, 0.6, 0.7}, fill(15, 0.9)...), append([]float64{0.2, 0.2, 0.2, 0.2}, fill(15, 0.2/15)...),
+			append([]float64{0.03, 1, 1, 1}, fill(15, 1)...), 1e-12},
+		// A zero weight never rejects, and does not count in the others'.
+		{"zero weight", []float64{0.0001, 0.01}, []float64{0, 1}, []float64{1, 0.01}, 1e-12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := WeightedHolm(tc.p, tc.w)
+			for i := range tc.want {
+				if !near(got[i], tc.want[i], tc.epsilon) {
+					t.Fatalf("WeightedHolm = %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func fill(n int, v float64) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
