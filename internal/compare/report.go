@@ -215,6 +215,23 @@ func (r *Result) WriteText(w io.Writer) error {
 	for _, n := range r.Notes {
 		b.WriteString("note: " + n + "\n")
 	}
+	if t := r.Time; r.Seconds > 0 {
+		fmt.Fprintf(&b, "time: %s in all: CPU windows %s", secs(r.Seconds), secs(t.CPUWindows))
+		if t.Dropped > 0 {
+			fmt.Fprintf(&b, " (%s of them dropped and retaken)", secs(t.Dropped))
+		}
+		if t.SyscallWindows > 0 {
+			fmt.Fprintf(&b, ", syscall windows %s", secs(t.SyscallWindows))
+		}
+		switch {
+		case t.Starts == 1:
+			fmt.Fprintf(&b, ", 1 start %s", secs(t.Starting))
+		case t.Starts > 1:
+			fmt.Fprintf(&b, ", %d starts %s", t.Starts, secs(t.Starting))
+		}
+		other := r.Seconds - t.CPUWindows - t.SyscallWindows - t.Starting - t.Warmup
+		fmt.Fprintf(&b, ", warm-up %s, the rest %s\n", secs(t.Warmup), secs(max(other, 0)))
+	}
 	if r.Error != "" {
 		b.WriteString("stopped early: " + r.Error + "\n")
 	}

@@ -130,6 +130,24 @@ type Result struct {
 	// Error is why the run stopped early; the windows so far are kept.
 	Error   string  `json:"error,omitempty"`
 	Seconds float64 `json:"seconds"`
+	// Time says where Seconds went.
+	Time TimeSpent `json:"time"`
+}
+
+// TimeSpent splits a run's wall time by what it was doing.
+type TimeSpent struct {
+	// CPUWindows is the time in CPU windows, Dropped the part of it in
+	// windows dropped and retaken.
+	CPUWindows float64 `json:"cpu_windows_seconds"`
+	Dropped    float64 `json:"dropped_seconds"`
+	// SyscallWindows includes attaching and releasing the counters.
+	SyscallWindows float64 `json:"syscall_windows_seconds"`
+	// Starts counts started processes; Starting is the time from exec
+	// to a process ready to measure, Warmup the warm-ups and the settling
+	// after a resume.
+	Starts   int     `json:"starts"`
+	Starting float64 `json:"starting_seconds"`
+	Warmup   float64 `json:"warmup_seconds"`
 }
 
 // Worse reports whether any comparison's verdict is worse.

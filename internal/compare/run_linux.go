@@ -252,7 +252,12 @@ func (r *runner) slot(ctx context.Context, t *target) error {
 		return err
 	}
 	for try := 0; ; try++ {
+		t0 := time.Now()
 		w, err := r.cpuWindow(ctx, t)
+		r.spent(&r.res.Time.CPUWindows, t0)
+		if w.Dropped {
+			r.spent(&r.res.Time.Dropped, t0)
+		}
 		if err != nil {
 			return err
 		}
@@ -266,7 +271,9 @@ func (r *runner) slot(ctx context.Context, t *target) error {
 		}
 	}
 	for try := 0; r.events != nil; try++ {
+		t0 := time.Now()
 		w, err := r.syscallWindow(ctx, t)
+		r.spent(&r.res.Time.SyscallWindows, t0)
 		if err != nil {
 			return err
 		}
@@ -283,6 +290,11 @@ func (r *runner) slot(ctx context.Context, t *target) error {
 		}
 	}
 	return nil
+}
+
+// spent adds the time since t0 to *acc, in seconds.
+func (r *runner) spent(acc *float64, t0 time.Time) {
+	*acc += time.Since(t0).Seconds()
 }
 
 func (r *runner) progress(w Window) {
@@ -398,6 +410,8 @@ func (r *runner) setupSyscalls() {
 // start runs t's command under /bin/sh -c in a process group of its own,
 // on the run's CPUs.
 func (r *runner) start(ctx context.Context, t *target) error {
+	defer r.spent(&r.res.Time.Starting, time.Now())
+	r.res.Time.Starts++
 	cmd := exec.Command("/bin/sh", "-c", t.side.Command)
 	cmd.Env = append(os.Environ(), t.side.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -707,6 +721,7 @@ func (r *runner) warm(ctx context.Context, t *target, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
+	defer r.spent(&r.res.Time.Warmup, time.Now())
 	if t.side.URL != "" {
 		e, err := r.engine(t)
 		if err != nil {

@@ -86,6 +86,14 @@ func TestMoreWorkIsWorse(t *testing.T) {
 	if cfg.Syscalls == "on" && r.Protocol.SyscallSeconds == 0 {
 		t.Errorf("syscalls were not counted: %s", r.Protocol.Syscalls)
 	}
+	// Where the time went: 16 CPU windows of 0.4 s at least, two kept
+	// processes started once each and warmed up, all within the run.
+	tm := r.Time
+	parts := tm.CPUWindows + tm.SyscallWindows + tm.Starting + tm.Warmup
+	if tm.CPUWindows < 16*0.4 || tm.Starts != 2 || tm.Warmup < 2*0.3 || parts > r.Seconds ||
+		(cfg.Syscalls == "on" && tm.SyscallWindows < 16*0.04) {
+		t.Errorf("time spent %+v of %.2fs: want >= 6.4s of CPU windows, 2 starts, >= 0.6s warm-up, parts within the whole", tm, r.Seconds)
+	}
 }
 
 // TestSweepGOMAXPROCS is the seeds' case 5: a light periodic fan-out runs
