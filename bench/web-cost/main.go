@@ -37,7 +37,7 @@ import (
 
 func main() {
 	window := flag.Duration("window", 30*time.Second, "length of each CPU measurement")
-	rounds := flag.Int("rounds", 3, "rounds of the CPU measurements (medians are reported)")
+	rounds := flag.Int("rounds", 3, "rounds of the CPU measurements (medians are reported; 0 measures the browser side alone)")
 	heapFor := flag.Duration("heap-for", 3*time.Minute, "how long the page's JS heap is watched under live updates")
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "web-cost-")
@@ -99,6 +99,12 @@ func main() {
 			rows[k].cpu = append(rows[k].cpu, cpu)
 			rows[k].wake = append(rows[k].wake, wake)
 		}
+	}
+	if *rounds == 0 {
+		// -rounds 0: the browser measurements alone.
+		firstChart()
+		heap(base, pid, *heapFor)
+		return
 	}
 	anchor := median(rows["node-exporter scraped at 1 Hz"].cpu)
 	fmt.Printf("\n%-32s %14s %14s %14s\n", fmt.Sprintf("server cost (%d x %s, medians)", *rounds, *window), "% of a core", "wake-ups/s", "vs anchor")

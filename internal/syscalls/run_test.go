@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,8 +31,9 @@ func TestRunFallsBackToTotals(t *testing.T) {
 	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
 	// The patient works once counting has started (its worker threads
 	// exit after their calls: calls made before the attach are lost).
+	pid := p.cmd.Process.Pid
 	go func() {
-		waitForPerfEvents(5 * time.Second)
+		waitForPerfEvents(5*time.Second, pid)
 		io.WriteString(p.in, "go\n")
 	}()
 	rep, err := countFor(t, Config{PID: p.cmd.Process.Pid}, 3*time.Second)
@@ -68,14 +70,22 @@ func TestRunFallsBackToProc(t *testing.T) {
 }
 
 // waitForPerfEvents waits, at most d, until this process holds a perf
-// event descriptor: the counter has attached.
-func waitForPerfEvents(d time.Duration) {
+// event descriptor for every thread of process pid: the counter has
+// attached to all of them. (Waiting for the first one only let the patient
+// start while the last threads were still being attached: a worker thread
+// cloned from one of those was not counted, 1,830 calls of 2,000 in CI.)
+func waitForPerfEvents(d time.Duration, pid int) {
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
 		ents, _ := os.ReadDir("/proc/self/fd")
+		n := 0
 		for _, e := range ents {
 			if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); l == "anon_inode:[perf_event]" {
-				return
+				n++
 			}
+		}
+		if len(tasks) > 0 && n >= len(tasks) {
+			return
 		}
 	}
 }
