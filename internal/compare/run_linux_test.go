@@ -86,6 +86,11 @@ func TestMoreWorkIsWorse(t *testing.T) {
 	if cfg.Syscalls == "on" && r.Protocol.SyscallSeconds == 0 {
 		t.Errorf("syscalls were not counted: %s", r.Protocol.Syscalls)
 	}
+	// Where BPF works, syscall windows count with one program per process
+	// (one grace period to release, not one per syscall counted).
+	if cfg.Syscalls == "on" && testenv.Has(testenv.BPF) && !strings.Contains(r.Protocol.Syscalls, "BPF") {
+		t.Errorf("syscalls counted by %q, want the BPF counter", r.Protocol.Syscalls)
+	}
 	// Where the time went: 16 CPU windows of 0.4 s at least, two kept
 	// processes started once each and warmed up, all within the run.
 	tm := r.Time
