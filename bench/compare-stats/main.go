@@ -32,6 +32,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,6 +57,16 @@ func main() {
 	if out, err := exec.Command("go", "build", "-o", bin, "./internal/compare/testdata/patient").CombinedOutput(); err != nil {
 		fatal(fmt.Errorf("build the patient (run from the repository root): %v\n%s", err, out))
 	}
+	out, err := exec.Command(bin, "-calibrate").Output()
+	if err != nil {
+		fatal(fmt.Errorf("calibrate the patient's work loop: %w", err))
+	}
+	ns, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+	if err != nil || ns <= 0 {
+		fatal(fmt.Errorf("calibrate the patient's work loop: %q", out))
+	}
+	itersPerMs = int(1e7 * 1e6 / ns)
+	fmt.Printf("patient work loop: %d iterations a millisecond\n", itersPerMs)
 	ctx := context.Background()
 	has := func(s string) bool {
 		for _, x := range strings.Split(*only, ",") {
@@ -162,11 +173,9 @@ func power(ctx context.Context, bin string, runs int, window time.Duration, wind
 	start := time.Now()
 	for i := range runs {
 		addr := freeAddr()
-		u := "http://" + addr + "/"
 		r, err := compare.Run(ctx, compare.Config{
-			Sides: []compare.Side{{Name: "A", Command: bin + " -listen " + addr + " -spin 1ms", URL: u},
-				{Name: "B", Command: bin + " -listen " + addr + " -spin 1032us", URL: u}},
-			Rate: 200, Windows: windows, Window: window, Warmup: time.Second, Seed: uint64(i + 1)})
+			Sides: powerPair(bin, addr),
+			Rate:  200, Windows: windows, Window: window, Warmup: time.Second, Seed: uint64(i + 1)})
 		if err != nil {
 			// A run the machine could not load steadily counts as missed.
 			fmt.Printf("power run %2d: failed: %v\n", i+1, err)
@@ -217,17 +226,33 @@ func sweep(ctx context.Context, bin string) {
 
 // defaultRuns runs the default protocol on the 3% pair n times: the
 // first report whole, then one line a run and the power over the runs.
+// itersPerMs is how many iterations of the patient's work loop take a
+// millisecond here (measured once, by the patient itself, at the start).
+var itersPerMs int
+
+// powerPair is the 3% pair under load at addr: A works ~1 ms a request,
+// B 3% more in all. The work is a fixed number of loop iterations, not a
+// wall-time spin (which a preempted request spins less of). A request
+// costs ~1.2 ms of CPU in all (1,200 ms per 1k requests in the default
+// runs), ~0.2 ms of it in net/http, so 3% more work per request is 3.6%
+// more loop: B runs 1.036x A's iterations.
+func powerPair(bin, addr string) []compare.Side {
+	u := "http://" + addr + "/"
+	a := itersPerMs
+	b := int(math.Round(float64(a) * 1.036))
+	return []compare.Side{{Name: "A", Command: fmt.Sprintf("%s -listen %s -iters %d", bin, addr, a), URL: u},
+		{Name: "B", Command: fmt.Sprintf("%s -listen %s -iters %d", bin, addr, b), URL: u}}
+}
+
 func defaultRuns(ctx context.Context, bin string, n int, jsonDir string) {
 	caught, within := 0, 0
 	var secs []string
 	start := time.Now()
 	for i := range n {
 		addr := freeAddr()
-		u := "http://" + addr + "/"
 		r, err := compare.Run(ctx, compare.Config{
-			Sides: []compare.Side{{Name: "A", Command: bin + " -listen " + addr + " -spin 1ms", URL: u},
-				{Name: "B", Command: bin + " -listen " + addr + " -spin 1032us", URL: u}},
-			Rate: 200})
+			Sides: powerPair(bin, addr),
+			Rate:  200})
 		if r != nil && jsonDir != "" {
 			f, ferr := os.Create(filepath.Join(jsonDir, fmt.Sprintf("default-%02d.json", i+1)))
 			if ferr == nil {
