@@ -604,10 +604,15 @@ func TestAutoMovesToPerCPU(t *testing.T) {
 	if !p.PerCPU || !strings.Contains(strings.Join(s.Notes, "\n"), "moved from per-thread to per-CPU") {
 		t.Fatalf("per-CPU %v, notes %q", p.PerCPU, s.Notes)
 	}
-	// Per-CPU counts are statistical and, on a loaded VM, were seen up to
-	// 25% high against /proc: only gross errors fail here.
-	t.Logf("coverage %.3f over %d samples", deref(s.Coverage), s.Samples)
-	if s.Coverage == nil || *s.Coverage < 0.5 || *s.Coverage > 1.6 {
+	// Per-CPU cpu-clock samples of a task switching ~78,000 times a second
+	// are biased low against /proc on this VM kind, and not by gosleuth:
+	// perf record -a -F 99 -e cpu-clock on the same patient caught 0.42 and
+	// 0.58 of its /proc CPU (gosleuth 0.49-0.87 across the move, where its
+	// per-thread events give 0.99-1.00; they were also seen 25% high on a
+	// loaded VM). The profile prints its coverage so a user sees this;
+	// only a gross error (no samples, or samples for others) fails here.
+	t.Logf("coverage %.3f over %d samples; notes %q", deref(s.Coverage), s.Samples, s.Notes)
+	if s.Coverage == nil || *s.Coverage < 0.25 || *s.Coverage > 1.6 {
 		t.Errorf("coverage %.3f over %d samples across the move", deref(s.Coverage), s.Samples)
 	}
 }
