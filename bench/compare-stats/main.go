@@ -242,7 +242,9 @@ var itersPerMs int
 // wall-time spin (which a preempted request spins less of). A request
 // costs ~1.2 ms of CPU in all (1,200 ms per 1k requests in the default
 // runs), ~0.2 ms of it in net/http, so 3% more work per request is 3.6%
-// more loop: B runs 1.036x A's iterations.
+// more loop: B runs 1.036x A's iterations. (Ten default runs estimated
+// +3.1% to +5.5%, median +3.8%: the loop is more of a request's cost than
+// reckoned, so the pair differs by nearer 3.6-3.8% than 3%.)
 func powerPair(bin, addr string) []compare.Side {
 	u := "http://" + addr + "/"
 	a := itersPerMs
