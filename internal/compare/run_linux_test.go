@@ -159,12 +159,20 @@ func TestLoadLatency(t *testing.T) {
 	// more than load's 1 ms now and then (a 1.49 ms p99 dropped five
 	// windows in a row once); B's 3 ms a request stays far above that.
 	cfg.MaxLag = 5 * time.Millisecond
+	if raceEnabled {
+		// Under the race detector the generator itself stalls for 6-11 ms
+		// now and then (lag p99 6.48 and 10.67 ms dropped five windows in
+		// a row on an idle machine, one run in three to five): a property
+		// of the instrumented build, not of the server. The windows are
+		// kept and the tail is not judged; B's 3 ms shows at the median.
+		cfg.MaxLag = 50 * time.Millisecond
+	}
 	r, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := verdicts(r)
-	if v["p99/B"] != Worse || v["p50/B"] != Worse {
+	if (v["p99/B"] != Worse && !raceEnabled) || v["p50/B"] != Worse {
 		t.Errorf("B sleeps 3 ms a request: p50 %q, p99 %q, want worse", v["p50/B"], v["p99/B"])
 	}
 	if !r.Protocol.Restart || r.Sides[0].Lives < 2 {
