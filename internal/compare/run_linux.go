@@ -1153,24 +1153,20 @@ func (r *runner) bpfWindow(ctx context.Context, t *target, w Window, tree []int,
 		return w, err
 	}
 	w.Start, w.Seconds = start, sec
+	// Every kind counted by name has a value, 0 when it was not called,
+	// as the per-task counters give it.
+	for _, e := range r.events {
+		w.Values["syscall."+e.Name] = 0
+	}
 	var total uint64
 	for nr, n := range byNr {
 		total += n
-		name := syscalls.Name(syscalls.HostArch, nr)
-		for _, e := range r.events {
-			if e.Name == name {
-				w.Values["syscall."+name] += float64(n) / sec
-			}
+		k := "syscall." + syscalls.Name(syscalls.HostArch, nr)
+		if _, named := w.Values[k]; named {
+			w.Values[k] += float64(n) / sec
 		}
 	}
 	w.Values[metricSyscalls.Name] = float64(total) / sec
-	// A kind counted by name that was not called is a zero, as the
-	// per-task counters give it.
-	for _, e := range r.events {
-		if _, ok := w.Values["syscall."+e.Name]; !ok {
-			w.Values["syscall."+e.Name] = 0
-		}
-	}
 	return w, nil
 }
 

@@ -456,29 +456,11 @@ func betaFraction(x, a, b float64) float64 {
 // large as the one before. A NaN p-value (a metric not tested) is left
 // NaN and not counted in m.
 func Holm(p []float64) []float64 {
-	type ip struct {
-		i int
-		p float64
+	w := make([]float64, len(p))
+	for i := range w {
+		w[i] = 1
 	}
-	var v []ip
-	for i, x := range p {
-		if !math.IsNaN(x) {
-			v = append(v, ip{i, x})
-		}
-	}
-	sort.SliceStable(v, func(a, b int) bool { return v[a].p < v[b].p })
-	out := make([]float64, len(p))
-	for i := range out {
-		out[i] = math.NaN()
-	}
-	m := len(v)
-	running := 0.0
-	for k, e := range v {
-		adj := min(1, float64(m-k)*e.p)
-		running = max(running, adj)
-		out[e.i] = running
-	}
-	return out
+	return WeightedHolm(p, w)
 }
 
 // WeightedHolm adjusts p-values by Holm's weighted step-down method (Holm

@@ -35,7 +35,7 @@ const (
 	// per wake-up at 2,500-4,000 wake-ups a second), and no change to its
 	// code removes it. Goroutines woken in herds or Ps spinning for work
 	// cost the scheduler far more per thread wake-up (the herd patient:
-	// 107-132 us).
+	// 107-184 us).
 	schedPerWakeWarn = 30e-6
 	// Scheduling latency p99 (seconds) that means goroutines wait for a P.
 	schedLatWarn = 0.005
