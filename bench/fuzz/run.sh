@@ -21,8 +21,15 @@ fail=0
 for t in "${targets[@]}"; do
   set -- $t
   echo "== fuzz $2 ($1) for $time"
-  if ! go test -run '^$' -fuzz "^$2\$" -fuzztime "$time" -parallel 1 "$1" 2>&1 | tail -n 3; then
+  out=$(mktemp)
+  if go test -run '^$' -fuzz "^$2\$" -fuzztime "$time" -parallel 1 "$1" >"$out" 2>&1; then
+    tail -n 3 "$out"
+  else
+    # The whole tail: a failure's cause (a crasher's input and stack, or
+    # the fuzzing engine's own error) is above its last lines.
+    tail -n 40 "$out"
     fail=1
   fi
+  rm -f "$out"
 done
 exit $fail
