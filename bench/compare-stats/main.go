@@ -307,7 +307,7 @@ func defaultRuns(ctx context.Context, bin string, n int, jsonDir string) {
 func reanalyzeDir(dir string) {
 	files, _ := filepath.Glob(filepath.Join(dir, "default-*.json"))
 	sort.Strings(files)
-	unpaired, paired := 0, 0
+	unpaired, paired, analysed := 0, 0, 0
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -345,16 +345,44 @@ func reanalyzeDir(dir string) {
 			}
 		}
 		pu := min(compare.MannWhitney(a, bs).P, compare.KolmogorovSmirnov(a, bs).P)
-		pp := signedRank(d)
+		pp := compare.SignedRank(d).P
 		if pu <= 0.01 {
 			unpaired++
 		}
 		if pp <= 0.01 {
 			paired++
 		}
-		fmt.Printf("%s: %d pairs, mean log ratio %+.2f%%: unpaired p=%.4f, paired p=%.4f\n", filepath.Base(f), len(d), 100*mean(d), pu, pp)
+		// compare's own analysis as it stands: results written before
+		// windows carried their round get them from the order (each slot
+		// keeps one window of a kind, a round is one slot a side).
+		kept := map[string]int{}
+		for i := range r.Windows {
+			w := &r.Windows[i]
+			if w.Dropped {
+				continue
+			}
+			if w.Round == 0 {
+				w.Round = kept[w.Kind]/len(r.Sides) + 1
+			}
+			kept[w.Kind]++
+		}
+		var ms []compare.Metric
+		for _, m := range r.Metrics {
+			ms = append(ms, m.Metric)
+		}
+		before := verdict(&r, "cpu")
+		was := changed(&r)
+		r.Metrics = compare.Analyze(r.Sides, r.Windows, ms, compare.Options{Alpha: r.Protocol.Alpha,
+			Primary: r.Protocol.Primary, PrimaryShare: r.Protocol.PrimaryShare, Looks: r.Protocol.Looks})
+		now := verdict(&r, "cpu")
+		if now == compare.Worse {
+			analysed++
+		}
+		fmt.Printf("%s: %d pairs, mean log ratio %+.2f%%: unpaired p=%.4f, paired p=%.4f; cpu %s, now %s (changed %v, now %v)\n",
+			filepath.Base(f), len(d), 100*mean(d), pu, pp, before, now, was, changed(&r))
 	}
-	fmt.Printf("reanalysis: CPU at p <= 0.01 in %d of %d runs unpaired, %d of %d paired within blocks\n", unpaired, len(files), paired, len(files))
+	fmt.Printf("reanalysis: CPU at p <= 0.01 in %d of %d runs unpaired, %d of %d paired within blocks; compare's analysis now calls it worse in %d of %d\n",
+		unpaired, len(files), paired, len(files), analysed, len(files))
 }
 
 func mean(v []float64) float64 {
@@ -363,57 +391,4 @@ func mean(v []float64) float64 {
 		s += x
 	}
 	return s / float64(len(v))
-}
-
-// signedRank is the exact two-sided p of Wilcoxon's signed-rank test of d
-// against 0 (average ranks of |d| for ties, zeros dropped), by enumerating
-// every assignment of signs (n <= 20).
-func signedRank(d []float64) float64 {
-	var nz []float64
-	for _, x := range d {
-		if x != 0 {
-			nz = append(nz, x)
-		}
-	}
-	n := len(nz)
-	if n == 0 || n > 20 {
-		return math.NaN()
-	}
-	idx := make([]int, n)
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.Slice(idx, func(x, y int) bool { return math.Abs(nz[idx[x]]) < math.Abs(nz[idx[y]]) })
-	rank := make([]float64, n)
-	for i := 0; i < n; {
-		j := i
-		for j+1 < n && math.Abs(nz[idx[j+1]]) == math.Abs(nz[idx[i]]) {
-			j++
-		}
-		for k := i; k <= j; k++ {
-			rank[idx[k]] = float64(i+j)/2 + 1
-		}
-		i = j + 1
-	}
-	total, obs := 0.0, 0.0
-	for i, x := range nz {
-		total += rank[i]
-		if x > 0 {
-			obs += rank[i]
-		}
-	}
-	dev := math.Abs(obs - total/2)
-	hits := 0
-	for mask := 0; mask < 1<<n; mask++ {
-		w := 0.0
-		for i := range n {
-			if mask&(1<<i) != 0 {
-				w += rank[i]
-			}
-		}
-		if math.Abs(w-total/2) >= dev-1e-9 {
-			hits++
-		}
-	}
-	return float64(hits) / float64(int(1)<<n)
 }

@@ -36,7 +36,11 @@ type Window struct {
 	Kind string `json:"kind"`
 	// Life numbers the process of the side measured (from 1): with
 	// --restart each block starts a new one.
-	Life  int       `json:"process"`
+	Life int `json:"process"`
+	// Round numbers the round of the schedule the window belongs to (from
+	// 1; 0: not known): a round takes one window of each side, in a
+	// random order, so the windows of a round pair up.
+	Round int       `json:"round,omitempty"`
 	Start time.Time `json:"start"`
 	// Seconds is the measured length.
 	Seconds float64 `json:"seconds"`
@@ -116,8 +120,16 @@ type Comparison struct {
 	MWU   Test  `json:"mann_whitney"`
 	KS    Test  `json:"kolmogorov_smirnov"`
 	Welch *Test `json:"welch_log,omitempty"`
-	// P is min(MWU, KS) (or Welch's), PAdj after the weighted Holm
-	// correction across the metrics (see Options.Primary) and the looks.
+	// Pairs counts the rounds with a window of both sides. With enough
+	// of them (see Analyze) P is paired: the smallest of MWU, KS and
+	// SignedRank (the signed-rank test of the pairs' log ratios),
+	// calibrated by swapping the values within pairs (PairedMinP).
+	Pairs      int   `json:"pairs,omitempty"`
+	SignedRank *Test `json:"signed_rank,omitempty"`
+	Paired     bool  `json:"paired,omitempty"`
+	// P is min(MWU, KS) (or Welch's, or the paired p), PAdj after the
+	// weighted Holm correction across the metrics (see Options.Primary)
+	// and the looks.
 	P    float64 `json:"p"`
 	PAdj float64 `json:"p_holm"`
 	// Ratio is B/A with its confidence interval.
@@ -128,7 +140,8 @@ type Comparison struct {
 	More int    `json:"more_windows,omitempty"`
 	Why  string `json:"why,omitempty"`
 
-	a, b []float64 // the samples, for the tests that follow Holm
+	a, b  []float64 // the samples, for the tests that follow Holm
+	pairs []Pair
 }
 
 // MetricResult is one metric's statistics.
@@ -150,6 +163,7 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 	for _, m := range metrics {
 		mr := MetricResult{Metric: m}
 		vals := make([][]float64, len(sides))
+		rounds := make([][]int, len(sides))
 		lives := make([]map[int]bool, len(sides))
 		for i := range lives {
 			lives[i] = map[int]bool{}
@@ -160,6 +174,7 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 				continue
 			}
 			vals[w.Side] = append(vals[w.Side], v)
+			rounds[w.Side] = append(rounds[w.Side], w.Round)
 			lives[w.Side][w.Life] = true
 		}
 		for _, v := range vals {
@@ -168,6 +183,8 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 		for s := 1; s < len(sides); s++ {
 			c := compareOne(m, vals[0], vals[s], opts)
 			c.Base, c.Side = 0, s
+			c.pairs = pairUp(rounds[0], rounds[s])
+			c.Pairs = len(c.pairs)
 			if m.PerProcess && (len(lives[0]) < 3 || len(lives[s]) < 3) {
 				c.Verdict = NotTested
 				c.Why = fmt.Sprintf("%d+%d processes: a gauge of the process, tested with at least 3 processes a side (--restart)", len(lives[0]), len(lives[s]))
@@ -187,9 +204,26 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 	// Rank tests at n=3+3 give no p below 0.1, so below the size where
 	// they could reach the comparison's share of the level Welch's test on
 	// logarithms stands in, and the comparison says so.
+	//
+	// Where the schedule pairs the windows, the paired p-value is used
+	// when its smallest possible value (2/2^pairs when every sign pattern
+	// is walked) is at most half the comparison's share of the level, so
+	// that it can decide with a step to spare; the choice depends on the
+	// counts and weights only, never on the data. Pairing removes what
+	// changes between rounds (a restarted process's own level, the
+	// machine's drift) from the comparison.
 	level := opts.Alpha / float64(opts.Looks)
 	for i, r := range tested {
 		c := &out[r.m].Comparisons[r.c]
+		if c.P != 1 && len(c.pairs) >= 2 && minPairedP(len(c.pairs)) <= level*weights[i]/2 {
+			p, sr := PairedMinP(c.a, c.b, c.pairs)
+			if !math.IsNaN(p) {
+				c.SignedRank, c.Paired = &sr, true
+				c.P = p
+				ps[i] = min(1, p*float64(opts.Looks))
+				continue
+			}
+		}
 		if minMWUP(c.N, c.M) > level*weights[i] && c.P != 1 {
 			if w := WelchLog(c.a, c.b); !math.IsNaN(w.P) {
 				c.Welch = &w
@@ -251,6 +285,44 @@ func compareOne(m Metric, a, b []float64, opts Options) Comparison {
 		c.P = 1
 	}
 	return c
+}
+
+// pairUp pairs the windows of two sides by round: the i-th value of a
+// with the j-th of b when both were taken in the same round. A round
+// unknown (0) or holding more than one window of a side pairs nothing.
+func pairUp(ra, rb []int) []Pair {
+	index := func(rs []int) map[int]int {
+		at := map[int]int{}
+		for i, r := range rs {
+			if r == 0 {
+				continue
+			}
+			if _, dup := at[r]; dup {
+				at[r] = -1
+				continue
+			}
+			at[r] = i
+		}
+		return at
+	}
+	ia, ib := index(ra), index(rb)
+	var out []Pair
+	for i, r := range ra {
+		if j, ok := ib[r]; ok && r != 0 && ia[r] == i && j >= 0 {
+			out = append(out, Pair{A: i, B: j})
+		}
+	}
+	return out
+}
+
+// minPairedP bounds from above the smallest p-value PairedMinP can give
+// with n pairs: the observed pattern and its mirror of the 2^n (the
+// mirror ties only when every window is paired), or one of the draws.
+func minPairedP(n int) float64 {
+	if n <= exactFlipLimit {
+		return 2 / math.Exp2(float64(n))
+	}
+	return 1 / float64(flipDraws+1)
 }
 
 // allEqual reports whether every value of both samples is the same (a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -218,5 +219,50 @@ func TestJSONNaN(t *testing.T) {
 	}
 	if math.IsNaN(r.Metrics[0].Comparisons[0].Ratio.Est) == false {
 		t.Errorf("ratio over a zero baseline = %v, want NaN", r.Metrics[0].Comparisons[0].Ratio.Est)
+	}
+}
+
+// TestAnalyzePaired: windows that carry their round are paired when the
+// pairs can reach the comparison's share of the level; the same values
+// without rounds, or with too few pairs for the share, are not.
+func TestAnalyzePaired(t *testing.T) {
+	two := []Side{{Name: "A"}, {Name: "B"}}
+	a, b, _ := pairedData(10, 1.03, 11)
+	withRounds := func(ws []Window) []Window {
+		for i := range ws {
+			ws[i].Round = i%len(a) + 1
+		}
+		return ws
+	}
+	for _, tc := range []struct {
+		name    string
+		ws      []Window
+		opts    Options
+		paired  bool
+		verdict string
+	}{
+		{"rounds", withRounds(windowsOf("cpu", false, a, b)), Options{}, true, Worse},
+		{"no rounds", windowsOf("cpu", false, a, b), Options{}, false, Unknown},
+		// 40 looks hold each to 0.05/40, half of which 10 pairs (at best
+		// 2/1024) cannot reach.
+		{"level out of reach", withRounds(windowsOf("cpu", false, a, b)), Options{Looks: 40}, false, Unknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Analyze(two, tc.ws, []Metric{metricCPU}, tc.opts)
+			c := res[0].Comparisons[0]
+			if c.Paired != tc.paired || c.Verdict != tc.verdict {
+				t.Fatalf("paired %v verdict %q, want %v and %q (p %v, pairs %d)", c.Paired, c.Verdict, tc.paired, tc.verdict, c.P, c.Pairs)
+			}
+			if c.Pairs != 10 && tc.name != "no rounds" {
+				t.Errorf("%d pairs, want 10", c.Pairs)
+			}
+			if tc.paired && (c.SignedRank == nil || c.P > 2.0/1024+1e-12) {
+				t.Errorf("paired p %v (signed-rank %+v), want 2/1024", c.P, c.SignedRank)
+			}
+		})
+	}
+	// A round with two windows of a side pairs nothing.
+	if got := pairUp([]int{1, 1, 2, 3}, []int{1, 2, 0}); !slices.Equal(got, []Pair{{A: 2, B: 1}}) {
+		t.Errorf("pairUp: %v, want [{2 1}]", got)
 	}
 }

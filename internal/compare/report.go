@@ -105,8 +105,11 @@ func delta(c Comparison) string {
 		head = "~"
 	}
 	test := ""
-	if c.Welch != nil {
+	switch {
+	case c.Welch != nil:
 		test = " welch"
+	case c.Paired:
+		test = " paired"
 	}
 	return fmt.Sprintf("%s %s (p=%s n=%d+%d%s)", head, ci, fmtP(c.PAdj), c.N, c.M, test)
 }

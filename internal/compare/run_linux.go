@@ -71,6 +71,8 @@ type runner struct {
 	// per-task tracepoint counters.
 	bpf     bool
 	running *target // restart mode: the side whose process is up
+	// round numbers the schedule's current round (Window.Round).
+	round int
 }
 
 // Run compares the sides of cfg. It returns the result so far with an
@@ -190,6 +192,7 @@ func (r *runner) run(ctx context.Context) error {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("compare: interrupted: %w", err)
 			}
+			r.round = len(all)/len(c.Sides) + 1
 			if err := r.slot(ctx, r.targets[s]); err != nil {
 				return err
 			}
@@ -264,6 +267,7 @@ func (r *runner) slot(ctx context.Context, t *target) error {
 		if err != nil {
 			return err
 		}
+		w.Round = r.round
 		r.res.Windows = append(r.res.Windows, w)
 		r.progress(w)
 		if !w.Dropped {
@@ -286,6 +290,7 @@ func (r *runner) slot(ctx context.Context, t *target) error {
 		if r.events != nil && w.Values[metricSyscalls.Name] == 0 {
 			w.Dropped, w.Why = true, "the syscall counters counted nothing (attached while the kernel was releasing others)"
 		}
+		w.Round = r.round
 		r.res.Windows = append(r.res.Windows, w)
 		r.progress(w)
 		if !w.Dropped || try == 2 {

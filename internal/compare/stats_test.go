@@ -2,6 +2,8 @@ package compare
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -238,4 +240,166 @@ func fill(n int, v float64) []float64 {
 		out[i] = v
 	}
 	return out
+}
+
+// signedRankBrute is the signed-rank p-value by walking all 2^n sign
+// patterns of the mid-ranks (the definition), for the recurrence to match.
+func signedRankBrute(d []float64) float64 {
+	var nz, mag []float64
+	for _, x := range d {
+		if x != 0 {
+			nz = append(nz, x)
+			mag = append(mag, math.Abs(x))
+		}
+	}
+	r, _ := ranks(mag, nil)
+	total, obs := 0.0, 0.0
+	for i, x := range nz {
+		total += r[i]
+		if x > 0 {
+			obs += r[i]
+		}
+	}
+	dev := math.Abs(obs - total/2)
+	hits := 0
+	for mask := range 1 << len(nz) {
+		w := 0.0
+		for i := range nz {
+			if mask&(1<<i) != 0 {
+				w += r[i]
+			}
+		}
+		if math.Abs(w-total/2) >= dev-1e-9 {
+			hits++
+		}
+	}
+	return float64(hits) / float64(int(1)<<len(nz))
+}
+
+func TestSignedRank(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		d     []float64
+		wPlus float64
+		p     float64 // 0: from signedRankBrute
+	}{
+		// Hollander & Wolfe, 3rd ed., Example 3.1 (Hamilton depression
+		// scale, first visit minus second): T+ = 40, two-sided P = 2 x
+		// 0.020 (exact tail 10/512 = 0.01953).
+		{"hollander-wolfe", []float64{0.952, -0.147, 1.022, 0.43, 0.62, 0.59, 0.49, -0.08, 0.01}, 40, 20.0 / 512},
+		// All of one sign, 10 pairs: the two extreme patterns of 1024.
+		{"all positive", []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 55, 2.0 / 1024},
+		{"ties and zeros", []float64{0.5, -0.5, 1, 1, -1, 2, 0, 0.5, 3, -2}, 0, 0},
+		{"balanced", []float64{1, -1, 2, -2, 3, -3}, 10.5, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := SignedRank(tc.d)
+			want := tc.p
+			if want == 0 {
+				want = signedRankBrute(tc.d)
+			}
+			if !near(got.P, want, 1e-9) || !got.Exact {
+				t.Errorf("p %v (exact %v), want %v", got.P, got.Exact, want)
+			}
+			if tc.wPlus != 0 && got.Stat != tc.wPlus {
+				t.Errorf("W+ %v, want %v", got.Stat, tc.wPlus)
+			}
+		})
+	}
+	// Large samples: the normal approximation agrees with the exact
+	// distribution near the middle of its range.
+	rng := rand.New(rand.NewPCG(1, 2))
+	var d []float64
+	for range 70 {
+		d = append(d, rng.NormFloat64()+0.25)
+	}
+	approx := SignedRank(d)
+	exact := signedRank(d, true).P
+	if approx.Exact || !near(approx.P, exact, 0.05) {
+		t.Errorf("70 differences: normal p %v (exact %v), exact %v", approx.P, approx.Exact, exact)
+	}
+}
+
+// pairedData is n rounds whose level moves by up to ±20% (a restarted
+// process's own level, the machine's drift) with 0.3% noise inside a
+// round; b is a times ratio.
+func pairedData(n int, ratio float64, seed uint64) (a, b []float64, pairs []Pair) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	for i := range n {
+		level := 100 * (0.8 + 0.4*rng.Float64())
+		a = append(a, level*(1+0.003*rng.NormFloat64()))
+		b = append(b, ratio*level*(1+0.003*rng.NormFloat64()))
+		pairs = append(pairs, Pair{A: i, B: i})
+	}
+	return a, b, pairs
+}
+
+// TestPairedMinPExact checks the calibration on its definition: over the
+// 2^n swaps of one data set's pairs, each equally likely under no
+// difference, the share of patterns whose p-value is at most alpha is at
+// most alpha. (The raw smallest of the three tests is logged beside it:
+// taking the smallest of three tests keeps that only by luck.)
+func TestPairedMinPExact(t *testing.T) {
+	a, b, pairs := pairedData(8, 1.0, 3)
+	// Two windows without a partner keep their side.
+	a = append(a, 95)
+	b = append(b, 104)
+	alphas := []float64{0.02, 0.05, 0.1, 0.25}
+	calibrated := make([]int, len(alphas))
+	raw := make([]int, len(alphas))
+	patterns := 1 << len(pairs)
+	fa, fb := slices.Clone(a), slices.Clone(b)
+	for mask := range patterns {
+		copy(fa, a)
+		copy(fb, b)
+		for i, pr := range pairs {
+			if mask&(1<<i) != 0 {
+				fa[pr.A], fb[pr.B] = b[pr.B], a[pr.A]
+			}
+		}
+		p, sr := PairedMinP(fa, fb, pairs)
+		rawP := min(MannWhitney(fa, fb).P, KolmogorovSmirnov(fa, fb).P, sr.P)
+		if p < 1/float64(patterns) || p > 1 {
+			t.Fatalf("pattern %d: calibrated p %v outside [1/%d, 1]", mask, p, patterns)
+		}
+		for k, alpha := range alphas {
+			if p <= alpha {
+				calibrated[k]++
+			}
+			if rawP <= alpha {
+				raw[k]++
+			}
+		}
+	}
+	for k, alpha := range alphas {
+		t.Logf("alpha %.2f: calibrated rejects %d of %d patterns, the raw minimum %d", alpha, calibrated[k], patterns, raw[k])
+		if float64(calibrated[k]) > alpha*float64(patterns) {
+			t.Errorf("alpha %.2f: %d of %d patterns rejected, more than %.1f", alpha, calibrated[k], patterns, alpha*float64(patterns))
+		}
+	}
+}
+
+// TestPairedMinPPower: a 3% change under ±20% swings between rounds is
+// lost to the unpaired tests and found by the pairs, exactly (10 pairs)
+// and by drawing patterns (16 pairs).
+func TestPairedMinPPower(t *testing.T) {
+	for _, n := range []int{10, 16} {
+		a, b, pairs := pairedData(n, 1.03, 11)
+		unpaired := min(MannWhitney(a, b).P, KolmogorovSmirnov(a, b).P)
+		p, sr := PairedMinP(a, b, pairs)
+		t.Logf("%d pairs: unpaired p %.4f, signed-rank p %.5f, calibrated p %.5f", n, unpaired, sr.P, p)
+		if unpaired < 0.1 {
+			t.Errorf("%d pairs: the unpaired tests see the change through the swings (p %v): the data does not test pairing", n, unpaired)
+		}
+		if floor := minPairedP(n); p > 2*floor {
+			t.Errorf("%d pairs: calibrated p %v, want at most %v (every pair says B is larger)", n, p, 2*floor)
+		}
+		q, _ := PairedMinP(a, b, pairs)
+		if q != p {
+			t.Errorf("%d pairs: p %v then %v: the analysis must be a function of its inputs", n, p, q)
+		}
+	}
+	if p, _ := PairedMinP([]float64{1}, []float64{2}, []Pair{{0, 0}}); !math.IsNaN(p) {
+		t.Errorf("one pair: p %v, want NaN", p)
+	}
 }
