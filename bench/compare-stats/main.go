@@ -129,7 +129,7 @@ func verdict(r *compare.Result, metric string) string {
 
 func aa(ctx context.Context, bin string, runs int, window time.Duration, windows int) {
 	cmd := bin + " -tick 2ms -spin 50us"
-	alarms, tested := 0, 0
+	alarms, tested, paired := 0, 0, 0
 	start := time.Now()
 	for i := range runs {
 		r, err := compare.Run(ctx, compare.Config{Sides: []compare.Side{{Name: "A", Command: cmd}, {Name: "B", Command: cmd}},
@@ -142,14 +142,17 @@ func aa(ctx context.Context, bin string, runs int, window time.Duration, windows
 			if m.Comparisons[0].Verdict != compare.NotTested {
 				tested++
 			}
+			if m.Comparisons[0].Paired {
+				paired++
+			}
 		}
 		if len(c) > 0 {
 			alarms++
 		}
 		fmt.Printf("aa run %2d: %d metrics, changed: %v\n", i+1, len(r.Metrics), c)
 	}
-	fmt.Printf("aa: %d of %d runs with a better/worse verdict (%.0f%%; goal <= 5%%), %d metric comparisons, %s\n",
-		alarms, runs, 100*float64(alarms)/float64(runs), tested, time.Since(start).Round(time.Second))
+	fmt.Printf("aa: %d of %d runs with a better/worse verdict (%.0f%%; goal <= 5%%), %d metric comparisons (%d of them paired), %s\n",
+		alarms, runs, 100*float64(alarms)/float64(runs), tested, paired, time.Since(start).Round(time.Second))
 }
 
 func ticker(ctx context.Context, bin string) {

@@ -57,6 +57,11 @@ func main() {
 		{"gosleuth exporter", gs, func(p string) []string {
 			return []string{"exporter", "--listen", "127.0.0.1:" + p, "--group-by", "exe", "--doctor-every", "0"}
 		}},
+		// The same, checking every thread every second (before
+		// --idle-every): what the idle back-off saves.
+		{"gosleuth every thrd", gs, func(p string) []string {
+			return []string{"exporter", "--listen", "127.0.0.1:" + p, "--group-by", "exe", "--doctor-every", "0", "--idle-every", "1s"}
+		}},
 		{"process-exporter", pe, func(p string) []string {
 			return []string{"-config.path", cfg, "-threads=false", "-web.listen-address", "127.0.0.1:" + p}
 		}},
@@ -117,12 +122,13 @@ type result struct {
 	series                  int
 }
 
-// measure runs the exporter, warms it up for 3 s, then scrapes it every
+// measure runs the exporter, warms it up for 10 s (gosleuth backs off
+// from threads still for 5 s), then scrapes it every
 // interval for d and reads its CPU around that.
 func (ex exporter) measure(every, d time.Duration) result {
 	c, url := ex.start()
 	defer func() { c.Process.Kill(); c.Wait() }()
-	time.Sleep(3 * time.Second)
+	time.Sleep(10 * time.Second)
 	pid := c.Process.Pid
 	c0, t0 := cpuTicks(pid), time.Now()
 	var lat []float64

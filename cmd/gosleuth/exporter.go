@@ -19,6 +19,7 @@ import (
 type exporterFlags struct {
 	listen    string
 	interval  time.Duration
+	idleEvery time.Duration
 	groupBy   string
 	maxSeries int
 	topN      int
@@ -72,6 +73,7 @@ It listens on loopback unless --listen names another address (for a fleet:
 			f := &exporterFlags{}
 			fs.StringVar(&f.listen, "listen", "127.0.0.1:9467", "`address` to listen on")
 			fs.DurationVar(&f.interval, "interval", time.Second, "sampling `period`")
+			fs.DurationVar(&f.idleEvery, "idle-every", 5*time.Second, "check a thread that has not run for this `long` only this often (at most: counters exact, up to this late; the sampling period: every thread every time)")
 			fs.StringVar(&f.groupBy, "group-by", "unit,container,exe", "group `kinds` tried in order")
 			fs.IntVar(&f.maxSeries, "max-series", 5000, "cap on group series (about 10 per group)")
 			fs.IntVar(&f.topN, "top", 20, "processes by CPU named with their PID")
@@ -99,6 +101,9 @@ func runExporter(ctx context.Context, f *exporterFlags, stderr io.Writer, ready 
 	if f.interval < 100*time.Millisecond || f.interval > time.Hour {
 		return usagef("--interval must be between 100ms and 1h, got %s", f.interval)
 	}
+	if f.idleEvery < f.interval || f.idleEvery > time.Hour {
+		return usagef("--idle-every must be between --interval (%s) and 1h, got %s", f.interval, f.idleEvery)
+	}
 	if f.maxSeries < 10 {
 		return usagef("--max-series must be at least 10, got %d", f.maxSeries)
 	}
@@ -123,7 +128,8 @@ func runExporter(ctx context.Context, f *exporterFlags, stderr io.Writer, ready 
 		runtime.GOMAXPROCS(1)
 	}
 	e, err := export.New(export.Config{ProcRoot: f.procRoot, Interval: f.interval, GroupBy: kinds,
-		TopN: max(f.topN, 0), MaxGroups: max(f.maxSeries/10, 1), Runtime: f.runtime})
+		TopN: max(f.topN, 0), MaxGroups: max(f.maxSeries/10, 1), Runtime: f.runtime,
+		IdleBackoff: int(f.idleEvery / f.interval)})
 	if err != nil {
 		return err
 	}

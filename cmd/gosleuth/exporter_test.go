@@ -18,9 +18,14 @@ func TestExporterServes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	f := &exporterFlags{listen: "127.0.0.1:0", interval: 200 * time.Millisecond, groupBy: "unit,container,exe", maxSeries: 5000, topN: 20, procRoot: "/proc", doctorEvery: 0}
+	f := &exporterFlags{listen: "127.0.0.1:0", interval: 200 * time.Millisecond, idleEvery: time.Second, groupBy: "unit,container,exe", maxSeries: 5000, topN: 20, procRoot: "/proc", doctorEvery: 0}
 	go func() { done <- runExporter(ctx, f, io.Discard, ready) }()
-	addr := <-ready
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("exporter did not start: %v", err)
+	}
 	get := func(method, path string) (int, string) {
 		req, _ := http.NewRequest(method, "http://"+addr+path, nil)
 		resp, err := http.DefaultClient.Do(req)
@@ -59,6 +64,7 @@ func TestExporterBadUsage(t *testing.T) {
 	}{
 		{[]string{"exporter", "--listen", "nocolon"}, "want HOST:PORT"},
 		{[]string{"exporter", "--interval", "1ms"}, "--interval must be between"},
+		{[]string{"exporter", "--idle-every", "100ms"}, "--idle-every must be between --interval"},
 		{[]string{"exporter", "--group-by", "pid"}, "not unit, container or exe"},
 		{[]string{"exporter", "--max-series", "1"}, "at least 10"},
 		{[]string{"exporter", "extra"}, "takes no arguments"},

@@ -46,6 +46,12 @@ type Config struct {
 	// Runtime reads the Go runtime metrics of Go processes that have a
 	// runtime source (gosleuth's agent), summed per group.
 	Runtime bool
+	// IdleBackoff is proc.Options.IdleBackoff: a thread that has not run
+	// for this many samples is checked once in this many (0 or 1: every
+	// thread at every sample). Its counters stay exact, up to that many
+	// samples late; most threads of a host sleep, and their checks were
+	// most of the exporter's reads.
+	IdleBackoff int
 	// MaxGroups caps the groups with series of their own; processes of
 	// groups first seen beyond it are counted in the group "other" (default
 	// 500).
@@ -173,7 +179,7 @@ type procID struct {
 // New opens the /proc engine; call Run to sample.
 func New(cfg Config) (*Exporter, error) {
 	cfg.defaults()
-	r, err := proc.NewReader(proc.Options{Root: cfg.ProcRoot, SkipKernelThreads: true})
+	r, err := proc.NewReader(proc.Options{Root: cfg.ProcRoot, SkipKernelThreads: true, IdleBackoff: cfg.IdleBackoff})
 	if err != nil {
 		return nil, fmt.Errorf("exporter: %w", err)
 	}

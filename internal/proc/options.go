@@ -27,4 +27,15 @@ type Options struct {
 	// (under reclaim) and limits (prlimit) change without the process
 	// running. Everything else is read only for threads that ran.
 	FullEvery int
+	// IdleBackoff, above 1, checks a thread that has not run for that many
+	// refreshes in a row only once in that many refreshes (at a phase set
+	// by its TID, so the checks spread evenly), until it runs again. On a
+	// host of mostly sleeping threads a refresh then reads a fraction of
+	// the files, at the price of seeing a long-idle thread start running up
+	// to IdleBackoff refreshes late: its counters are exact, only late.
+	// It suits a view whose figures are read over many refreshes (the
+	// exporter, scraped every 15 s or more), not a live view. Limits, which
+	// only prlimit changes, are then re-read once in IdleBackoff full
+	// passes. 0 or 1: every thread is checked at every refresh.
+	IdleBackoff int
 }

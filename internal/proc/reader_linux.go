@@ -73,6 +73,9 @@ type taskSlot struct {
 	seen     uint64
 	fresh    bool
 	gone     bool
+	// still counts the checks in a row that found the thread had not run
+	// (Options.IdleBackoff).
+	still int
 }
 
 // Errors a read can end in. errGone means the task exited (ENOENT, ESRCH);
@@ -434,7 +437,12 @@ func (r *Reader) refreshProc(s *procSlot, full bool) {
 	}
 	ran := s.fresh
 	anyGone := false
+	back := r.opts.IdleBackoff
 	for _, ts := range s.tasks {
+		if back > 1 && ts.still >= back && (r.refresh+int(ts.t.TID))%back != 0 {
+			r.stats.Idle++
+			continue
+		}
 		b, err := r.read(&ts.schedfd, true, pid, ts.t.TID, "schedstat")
 		if err != nil {
 			if errors.Is(err, errGone) {
@@ -449,7 +457,9 @@ func (r *Reader) refreshProc(s *procSlot, full bool) {
 		}
 		moved := ts.fresh || run != ts.t.RunNS || slices != ts.t.Slices
 		ts.t.RunNS, ts.t.WaitNS, ts.t.Slices = run, wait, slices
+		ts.still++
 		if moved {
+			ts.still = 0
 			r.stats.Changed++
 			if r.readTask(pid, ts) {
 				ran = true
@@ -472,7 +482,7 @@ func (r *Reader) refreshProc(s *procSlot, full bool) {
 		r.readFDs(s)
 		r.readIO(s)
 	}
-	if full || s.fresh {
+	if s.fresh || (full && (back <= 1 || (r.refresh/r.opts.FullEvery+int(pid))%back == 0)) {
 		if b, err := r.read(&s.limfd, false, pid, 0, "limits"); err == nil {
 			if v, err := parseLimitsNoFile(b); err == nil {
 				s.p.FDLimit = v

@@ -610,3 +610,64 @@ func TestReaderDeferNew(t *testing.T) {
 		t.Errorf("this test's own process was not read in full: %+v", self)
 	}
 }
+
+// TestReaderIdleBackoff edits a fixture thread that has sat still: with
+// IdleBackoff it is checked once in that many refreshes, so the refreshes
+// read fewer files, and its new counters arrive within that many.
+func TestReaderIdleBackoff(t *testing.T) {
+	const back = 4
+	root := copyTree(t, "testdata/proc")
+	r := newTestReader(t, Options{Root: root, IdleBackoff: back, FullEvery: 1000})
+	plain := newTestReader(t, Options{Root: root, FullEvery: 1000})
+	var s, ps Snapshot
+	var reads, plainReads int
+	for i := range 2 * back {
+		mustSnapshot(t, r, &s)
+		mustSnapshot(t, plain, &ps)
+		if i >= back+1 {
+			reads += s.Stats.Reads
+			plainReads += ps.Stats.Reads
+			if s.Stats.Idle == 0 {
+				t.Errorf("refresh %d: no thread left unchecked after %d still refreshes", i, back)
+			}
+		}
+	}
+	t.Logf("reads over %d refreshes: %d with back-off, %d without", back-1, reads, plainReads)
+	if reads*2 > plainReads {
+		t.Errorf("back-off read %d times, checking every thread %d: want at most half", reads, plainReads)
+	}
+	// The thread runs: schedstat, stat and status move.
+	dir := filepath.Join(root, "8279", "task", "8279")
+	edit := func(name, old, new string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		b, _ := os.ReadFile(p)
+		if !strings.Contains(string(b), old) {
+			t.Fatalf("%s does not hold %q", name, old)
+		}
+		if err := os.WriteFile(p, []byte(strings.Replace(string(b), old, new, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit("schedstat", "968323 4188 2", "9968323 4188 9")
+	edit("status", "voluntary_ctxt_switches:\t1\n", "voluntary_ctxt_switches:\t8\n")
+	seenAt := -1
+	for i := range back {
+		mustSnapshot(t, r, &s)
+		if p := s.Find(8279); p != nil && p.VolCtxsw >= 8 {
+			seenAt = i + 1
+			break
+		}
+	}
+	if seenAt < 0 {
+		t.Fatalf("the thread's new switches not seen within %d refreshes", back)
+	}
+	t.Logf("seen at refresh %d of at most %d", seenAt, back)
+	// Having run, it is checked at every refresh again.
+	edit("schedstat", "9968323 4188 9", "9968999 4188 10")
+	edit("status", "voluntary_ctxt_switches:\t8\n", "voluntary_ctxt_switches:\t9\n")
+	mustSnapshot(t, r, &s)
+	if p := s.Find(8279); p == nil || p.VolCtxsw != 9 {
+		t.Errorf("a thread that just ran was not checked at the next refresh: %+v", p)
+	}
+}

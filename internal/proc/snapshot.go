@@ -133,6 +133,8 @@ type ReadStats struct {
 	Rescans int
 	// Changed counts tasks whose stat and status were read because they ran.
 	Changed int
+	// Idle counts threads not checked in this refresh (Options.IdleBackoff).
+	Idle int
 	// Full is true when every file was re-read regardless of change.
 	Full bool
 	// Denied is true when some files could not be read for lack of permission.
