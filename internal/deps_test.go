@@ -25,6 +25,7 @@ var layer = map[string]string{
 	"internal/termsafe":       "helper",
 	"internal/atomicfile":     "helper",
 	"internal/units":          "helper",
+	"internal/svgplot":        "helper",
 	"internal/testbin":        "test",
 	"internal/testenv":        "test",
 	"internal/golden":         "test",

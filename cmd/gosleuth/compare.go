@@ -102,7 +102,7 @@ written).`,
 			fs.Float64Var(&f.alpha, "alpha", 0.05, "significance level after the Holm-Bonferroni correction")
 			fs.StringVar(&f.metricsA, "metrics-url-a", "", "A's Prometheus /metrics `URL` for GC figures (default: gosleuth's agent, if any)")
 			fs.StringVar(&f.metricsB, "metrics-url-b", "", "B's Prometheus /metrics `URL` for GC figures")
-			fs.StringVar(&f.format, "format", "text", "report `format`: text, json (every window) or bench (Go benchmark format for benchstat)")
+			fs.StringVar(&f.format, "format", "text", "report `format`: text, json (every window), bench (Go benchmark format for benchstat) or html (the report and every window plotted, self-contained)")
 			fs.StringVar(&f.out, "o", "", "write the report to `FILE`, completely or not at all (- for stdout)")
 			fs.BoolVar(&f.failOnWorse, "fail-on-regression", false, "exit 3 when any metric is worse (a CI gate)")
 			fs.BoolVar(&f.showOutput, "show-output", false, "pass the commands' output through to stderr")
@@ -143,9 +143,9 @@ func (f *compareFlags) config(pos []string, stderr io.Writer) (compare.Config, e
 		cfg.Warmup = time.Nanosecond // 0 means the default: ask for none
 	}
 	switch f.format {
-	case "text", "json", "bench":
+	case "text", "json", "bench", "html":
 	default:
-		return cfg, usagef("--format must be text, json or bench, got %q", f.format)
+		return cfg, usagef("--format must be text, json, bench or html, got %q", f.format)
 	}
 	if f.out != "" {
 		if err := atomicfile.CheckWritable(f.out); err != nil {
@@ -261,6 +261,8 @@ func runCompare(ctx context.Context, f *compareFlags, cfg compare.Config, stdout
 				return res.WriteJSON(w)
 			case "bench":
 				return res.WriteBench(w)
+			case "html":
+				return res.WriteHTML(w)
 			}
 			return res.WriteText(w)
 		}

@@ -34,7 +34,7 @@ func TestCompareUsage(t *testing.T) {
 		{"rate without load", []string{"compare", "--rate", "100", "a", "b"}, "needs --load"},
 		{"max rate", []string{"compare", "--load", "http://127.0.0.1:1/", "--rate", "max", "a", "b"}, "a fixed rate"},
 		{"bad URL", []string{"compare", "--load", "ftp://x/", "--rate", "10", "a", "b"}, "scheme"},
-		{"bad format", []string{"compare", "--format", "xml", "a", "b"}, "text, json or bench"},
+		{"bad format", []string{"compare", "--format", "xml", "a", "b"}, "text, json, bench or html"},
 		{"bad cpus", []string{"compare", "--cpus", "x", "a", "b"}, "CPU list"},
 		{"bad syscalls", []string{"compare", "--syscalls", "maybe", "a", "b"}, "auto, on or off"},
 		{"bad noise", []string{"compare", "--noise", "2", "a", "b"}, "--noise"},

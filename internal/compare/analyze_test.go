@@ -161,11 +161,11 @@ func goldenResult() *Result {
 		if side == 1 {
 			v *= 1.31
 		}
-		r.Windows = append(r.Windows, Window{Index: len(r.Windows), Side: side, Kind: kindCPU, Life: 1,
+		r.Windows = append(r.Windows, Window{Index: len(r.Windows), Side: side, Kind: kindCPU, Life: 1, Round: k + 1,
 			Start: t0.Add(time.Duration(i) * 12 * time.Second), Seconds: 10,
 			Values:   map[string]float64{"cpu": v, "wakeups": 1500 + float64(k), "p99": p99[k], "threads": 7},
 			Requests: 10000, AchievedRate: 1000})
-		r.Windows = append(r.Windows, Window{Index: len(r.Windows), Side: side, Kind: kindSyscalls, Life: 1,
+		r.Windows = append(r.Windows, Window{Index: len(r.Windows), Side: side, Kind: kindSyscalls, Life: 1, Round: k + 1,
 			Start: t0.Add(time.Duration(i)*12*time.Second + 10*time.Second), Seconds: 2,
 			Values: map[string]float64{"syscalls": 5000 * (1 + 0.2*float64(side)) * (1 + 0.001*float64(k)), "syscall.futex": 2000 * (1 + 0.001*float64(k))}})
 	}
@@ -185,6 +185,7 @@ func TestReportGolden(t *testing.T) {
 		{"report.txt", func(b *bytes.Buffer) error { return r.WriteText(b) }},
 		{"report.json", func(b *bytes.Buffer) error { return r.WriteJSON(b) }},
 		{"report.bench", func(b *bytes.Buffer) error { return r.WriteBench(b) }},
+		{"report.html", func(b *bytes.Buffer) error { return r.WriteHTML(b) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
@@ -264,5 +265,38 @@ func TestAnalyzePaired(t *testing.T) {
 	// A round with two windows of a side pairs nothing.
 	if got := pairUp([]int{1, 1, 2, 3}, []int{1, 2, 0}); !slices.Equal(got, []Pair{{A: 2, B: 1}}) {
 		t.Errorf("pairUp: %v, want [{2 1}]", got)
+	}
+}
+
+// TestHTML: one chart per metric with windows, every kept window a dot,
+// nothing that runs or loads, and the sides' names escaped.
+func TestHTML(t *testing.T) {
+	r := goldenResult()
+	r.Sides[1].Name = "B<script>"
+	var b bytes.Buffer
+	if err := r.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if strings.Contains(page, "<script") || strings.Contains(page, "src=") || strings.Contains(page, "href=") {
+		t.Errorf("the page runs or loads something:\n%.500s", page)
+	}
+	if got, want := strings.Count(page, "<svg"), len(r.Metrics); got != want {
+		t.Errorf("%d charts, want one per metric (%d)", got, want)
+	}
+	kept := 0
+	for _, m := range r.Metrics {
+		for _, w := range r.Windows {
+			if _, ok := w.Values[m.Metric.Name]; ok && !w.Dropped && w.Kind == m.Metric.Kind {
+				kept++
+			}
+		}
+	}
+	// Each side's legend entry is a dot too.
+	if got, want := strings.Count(page, "<circle"), kept+2*len(r.Metrics); got != want {
+		t.Errorf("%d dots, want %d windows and %d legend dots", got, kept, 2*len(r.Metrics))
+	}
+	if !strings.Contains(page, "B&lt;script&gt;") {
+		t.Errorf("the side's name is not escaped")
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"strings"
+
+	"github.com/gosleuth/gosleuth/internal/svgplot"
 )
 
 // series is one line of a chart.
@@ -15,82 +17,16 @@ type series struct {
 	pts  [][2]float64
 }
 
-var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"}
-
-// niceMax rounds v up to 1, 2 or 5 times a power of ten.
-func niceMax(v float64) float64 {
-	if v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= v {
-			return m * p
-		}
-	}
-	return 10 * p
-}
-
-// svgChart draws a line chart as inline SVG. xfmt labels the x ticks.
+// svgChart draws a line chart from 0 up. xfmt labels the x ticks.
 func svgChart(title, xlabel, ylabel string, ss []series, xmin, xmax float64, xticks []float64, xfmt func(float64) string) string {
-	const w, h, l, r, t, bm = 720.0, 300.0, 60.0, 150.0, 30.0, 40.0
-	ymax := 0.0
+	c := svgplot.Chart{Title: title, XLabel: xlabel, YLabel: ylabel, XMin: xmin, XMax: xmax, XTicks: xticks, XFmt: xfmt}
 	for _, s := range ss {
-		for _, p := range s.pts {
-			ymax = max(ymax, p[1])
-		}
+		c.Series = append(c.Series, svgplot.Series{Name: s.name, Points: s.pts})
 	}
-	ymax = niceMax(ymax)
-	if xmax <= xmin {
-		xmax = xmin + 1
-	}
-	px := func(x float64) float64 { return l + (x-xmin)/(xmax-xmin)*(w-l-r) }
-	py := func(y float64) float64 { return h - bm - y/ymax*(h-t-bm) }
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`, w, h)
-	fmt.Fprintf(&b, `<text x="%.0f" y="18" font-size="14" font-weight="bold">%s</text>`, l, html.EscapeString(title))
-	fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="%.0f" height="%.0f" fill="none" stroke="#999"/>`, l, t, w-l-r, h-t-bm)
-	for i := 0; i <= 4; i++ {
-		y := ymax * float64(i) / 4
-		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#eee"/>`, l, w-r, py(y), py(y))
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" text-anchor="end">%g</text>`, l-4, py(y)+4, y)
-	}
-	for _, x := range xticks {
-		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#eee"/>`, px(x), px(x), t, h-bm)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%s</text>`, px(x), h-bm+14, html.EscapeString(xfmt(x)))
-	}
-	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>`, l+(w-l-r)/2, h-6, html.EscapeString(xlabel))
-	fmt.Fprintf(&b, `<text x="14" y="%.0f" text-anchor="middle" transform="rotate(-90 14 %.0f)">%s</text>`,
-		t+(h-t-bm)/2, t+(h-t-bm)/2, html.EscapeString(ylabel))
-	for i, s := range ss {
-		col := palette[i%len(palette)]
-		if len(s.pts) > 0 {
-			var d strings.Builder
-			for j, p := range s.pts {
-				cmd := "L"
-				if j == 0 {
-					cmd = "M"
-				}
-				fmt.Fprintf(&d, "%s%.1f %.1f ", cmd, px(p[0]), py(min(p[1], ymax)))
-			}
-			fmt.Fprintf(&b, `<path d="%s" fill="none" stroke="%s" stroke-width="1.5"/>`, d.String(), col)
-		}
-		ly := t + 14*float64(i) + 8
-		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="%s" stroke-width="3"/>`, w-r+10, w-r+28, ly, ly, col)
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">%s</text>`, w-r+32, ly+4, html.EscapeString(s.name))
-	}
-	b.WriteString("</svg>\n")
-	return b.String()
+	return c.SVG()
 }
 
-func timeTicks(xmax float64) []float64 {
-	step := niceMax(xmax / 8)
-	var out []float64
-	for x := 0.0; x <= xmax+1e-9; x += step {
-		out = append(out, x)
-	}
-	return out
-}
+func timeTicks(xmax float64) []float64 { return svgplot.Ticks(xmax, 8) }
 
 // WriteHTML writes a self-contained page (inline SVG, no script, no
 // network): latency and rate over time, the target's CPU and RSS, the

@@ -1,0 +1,49 @@
+package svgplot
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestNiceMax(t *testing.T) {
+	for _, tc := range []struct{ in, want float64 }{
+		{0, 1}, {-3, 1}, {0.7, 1}, {1.2, 2}, {3, 5}, {7, 10}, {1000, 1000}, {1001, 2000},
+	} {
+		if got := NiceMax(tc.in); got != tc.want {
+			t.Errorf("NiceMax(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestYRange(t *testing.T) {
+	pts := [][2]float64{{0, 20.1}, {1, 26.3}}
+	for _, tc := range []struct {
+		name   string
+		fit    bool
+		lo, hi float64
+	}{
+		{"from zero", false, 0, 50},
+		{"fitted with a tenth of the span either side", true, 20.1 - 0.62, 26.3 + 0.62},
+	} {
+		c := Chart{Series: []Series{{Points: pts}}, FitY: tc.fit}
+		lo, hi := c.yRange()
+		if d := lo - tc.lo; d > 1e-9 || d < -1e-9 {
+			t.Errorf("%s: low %v, want %v", tc.name, lo, tc.lo)
+		}
+		if d := hi - tc.hi; d > 1e-9 || d < -1e-9 {
+			t.Errorf("%s: high %v, want %v", tc.name, hi, tc.hi)
+		}
+	}
+}
+
+func TestSVG(t *testing.T) {
+	c := Chart{Title: "a<b", Series: []Series{{Name: "A", Dots: true, Points: [][2]float64{{0, 1}, {1, 2}}},
+		{Name: "median", Dashed: true, Points: [][2]float64{{0, 1.5}, {1, 1.5}}}}, XMax: 1, FitY: true}
+	s := c.SVG()
+	if n := strings.Count(s, "<circle"); n != 3 { // two dots and the legend's
+		t.Errorf("%d circles, want 3", n)
+	}
+	if !strings.Contains(s, "stroke-dasharray") || !strings.Contains(s, "a&lt;b") || strings.Contains(s, "NaN") {
+		t.Errorf("chart: %s", s)
+	}
+}
