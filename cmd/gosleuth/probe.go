@@ -44,6 +44,7 @@ A FUNC may end in :AX, :BX, :CX or :R14 to read that register.`,
 			fs.StringVar(&f.format, "format", "text", "output `format`: text or json")
 			fs.StringVar(&f.out, "o", "", "write the result to `FILE`, completely or not at all (- for stdout)")
 			fs.StringVar(&f.procRoot, "proc", "/proc", "procfs mount `path`")
+			fs.StringVar(&f.attach, "attach", "auto", "how probes attach: `auto` (a uprobe_multi link where the kernel has them, else perf), multi, or perf (one uprobe perf event per function)")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return runProbe(ctx, f, args, stdout, stderr)
 			}
@@ -60,6 +61,7 @@ type probeFlags struct {
 	format   string
 	out      string
 	procRoot string
+	attach   string
 }
 
 // stringList is a flag that takes a comma list or is repeated.
@@ -149,6 +151,14 @@ func runProbe(ctx context.Context, f *probeFlags, args []string, stdout, stderr 
 	if f.format != "text" && f.format != "json" {
 		return usagef("--format must be text or json, got %q", f.format)
 	}
+	attach := f.attach
+	switch attach {
+	case "auto":
+		attach = probe.AttachAuto
+	case probe.AttachMulti, probe.AttachPerf:
+	default:
+		return usagef("--attach must be auto, multi or perf, got %q", f.attach)
+	}
 	budget, err := parseBudget(f.budget)
 	if err != nil {
 		return err
@@ -174,7 +184,7 @@ func runProbe(ctx context.Context, f *probeFlags, args []string, stdout, stderr 
 	if os.Geteuid() != 0 {
 		return errors.New("probe needs root (entry uprobes need CAP_PERFMON and CAP_BPF)")
 	}
-	res, err := probe.Run(ctx, proc.NewFS(f.procRoot), f.pid, probes, probe.Options{Duration: f.duration, Budget: budget})
+	res, err := probe.Run(ctx, proc.NewFS(f.procRoot), f.pid, probes, probe.Options{Duration: f.duration, Budget: budget, Attach: attach})
 	if err != nil {
 		return fmt.Errorf("probe process %d: %w", f.pid, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -68,8 +69,10 @@ func newMaps(n int) (*maps, error) {
 
 // program counts a hit of probe cookie, samples its user stack one hit in
 // cfg.every, and counts the value of the register at pt_regs offset
-// cfg.argoff.
-func program(m *maps) (*ebpf.Program, error) {
+// cfg.argoff. For a uprobe_multi link (multi) the link filters the
+// target's process; otherwise the program drops hits of any process but
+// tgid.
+func program(m *maps, multi bool, tgid int) (*ebpf.Program, error) {
 	// incOrInit adds 1 to mp[key] (a key on the stack at RFP+key), or
 	// creates it at 1 (a value written at RFP+val); then goes on at next.
 	incOrInit := func(mp *ebpf.Map, key, val int16, label, next string) asm.Instructions {
@@ -97,6 +100,16 @@ func program(m *maps) (*ebpf.Program, error) {
 	insns := asm.Instructions{
 		// R6 = ctx (pt_regs), R7 = the probe's cookie (its index).
 		asm.Mov.Reg(asm.R6, asm.R1),
+	}
+	if !multi {
+		insns = append(insns,
+			asm.FnGetCurrentPidTgid.Call(),
+			asm.RSh.Imm(asm.R0, 32),
+			asm.JNE.Imm(asm.R0, int32(tgid), "exit"),
+		)
+	}
+	insns = append(insns,
+		asm.Mov.Reg(asm.R1, asm.R6),
 		asm.FnGetAttachCookie.Call(),
 		asm.Mov.Reg(asm.R7, asm.R0),
 		asm.StoreMem(asm.RFP, -4, asm.R7, asm.Word),
@@ -129,7 +142,7 @@ func program(m *maps) (*ebpf.Program, error) {
 		asm.JSLT.Imm(asm.R0, 0, "args"),
 		asm.StoreMem(asm.RFP, -16, asm.R7, asm.Word),
 		asm.StoreMem(asm.RFP, -12, asm.R0, asm.Word),
-	}
+	)
 	insns = append(insns, incOrInit(m.callers, -16, -24, "caller", "args")...)
 	insns = append(insns,
 		// args[{id, register value}]++ for the register at pt_regs+argoff.
@@ -156,10 +169,14 @@ func program(m *maps) (*ebpf.Program, error) {
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("exit"),
 		asm.Return(),
 	)
+	at := ebpf.AttachNone
+	if multi {
+		at = ebpf.AttachTraceUprobeMulti
+	}
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name:         "gosleuth_probe",
 		Type:         ebpf.Kprobe,
-		AttachType:   ebpf.AttachTraceUprobeMulti,
+		AttachType:   at,
 		Instructions: insns,
 		License:      "Dual MIT/GPL",
 	})
@@ -169,31 +186,111 @@ func program(m *maps) (*ebpf.Program, error) {
 	return prog, nil
 }
 
-// attached is one uprobe_multi link over some of the points.
+// attached is one uprobe_multi link over some of the points, or one
+// perf-event link per point.
 type attached struct {
-	l   link.Link
-	ids []int // indices into the points, by cookie order
+	ls []link.Link
 }
 
-func attach(t *Target, prog *ebpf.Program, pts []Point, ids []int) (*attached, error) {
-	ex, err := link.OpenExecutable(t.Exe)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", t.Exe, err)
+// close detaches every probe. Perf-event links close at once, side by
+// side: each waits for the kernel to unregister its uprobe (70-100 ms
+// measured here), and the waits overlap.
+func (a *attached) close() {
+	if len(a.ls) == 1 {
+		a.ls[0].Close()
+		return
 	}
-	addrs := make([]uint64, len(ids))
-	cookies := make([]uint64, len(ids))
-	for i, id := range ids {
-		addrs[i] = pts[id].Offset
-		cookies[i] = uint64(id)
+	var wg sync.WaitGroup
+	for _, l := range a.ls {
+		wg.Go(func() { l.Close() })
 	}
-	l, err := ex.UprobeMulti(nil, prog, &link.UprobeMultiOptions{Addresses: addrs, Cookies: cookies, PID: uint32(t.PID)})
+	wg.Wait()
+}
+
+// prober loads the program for a mechanism and attaches it.
+type prober struct {
+	t     *Target
+	prog  *ebpf.Program
+	multi bool
+}
+
+// Mechanism texts (Result.Mechanism).
+const (
+	mechMulti = "BPF uprobe_multi link (one per target, all threads)"
+	mechPerf  = "BPF on one uprobe perf event per function (every process of the binary, filtered to the target in BPF)"
+)
+
+// newProber loads the program for how (Options.Attach). Auto tries a
+// uprobe_multi link on the first attach and falls back to perf events
+// when the kernel has none.
+func newProber(t *Target, m *maps, how string) (*prober, error) {
+	p := &prober{t: t, multi: how != AttachPerf}
+	var err error
+	if p.prog, err = program(m, p.multi, t.PID); err != nil && p.multi && how == AttachAuto {
+		// A kernel without uprobe_multi refuses the attach type itself.
+		p.multi = false
+		p.prog, err = program(m, false, t.PID)
+	}
 	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *prober) close() { p.prog.Close() }
+
+func (p *prober) mechanism() string {
+	if p.multi {
+		return mechMulti
+	}
+	return mechPerf
+}
+
+// attach puts probes on the points ids, with their index as cookie.
+func (p *prober) attach(m *maps, pts []Point, ids []int, how string) (*attached, error) {
+	ex, err := link.OpenExecutable(p.t.Exe)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", p.t.Exe, err)
+	}
+	wrap := func(err error) error {
 		if errors.Is(err, os.ErrPermission) {
-			return nil, fmt.Errorf("attach uprobes: %w (needs root)", err)
+			return fmt.Errorf("attach uprobes: %w (needs root)", err)
 		}
-		return nil, fmt.Errorf("attach uprobes: %w", err)
+		return fmt.Errorf("attach uprobes: %w", err)
 	}
-	return &attached{l: l, ids: ids}, nil
+	if p.multi {
+		addrs := make([]uint64, len(ids))
+		cookies := make([]uint64, len(ids))
+		for i, id := range ids {
+			addrs[i] = pts[id].Offset
+			cookies[i] = uint64(id)
+		}
+		l, err := ex.UprobeMulti(nil, p.prog, &link.UprobeMultiOptions{Addresses: addrs, Cookies: cookies, PID: uint32(p.t.PID)})
+		if err == nil {
+			return &attached{ls: []link.Link{l}}, nil
+		}
+		if how != AttachAuto || !errors.Is(err, ebpf.ErrNotSupported) {
+			return nil, wrap(err)
+		}
+		// No uprobe_multi links here: the perf-event program from now on.
+		prog, perr := program(m, false, p.t.PID)
+		if perr != nil {
+			return nil, perr
+		}
+		p.prog.Close()
+		p.prog, p.multi = prog, false
+	}
+	a := &attached{}
+	for _, id := range ids {
+		// PID 0: the event covers every process (see AttachPerf).
+		l, err := ex.Uprobe("", p.prog, &link.UprobeOptions{Address: pts[id].Offset, Cookie: uint64(id)})
+		if err != nil {
+			a.close()
+			return nil, wrap(err)
+		}
+		a.ls = append(a.ls, l)
+	}
+	return a, nil
 }
 
 func readCounts(m *maps, n int) ([]uint64, error) {
@@ -273,11 +370,16 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 		return nil, err
 	}
 	defer m.close()
-	prog, err := program(m)
+	switch o.Attach {
+	case AttachAuto, AttachMulti, AttachPerf:
+	default:
+		return nil, fmt.Errorf("probe: attach %q: want %q or %q", o.Attach, AttachMulti, AttachPerf)
+	}
+	pr, err := newProber(t, m, o.Attach)
 	if err != nil {
 		return nil, err
 	}
-	defer prog.Close()
+	defer pr.close()
 
 	all := make([]int, len(pts))
 	for i := range all {
@@ -287,7 +389,7 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 	keep := all
 	rates := make([]float64, len(pts))
 	if o.Budget > 0 {
-		a, err := attach(t, prog, pts, all)
+		a, err := pr.attach(m, pts, all, o.Attach)
 		if err != nil {
 			return nil, err
 		}
@@ -300,7 +402,7 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 		for {
 			sleepCtx(ctx, 5*time.Millisecond)
 			if c, err = readCounts(m, len(pts)); err != nil {
-				a.l.Close()
+				a.close()
 				return nil, err
 			}
 			var spent float64
@@ -312,7 +414,7 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 			}
 		}
 		sec := time.Since(t0).Seconds()
-		a.l.Close()
+		a.close()
 		keep = nil
 		for i, n := range c {
 			rates[i] = float64(n) / sec
@@ -346,11 +448,12 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 		return res, nil
 	}
 	t0 := time.Now()
-	a, err := attach(t, prog, pts, keep)
+	a, err := pr.attach(m, pts, keep, o.Attach)
 	if err != nil {
 		return nil, err
 	}
 	res.AttachMS = msSince(t0)
+	res.Mechanism = pr.mechanism()
 	if o.Attached != nil {
 		o.Attached()
 	}
@@ -396,7 +499,7 @@ loop:
 	res.Seconds = time.Since(start).Seconds()
 	counts, cerr := readCounts(m, len(pts))
 	t1 := time.Now()
-	a.l.Close()
+	a.close()
 	res.DetachMS = msSince(t1)
 	if cerr != nil {
 		return nil, cerr

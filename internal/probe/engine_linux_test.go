@@ -69,27 +69,54 @@ func find(t *testing.T, r *Result, fn string) FuncStat {
 func TestExactCounts(t *testing.T) {
 	needProbes(t)
 	for _, b := range []struct {
-		name  string
-		flags []string
+		name   string
+		flags  []string
+		attach string
 	}{
-		{"stripped", []string{"-ldflags=-s -w"}},
-		{"pie", []string{"-buildmode=pie", "-ldflags=-s -w"}},
-		{"plain", nil},
+		{"stripped", []string{"-ldflags=-s -w"}, AttachAuto},
+		{"pie", []string{"-buildmode=pie", "-ldflags=-s -w"}, AttachAuto},
+		{"plain", nil, AttachAuto},
+		// The fallback for kernels without uprobe_multi links, forced
+		// here: one perf event per function covers every process of the
+		// binary, so a second instance making the same calls at the same
+		// time must not be counted.
+		{"stripped perf events", []string{"-ldflags=-s -w"}, AttachPerf},
+		{"pie perf events", []string{"-buildmode=pie", "-ldflags=-s -w"}, AttachPerf},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			p := startPatient(t, b.flags, "-mode", "count", "-n", "50000")
-			done := make(chan string, 1)
+			var other *patient
+			if b.attach == AttachPerf {
+				other = startPatient(t, b.flags, "-mode", "count", "-n", "50000")
+			}
+			done := make(chan string, 2)
 			r, err := Run(context.Background(), proc.NewFS(""), p.cmd.Process.Pid,
 				[]Probe{{Func: "main.hit", Stacks: true, Arg: RAX}},
-				Options{Duration: 3 * time.Second, Budget: -1, Attached: func() {
+				Options{Duration: 3 * time.Second, Budget: -1, Attach: b.attach, Attached: func() {
 					io.WriteString(p.in, "go\n")
 					go func() { done <- <-p.lines }()
+					if other != nil {
+						io.WriteString(other.in, "go\n")
+						go func() { done <- <-other.lines }()
+					}
 				}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if l := <-done; l != "done 200000" {
 				t.Fatalf("patient: %q", l)
+			}
+			if other != nil {
+				if l := <-done; l != "done 200000" {
+					t.Fatalf("second patient: %q", l)
+				}
+			}
+			wantMech := mechMulti
+			if b.attach == AttachPerf {
+				wantMech = mechPerf
+			}
+			if r.Mechanism != wantMech {
+				t.Errorf("mechanism %q, want %q", r.Mechanism, wantMech)
 			}
 			f := find(t, r, "main.hit")
 			t.Logf("%s: %d calls, kind %s, attach %.1f ms, detach %.1f ms, callers %+v", b.name, f.Count, f.Kind, r.AttachMS, r.DetachMS, f.Callers)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -36,10 +37,20 @@ func TestSIGKILLLeavesNothing(t *testing.T) {
 	if os.Getenv("GOSLEUTH_PROBE_CHILD") != "" {
 		pid, _ := strconv.Atoi(os.Getenv("GOSLEUTH_PROBE_CHILD"))
 		Run(context.Background(), proc.NewFS(""), pid, []Probe{{Func: "time.Sleep", Stacks: true, Arg: RAX}},
-			Options{Duration: time.Minute, Attached: func() { fmt.Println("attached") }})
+			Options{Duration: time.Minute, Attach: os.Getenv("GOSLEUTH_PROBE_ATTACH"), Attached: func() { fmt.Println("attached") }})
 		return
 	}
 	needProbes(t)
+	for _, how := range []string{AttachAuto, AttachPerf} {
+		name := how
+		if name == AttachAuto {
+			name = "auto"
+		}
+		t.Run(name, func(t *testing.T) { sigkillLeavesNothing(t, how) })
+	}
+}
+
+func sigkillLeavesNothing(t *testing.T, how string) {
 	p := startPatient(t, nil, "-mode", "sleep") // not PIE: link-time addresses are the process's
 	tg, err := Resolve(proc.NewFS(""), p.cmd.Process.Pid)
 	if err != nil {
@@ -54,7 +65,7 @@ func TestSIGKILLLeavesNothing(t *testing.T) {
 		t.Fatalf("the probe point holds %#x before attaching, want PUSHQ BP (0x55)", orig)
 	}
 	child := exec.Command(os.Args[0], "-test.run=^TestSIGKILLLeavesNothing$")
-	child.Env = append(os.Environ(), "GOSLEUTH_PROBE_CHILD="+strconv.Itoa(p.cmd.Process.Pid))
+	child.Env = append(os.Environ(), "GOSLEUTH_PROBE_CHILD="+strconv.Itoa(p.cmd.Process.Pid), "GOSLEUTH_PROBE_ATTACH="+how)
 	out, _ := child.StdoutPipe()
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
@@ -91,23 +102,42 @@ func TestSIGKILLLeavesNothing(t *testing.T) {
 // requires it alive and answering.
 func TestAttachDetachCycles(t *testing.T) {
 	needProbes(t)
+	for _, tc := range []struct {
+		name   string
+		attach string
+		cycles int
+	}{
+		{"auto", AttachAuto, 100},
+		// One perf event per function: every cycle opens and closes one
+		// per probe, so fewer cycles hold the test's time.
+		{"perf", AttachPerf, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) { attachDetachCycles(t, tc.attach, tc.cycles) })
+	}
+}
+
+func attachDetachCycles(t *testing.T, how string, cycles int) {
 	p := startPatient(t, []string{"-ldflags=-s -w"}, "-mode", "churn")
 	var all []Probe
 	for _, n := range RecipeNames() {
 		all = append(all, Recipes[n].Probes...)
 	}
 	start := time.Now()
-	const cycles = 100
+	var detach []float64
 	for i := range cycles {
-		if _, err := Run(context.Background(), proc.NewFS(""), p.cmd.Process.Pid, all,
-			Options{Duration: 20 * time.Millisecond, Preflight: 10 * time.Millisecond}); err != nil {
+		r, err := Run(context.Background(), proc.NewFS(""), p.cmd.Process.Pid, all,
+			Options{Duration: 20 * time.Millisecond, Preflight: 10 * time.Millisecond, Attach: how})
+		if err != nil {
 			t.Fatalf("cycle %d: %v", i, err)
 		}
+		detach = append(detach, r.DetachMS)
 		if err := proc.CheckTarget("", p.cmd.Process.Pid); err != nil {
 			t.Fatalf("cycle %d: the target died: %v", i, err)
 		}
 	}
-	t.Logf("%d attach/detach cycles of %d probes in %v", cycles, len(all), time.Since(start).Round(time.Millisecond))
+	slices.Sort(detach)
+	t.Logf("%d attach/detach cycles of %d probes in %v; detach median %.0f ms, max %.0f ms", cycles, len(all),
+		time.Since(start).Round(time.Millisecond), detach[len(detach)/2], detach[len(detach)-1])
 	// Still working: it answers with its count of finished rounds.
 	io := p.in
 	fmt.Fprintln(io, "ping")

@@ -47,7 +47,27 @@ type Options struct {
 	Preflight time.Duration
 	// Attached, when set, is called once the window's probes are in place.
 	Attached func()
+	// Attach picks how the probes are attached (AttachAuto: a uprobe_multi
+	// link where the kernel has one, else perf events).
+	Attach string
 }
+
+// Attach mechanisms (Options.Attach).
+const (
+	// AttachAuto uses a uprobe_multi link where the kernel has them (6.6
+	// and later), else AttachPerf.
+	AttachAuto = ""
+	// AttachMulti is one BPF uprobe_multi link per target: every thread,
+	// present and future, of the target alone.
+	AttachMulti = "multi"
+	// AttachPerf is the BPF program on one uprobe perf event per function
+	// (the uprobe PMU, or a tracefs definition where the kernel lacks it,
+	// which cilium/ebpf removes when the event is closed). The event is
+	// for every process mapping the binary, since a perf event opened for
+	// a PID follows that one thread only: the program drops hits of other
+	// processes at once, but they still take the breakpoint.
+	AttachPerf = "perf"
+)
 
 // Result is what the probes saw.
 type Result struct {
