@@ -16,6 +16,7 @@ targets=(
   "./internal/goruntime FuzzParsers"    # /metrics pages, goroutine dumps, MemStats
   "./internal/load FuzzReadResponse"    # HTTP/1 replies, against net/http
   "./internal/probe FuzzProbePoint"     # function prologues of any binary
+  "./internal/probe FuzzStaleEvents"    # tracefs uprobe_events, shared with every tracer
 )
 fail=0
 for t in "${targets[@]}"; do

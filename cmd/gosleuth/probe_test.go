@@ -28,7 +28,7 @@ func TestProbeBadInput(t *testing.T) {
 		{"bad budget", []string{"probe", "--pid", "1", "--budget", "lots", "main.f"}, 2, "--budget must be a percentage"},
 		{"bad register", []string{"probe", "--pid", "1", "main.f:XMM0"}, 2, "AX, BX, CX or R14"},
 		{"bad format", []string{"probe", "--pid", "1", "--format", "xml", "main.f"}, 2, "text or json"},
-		{"bad attach", []string{"probe", "--pid", "1", "--attach", "kprobe", "main.f"}, 2, "auto, multi or perf"},
+		{"bad attach", []string{"probe", "--pid", "1", "--attach", "kprobe", "main.f"}, 2, "auto, multi, perf or tracefs"},
 		{"bad duration", []string{"probe", "--pid", "1", "--duration", "-1s", "main.f"}, 2, "--duration must be positive"},
 	}
 	if runtime.GOOS == "linux" {

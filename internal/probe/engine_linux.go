@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/stacks"
+	"golang.org/x/sys/unix"
 )
 
 // Offsets of the registers in the kernel's struct pt_regs (x86_64), as the
@@ -365,26 +366,32 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 	if len(pts) == 0 {
 		return res, fmt.Errorf("nothing to probe in process %d: %w", pid, ErrAbsent)
 	}
+	switch o.Attach {
+	case AttachAuto, AttachMulti, AttachPerf, AttachTracefs:
+	default:
+		return nil, fmt.Errorf("probe: attach %q: want %q, %q or %q", o.Attach, AttachMulti, AttachPerf, AttachTracefs)
+	}
+	if o.Attach == AttachTracefs {
+		return runTracefs(ctx, t, pts, stat, o, res)
+	}
 	m, err := newMaps(len(pts))
 	if err != nil {
+		if o.Attach == AttachAuto && errors.Is(err, unix.EPERM) {
+			// BPF refused (a lockdown, a seccomp filter, a container
+			// without CAP_BPF): counting without it.
+			res.Notes = append(res.Notes, "BPF was refused ("+err.Error()+"): counting through tracefs uprobes and perf events")
+			return runTracefs(ctx, t, pts, stat, o, res)
+		}
 		return nil, err
 	}
 	defer m.close()
-	switch o.Attach {
-	case AttachAuto, AttachMulti, AttachPerf:
-	default:
-		return nil, fmt.Errorf("probe: attach %q: want %q or %q", o.Attach, AttachMulti, AttachPerf)
-	}
 	pr, err := newProber(t, m, o.Attach)
 	if err != nil {
 		return nil, err
 	}
 	defer pr.close()
 
-	all := make([]int, len(pts))
-	for i := range all {
-		all[i] = i
-	}
+	all := indices(len(pts))
 	// Pre-flight: counting only, to learn each function's rate.
 	keep := all
 	rates := make([]float64, len(pts))
@@ -415,16 +422,7 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 		}
 		sec := time.Since(t0).Seconds()
 		a.close()
-		keep = nil
-		for i, n := range c {
-			rates[i] = float64(n) / sec
-			stat[i].PreflightPerSec = math.Round(rates[i])
-			if cost := rates[i] * pts[i].Kind.Cost() / 1e9; cost > o.Budget {
-				stat[i].Skipped = fmt.Sprintf("too hot to probe (≥ %.0f calls/s would cost the target %.1f%% of a CPU, budget %.1f%%)", rates[i], 100*cost, 100*o.Budget)
-				continue
-			}
-			keep = append(keep, i)
-		}
+		keep = preflightKeep(c, sec, rates, stat, o.Budget, func(i int) float64 { return pts[i].Kind.Cost() })
 		if err := resetCounts(m, len(pts)); err != nil {
 			return nil, err
 		}
@@ -457,46 +455,20 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 	if o.Attached != nil {
 		o.Attached()
 	}
-	start := time.Now()
-	end := start.Add(o.Duration)
-	budgetNS := o.Budget * o.Duration.Seconds() * 1e9
-	exited := watchExit(pid)
-	tick := time.NewTicker(50 * time.Millisecond)
-	spent := 0.0
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			res.Notes = append(res.Notes, "interrupted: the counts cover the window until then")
-			break loop
-		case <-exited:
-			res.Exited = true
-			break loop
-		case now := <-tick.C:
-			if !now.Before(end) {
-				break loop
-			}
-			if o.Budget > 0 {
-				c, err := readCounts(m, len(pts))
-				if err == nil {
-					spent = 0
-					for _, i := range keep {
-						spent += float64(c[i]) * pts[i].Kind.Cost()
-						if e := stat[i].StackEvery; e > 0 {
-							spent += float64(c[i]) / float64(e) * stackCost
-						}
-					}
-					if spent >= budgetNS {
-						res.BudgetSpent = true
-						res.Notes = append(res.Notes, fmt.Sprintf("the budget (%.1f%% of a CPU over %s) was spent after %.2fs: the window ended there", 100*o.Budget, o.Duration, time.Since(start).Seconds()))
-						break loop
-					}
-				}
+	res.Seconds = watchWindow(ctx, pid, o, 50*time.Millisecond, res, func() (float64, bool) {
+		c, err := readCounts(m, len(pts))
+		if err != nil {
+			return 0, false
+		}
+		spent := 0.0
+		for _, i := range keep {
+			spent += float64(c[i]) * pts[i].Kind.Cost()
+			if e := stat[i].StackEvery; e > 0 {
+				spent += float64(c[i]) / float64(e) * stackCost
 			}
 		}
-	}
-	tick.Stop()
-	res.Seconds = time.Since(start).Seconds()
+		return spent, true
+	})
 	counts, cerr := readCounts(m, len(pts))
 	t1 := time.Now()
 	a.close()
@@ -530,6 +502,66 @@ loop:
 		res.Notes = append(res.Notes, "single-stepped probes (no PUSHQ BP after the stack check) cost about 10 µs a call and their stacks lack the direct caller")
 	}
 	return res, nil
+}
+
+// watchWindow runs the window: every period it asks spent for what the
+// probes have cost the target so far (ns; false: not known this time), and
+// it ends at the window's end, when that reaches the budget, when the
+// target exits or when ctx ends, noting why in res. It returns the
+// window's seconds.
+func watchWindow(ctx context.Context, pid int, o Options, every time.Duration, res *Result, spent func() (float64, bool)) float64 {
+	start := time.Now()
+	end := start.Add(o.Duration)
+	budgetNS := o.Budget * o.Duration.Seconds() * 1e9
+	exited := watchExit(pid)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			res.Notes = append(res.Notes, "interrupted: the counts cover the window until then")
+			return time.Since(start).Seconds()
+		case <-exited:
+			res.Exited = true
+			return time.Since(start).Seconds()
+		case now := <-tick.C:
+			ns, ok := spent()
+			if !now.Before(end) {
+				return time.Since(start).Seconds()
+			}
+			if o.Budget > 0 && ok && ns >= budgetNS {
+				res.BudgetSpent = true
+				res.Notes = append(res.Notes, fmt.Sprintf("the budget (%.1f%% of a CPU over %s) was spent after %.2fs: the window ended there", 100*o.Budget, o.Duration, time.Since(start).Seconds()))
+				return time.Since(start).Seconds()
+			}
+		}
+	}
+}
+
+// indices returns 0..n-1.
+func indices(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// preflightKeep sets each function's pre-flight rate from its count c over
+// sec seconds and returns those whose projected cost (cost(i) ns a call)
+// fits the budget; the others are marked too hot to probe.
+func preflightKeep(c []uint64, sec float64, rates []float64, stat map[int]*FuncStat, budget float64, cost func(i int) float64) []int {
+	var keep []int
+	for i, n := range c {
+		rates[i] = float64(n) / sec
+		stat[i].PreflightPerSec = math.Round(rates[i])
+		if share := rates[i] * cost(i) / 1e9; share > budget {
+			stat[i].Skipped = fmt.Sprintf("too hot to probe (≥ %.0f calls/s would cost the target %.1f%% of a CPU, budget %.1f%%)", rates[i], 100*share, 100*budget)
+			continue
+		}
+		keep = append(keep, i)
+	}
+	return keep
 }
 
 func le32(b []byte, v uint32) { b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24) }

@@ -82,11 +82,14 @@ func TestExactCounts(t *testing.T) {
 		// time must not be counted.
 		{"stripped perf events", []string{"-ldflags=-s -w"}, AttachPerf},
 		{"pie perf events", []string{"-buildmode=pie", "-ldflags=-s -w"}, AttachPerf},
+		// Without BPF: a tracefs uprobe and per-CPU sampling events,
+		// also for every process of the binary.
+		{"stripped tracefs", []string{"-ldflags=-s -w"}, AttachTracefs},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			p := startPatient(t, b.flags, "-mode", "count", "-n", "50000")
 			var other *patient
-			if b.attach == AttachPerf {
+			if b.attach != AttachAuto {
 				other = startPatient(t, b.flags, "-mode", "count", "-n", "50000")
 			}
 			done := make(chan string, 2)
@@ -111,20 +114,24 @@ func TestExactCounts(t *testing.T) {
 					t.Fatalf("second patient: %q", l)
 				}
 			}
-			wantMech := mechMulti
-			if b.attach == AttachPerf {
-				wantMech = mechPerf
-			}
+			wantMech := map[string]string{AttachAuto: mechMulti, AttachPerf: mechPerf, AttachTracefs: mechTracefs}[b.attach]
 			if r.Mechanism != wantMech {
 				t.Errorf("mechanism %q, want %q", r.Mechanism, wantMech)
 			}
 			f := find(t, r, "main.hit")
 			t.Logf("%s: %d calls, kind %s, attach %.1f ms, detach %.1f ms, callers %+v", b.name, f.Count, f.Kind, r.AttachMS, r.DetachMS, f.Callers)
 			if f.Count != 200000 {
-				t.Errorf("counted %d calls, the patient made 200000", f.Count)
+				t.Errorf("counted %d calls, the patient made 200000 (notes %q)", f.Count, r.Notes)
 			}
 			if f.Kind != Emulated.String() {
 				t.Errorf("probe point %s, want the emulated PUSHQ BP", f.Kind)
+			}
+			if b.attach == AttachTracefs {
+				// Calls only: no callers or arguments without BPF.
+				if len(f.Callers) != 0 || len(f.Args) != 0 {
+					t.Errorf("tracefs counted callers %v or arguments %v it cannot read", f.Callers, f.Args)
+				}
+				return
 			}
 			if len(f.Callers) == 0 || f.Callers[0].Func != "main.worker" || !strings.HasSuffix(f.Callers[0].File, "patient/main.go") || f.Callers[0].Line == 0 {
 				t.Errorf("callers %+v: want main.worker at patient/main.go:LINE", f.Callers)

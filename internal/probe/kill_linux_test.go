@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/tracefs"
 )
 
 // probeByte reads the byte at the probe point of fn in process pid: 0xCC
@@ -41,7 +44,7 @@ func TestSIGKILLLeavesNothing(t *testing.T) {
 		return
 	}
 	needProbes(t)
-	for _, how := range []string{AttachAuto, AttachPerf} {
+	for _, how := range []string{AttachAuto, AttachPerf, AttachTracefs} {
 		name := how
 		if name == AttachAuto {
 			name = "auto"
@@ -95,6 +98,35 @@ func sigkillLeavesNothing(t *testing.T, how string) {
 	if err := proc.CheckTarget("", p.cmd.Process.Pid); err != nil {
 		t.Errorf("the target did not survive: %v", err)
 	}
+	if how != AttachTracefs {
+		return
+	}
+	// A killed gosleuth cannot remove its tracefs definitions (inert
+	// without an event on them, the int3 is gone): the janitor of the next
+	// run removes them.
+	child.Wait()
+	root, err := tracefs.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := tracefsGroup(child.Process.Pid) + "/"
+	events := func() string {
+		b, err := os.ReadFile(filepath.Join(root, "uprobe_events"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if !strings.Contains(events(), group) {
+		t.Fatalf("no definition of %s left after SIGKILL: %q", group, events())
+	}
+	n, err := janitor(root)
+	if err != nil || n == 0 {
+		t.Fatalf("janitor removed %d definitions: %v", n, err)
+	}
+	if e := events(); strings.Contains(e, group) {
+		t.Errorf("after the janitor uprobe_events still holds %s: %q", group, e)
+	}
 }
 
 // TestAttachDetachCycles attaches and detaches every recipe 100 times
@@ -111,6 +143,7 @@ func TestAttachDetachCycles(t *testing.T) {
 		// One perf event per function: every cycle opens and closes one
 		// per probe, so fewer cycles hold the test's time.
 		{"perf", AttachPerf, 20},
+		{"tracefs", AttachTracefs, 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) { attachDetachCycles(t, tc.attach, tc.cycles) })
 	}

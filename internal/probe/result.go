@@ -67,6 +67,12 @@ const (
 	// a PID follows that one thread only: the program drops hits of other
 	// processes at once, but they still take the breakpoint.
 	AttachPerf = "perf"
+	// AttachTracefs counts without BPF, for kernels or containers that
+	// refuse it: a uprobe defined in tracefs per function and a sampling
+	// perf event per function and CPU; calls only (no stacks or
+	// arguments), each a little dearer. Auto falls back to it when BPF is
+	// refused.
+	AttachTracefs = "tracefs"
 )
 
 // Result is what the probes saw.
