@@ -40,14 +40,12 @@
 //
 // Each round of the schedule takes one window of every side, so the
 // windows of a round pair up. Where the pairs can reach a comparison's
-// share of the level (10 pairs give at best 2/1024), its p-value is the
-// smallest of U, KS and Wilcoxon's signed-rank test of the pairs' log
-// ratios, calibrated by that smallest p's own distribution over the swaps
-// within pairs that the random order makes equally likely when nothing
-// changed (PairedMinP): exact, so taking the smallest of three tests does
-// not raise the false-alarm rate. Pairing takes out what moves between
-// rounds, a restarted process's own level and the machine's drift: in ten
-// default runs of a pair 3% apart under load it called the rise in 9, the
-// unpaired tests in 7 (bench/compare-stats). The table marks such
-// p-values "paired".
+// share of the level (10 pairs give at best 2/1024), its p-value is
+// Wilcoxon's signed-rank test of the pairs' log ratios, the test of the
+// randomized block design (exact: under no change the two windows of a
+// round were equally likely taken in either order); U and KS are still
+// reported. Pairing takes out what moves between rounds, a restarted
+// process's own level and the machine's drift: over thirteen default runs
+// of a pair 3% apart under load it called the rise in 11, U and KS in 8
+// (bench/compare-stats). The table marks such p-values "paired".
 package compare

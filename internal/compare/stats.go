@@ -1,10 +1,7 @@
 package compare
 
 import (
-	"encoding/binary"
-	"hash/fnv"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"sort"
 )
@@ -683,28 +680,14 @@ func signedRank(d []float64, exact bool) Test {
 // randomized schedule: a[A] and b[B].
 type Pair struct{ A, B int }
 
-// exactFlipLimit is the number of pairs up to which PairedMinP walks every
-// sign pattern; beyond, it draws flipDraws of them.
-const (
-	exactFlipLimit = 12
-	flipDraws      = 4095
-)
-
-// PairedMinP is the p-value of the smallest of three tests (Mann-Whitney
-// U, Kolmogorov-Smirnov and the signed-rank test of the pairs' log ratios,
-// or differences when a value is not positive), calibrated by that
-// smallest p-value's own distribution over the exchanges the randomized
-// design allows: under no difference, the two windows of a pair may have
-// been taken in either order, so each pair's values may swap. Taking the
-// smallest of several tests without this would raise the false-alarm
-// rate; calibrated, the p-value is exact (every pattern up to 12 pairs) or
-// a Monte Carlo estimate from 4,095 patterns drawn with a seed taken from
-// the data, so that the analysis stays a function of its inputs. Windows
-// without a partner keep their side. It also returns the signed-rank test
-// of the observed pairs. Fewer than 2 pairs: NaN.
-func PairedMinP(a, b []float64, pairs []Pair) (p float64, sr Test) {
+// PairedSignedRank is Wilcoxon's signed-rank test of the pairs' log
+// ratios log(b/a) (their differences b-a when a value is not positive):
+// the test of the randomized block design, where under no difference the
+// two windows of a round were equally likely taken in either order. Fewer
+// than 2 pairs: NaN.
+func PairedSignedRank(a, b []float64, pairs []Pair) Test {
 	if len(pairs) < 2 {
-		return math.NaN(), Test{P: math.NaN()}
+		return Test{P: math.NaN()}
 	}
 	useLog := true
 	for _, pr := range pairs {
@@ -720,41 +703,10 @@ func PairedMinP(a, b []float64, pairs []Pair) (p float64, sr Test) {
 			d[i] = b[pr.B] - a[pr.A]
 		}
 	}
-	sr = SignedRank(d)
-	fa, fb, fd := slices.Clone(a), slices.Clone(b), slices.Clone(d)
-	minP := func(flip func(i int) bool) float64 {
-		for i, pr := range pairs {
-			x, y, v := a[pr.A], b[pr.B], d[i]
-			if flip(i) {
-				x, y, v = y, x, -v
-			}
-			fa[pr.A], fb[pr.B], fd[i] = x, y, v
-		}
-		return min(MannWhitney(fa, fb).P, KolmogorovSmirnov(fa, fb).P, SignedRank(fd).P)
-	}
-	obs := min(MannWhitney(a, b).P, KolmogorovSmirnov(a, b).P, sr.P)
-	const eps = 1e-12 // p-values of equal statistics computed twice
-	hits, total := 0, 0
-	if len(pairs) <= exactFlipLimit {
-		for mask := range 1 << len(pairs) {
-			if minP(func(i int) bool { return mask&(1<<i) != 0 }) <= obs+eps {
-				hits++
-			}
-			total++
-		}
-		return float64(hits) / float64(total), sr
-	}
-	h := fnv.New64a()
-	for _, x := range d {
-		binary.Write(h, binary.LittleEndian, x)
-	}
-	rng := rand.New(rand.NewPCG(h.Sum64(), uint64(len(a))<<32|uint64(len(b))))
-	hits, total = 1, 1 // the observed pattern counts among the draws
-	for range flipDraws {
-		if minP(func(int) bool { return rng.IntN(2) == 1 }) <= obs+eps {
-			hits++
-		}
-		total++
-	}
-	return float64(hits) / float64(total), sr
+	return SignedRank(d)
 }
+
+// minSignedRankP is the smallest two-sided p-value the exact signed-rank
+// test can give with n nonzero differences: the two patterns of one sign,
+// 2/2^n.
+func minSignedRankP(n int) float64 { return 2 / math.Exp2(float64(n)) }

@@ -3,7 +3,6 @@ package compare
 import (
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 )
 
@@ -334,72 +333,29 @@ func pairedData(n int, ratio float64, seed uint64) (a, b []float64, pairs []Pair
 	return a, b, pairs
 }
 
-// TestPairedMinPExact checks the calibration on its definition: over the
-// 2^n swaps of one data set's pairs, each equally likely under no
-// difference, the share of patterns whose p-value is at most alpha is at
-// most alpha. (The raw smallest of the three tests is logged beside it:
-// taking the smallest of three tests keeps that only by luck.)
-func TestPairedMinPExact(t *testing.T) {
-	a, b, pairs := pairedData(8, 1.0, 3)
-	// Two windows without a partner keep their side.
-	a = append(a, 95)
-	b = append(b, 104)
-	alphas := []float64{0.02, 0.05, 0.1, 0.25}
-	calibrated := make([]int, len(alphas))
-	raw := make([]int, len(alphas))
-	patterns := 1 << len(pairs)
-	fa, fb := slices.Clone(a), slices.Clone(b)
-	for mask := range patterns {
-		copy(fa, a)
-		copy(fb, b)
-		for i, pr := range pairs {
-			if mask&(1<<i) != 0 {
-				fa[pr.A], fb[pr.B] = b[pr.B], a[pr.A]
-			}
-		}
-		p, sr := PairedMinP(fa, fb, pairs)
-		rawP := min(MannWhitney(fa, fb).P, KolmogorovSmirnov(fa, fb).P, sr.P)
-		if p < 1/float64(patterns) || p > 1 {
-			t.Fatalf("pattern %d: calibrated p %v outside [1/%d, 1]", mask, p, patterns)
-		}
-		for k, alpha := range alphas {
-			if p <= alpha {
-				calibrated[k]++
-			}
-			if rawP <= alpha {
-				raw[k]++
-			}
-		}
+// TestPairedSignedRankPower: a 3% change under ±20% swings between rounds
+// is lost to the unpaired tests and found by the pairs.
+func TestPairedSignedRankPower(t *testing.T) {
+	a, b, pairs := pairedData(10, 1.03, 11)
+	unpaired := min(MannWhitney(a, b).P, KolmogorovSmirnov(a, b).P)
+	sr := PairedSignedRank(a, b, pairs)
+	t.Logf("10 pairs: unpaired p %.4f, signed-rank p %.5f", unpaired, sr.P)
+	if unpaired < 0.1 {
+		t.Errorf("the unpaired tests see the change through the swings (p %v): the data does not test pairing", unpaired)
 	}
-	for k, alpha := range alphas {
-		t.Logf("alpha %.2f: calibrated rejects %d of %d patterns, the raw minimum %d", alpha, calibrated[k], patterns, raw[k])
-		if float64(calibrated[k]) > alpha*float64(patterns) {
-			t.Errorf("alpha %.2f: %d of %d patterns rejected, more than %.1f", alpha, calibrated[k], patterns, alpha*float64(patterns))
-		}
+	if sr.P != minSignedRankP(10) {
+		t.Errorf("signed-rank p %v, want %v (every pair says B is larger)", sr.P, minSignedRankP(10))
 	}
-}
-
-// TestPairedMinPPower: a 3% change under ±20% swings between rounds is
-// lost to the unpaired tests and found by the pairs, exactly (10 pairs)
-// and by drawing patterns (16 pairs).
-func TestPairedMinPPower(t *testing.T) {
-	for _, n := range []int{10, 16} {
-		a, b, pairs := pairedData(n, 1.03, 11)
-		unpaired := min(MannWhitney(a, b).P, KolmogorovSmirnov(a, b).P)
-		p, sr := PairedMinP(a, b, pairs)
-		t.Logf("%d pairs: unpaired p %.4f, signed-rank p %.5f, calibrated p %.5f", n, unpaired, sr.P, p)
-		if unpaired < 0.1 {
-			t.Errorf("%d pairs: the unpaired tests see the change through the swings (p %v): the data does not test pairing", n, unpaired)
-		}
-		if floor := minPairedP(n); p > 2*floor {
-			t.Errorf("%d pairs: calibrated p %v, want at most %v (every pair says B is larger)", n, p, 2*floor)
-		}
-		q, _ := PairedMinP(a, b, pairs)
-		if q != p {
-			t.Errorf("%d pairs: p %v then %v: the analysis must be a function of its inputs", n, p, q)
-		}
+	// Swapping every pair mirrors the statistic: the same p.
+	if mirrored := PairedSignedRank(b, a, pairs); mirrored.P != sr.P {
+		t.Errorf("swapped sides: p %v, want %v", mirrored.P, sr.P)
 	}
-	if p, _ := PairedMinP([]float64{1}, []float64{2}, []Pair{{0, 0}}); !math.IsNaN(p) {
+	// A zero or negative value: differences instead of log ratios.
+	a[0] = 0
+	if p := PairedSignedRank(a, b, pairs).P; p != minSignedRankP(10) {
+		t.Errorf("with a zero value: p %v, want %v", p, minSignedRankP(10))
+	}
+	if p := PairedSignedRank([]float64{1}, []float64{2}, []Pair{{0, 0}}).P; !math.IsNaN(p) {
 		t.Errorf("one pair: p %v, want NaN", p)
 	}
 }
