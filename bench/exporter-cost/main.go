@@ -41,7 +41,12 @@ func main() {
 	scrapes := flag.String("scrape", "15s,1s", "scrape intervals, comma list")
 	window := flag.Duration("window", 60*time.Second, "measuring time per exporter and interval")
 	churnFor := flag.Duration("churn", 60*time.Second, "how long the 1,000 processes/s churn runs")
+	only := flag.String("only", "rounds,idle,churn", "parts to run, comma list")
 	flag.Parse()
+	do := map[string]bool{}
+	for _, p := range strings.Split(*only, ",") {
+		do[p] = true
+	}
 	pe, err := exec.LookPath("prometheus-process-exporter")
 	check(err)
 	ne, err := exec.LookPath("prometheus-node-exporter")
@@ -71,6 +76,9 @@ func main() {
 	fmt.Printf("%-6s %-7s %-20s %12s %8s %11s %11s %8s %9s\n", "tasks", "scrape", "exporter", "% of a core", "RSS MB", "scrape p50", "scrape p99", "series", "vs gosl.")
 	var sleepers []*exec.Cmd
 	for _, f := range strings.Split(*tasks, ",") {
+		if !do["rounds"] {
+			break
+		}
 		want, err := strconv.Atoi(f)
 		check(err)
 		for countTasks() < want {
@@ -99,8 +107,12 @@ func main() {
 		c.Process.Kill()
 		c.Wait()
 	}
-	idle(exporters[0])
-	churnSeries(exporters[0], *churnFor)
+	if do["idle"] {
+		idle(exporters[0])
+	}
+	if do["churn"] {
+		churnSeries(exporters[0], *churnFor)
+	}
 }
 
 type exporter struct {

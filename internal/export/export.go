@@ -92,6 +92,9 @@ type groupKey struct{ kind, name string }
 // otherGroup collects the processes of groups beyond MaxGroups.
 var otherGroup = groupKey{"other", "other"}
 
+// shortGroup collects the processes seen in one sample only (KindShort).
+var shortGroup = groupKey{KindShort, KindShort}
+
 // GroupStats is one group's state at the last sample.
 type GroupStats struct {
 	Kind, Name string
@@ -183,9 +186,12 @@ func New(cfg Config) (*Exporter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exporter: %w", err)
 	}
-	return &Exporter{cfg: cfg, reader: r, groups: map[groupKey]*GroupStats{}, procGroup: map[procID]groupKey{},
+	e := &Exporter{cfg: cfg, reader: r, groups: map[groupKey]*GroupStats{}, procGroup: map[procID]groupKey{},
 		prev: &proc.Snapshot{}, cur: &proc.Snapshot{}, rt: map[groupKey]*rtGroup{}, rtProcs: map[procID]*rtProc{},
-		scraped: make(chan struct{}, 1)}, nil
+		scraped: make(chan struct{}, 1)}
+	// The short-lived group's series exist from the first scrape.
+	e.group(shortGroup, time.Now())
+	return e, nil
 }
 
 // Run samples every Interval until ctx ends, then closes the reader.
@@ -256,7 +262,15 @@ func (e *Exporter) Sample() error {
 		p := &e.cur.Procs[i]
 		id := procID{p.PID, p.StartTime}
 		seen[id] = true
-		g := e.groupFor(id, p, now)
+		// A process gets a group of its own once it is seen a second
+		// time; until then it counts in the short-lived group. At the
+		// first sample every process is long-lived enough.
+		var g *GroupStats
+		if _, known := e.procGroup[id]; known || first || e.seen[id] {
+			g = e.groupFor(id, p, now)
+		} else {
+			g = e.group(shortGroup, now)
+		}
 		g.Processes++
 		g.Threads += int(p.Threads)
 		g.RSSBytes += p.RSSBytes
@@ -323,6 +337,11 @@ func (e *Exporter) groupFor(id procID, p *proc.Proc, now time.Time) *GroupStats 
 		}
 		e.procGroup[id] = key
 	}
+	return e.group(key, now)
+}
+
+// group returns the group key, made at first use.
+func (e *Exporter) group(key groupKey, now time.Time) *GroupStats {
 	g := e.groups[key]
 	if g == nil {
 		g = &GroupStats{Kind: key.kind, Name: key.name, GoVersions: map[string]int{}, everSeen: now}
@@ -348,7 +367,10 @@ func (e *Exporter) rank() {
 	e.top = e.top[:0]
 	for _, c := range cs[:min(len(cs), e.cfg.TopN)] {
 		p := &e.cur.Procs[c.i]
-		k := e.procGroup[procID{p.PID, p.StartTime}]
+		k, ok := e.procGroup[procID{p.PID, p.StartTime}]
+		if !ok {
+			k = shortGroup
+		}
 		e.top = append(e.top, ProcInfo{PID: p.PID, Comm: p.Comm, Kind: k.kind, Name: k.name, CPUPct: c.cpu})
 	}
 }
@@ -367,8 +389,9 @@ func (e *Exporter) takeFindings() {
 		fs[i].Kind, fs[i].Name = KindExe, fs[i].Comm // exited since: its name
 		for j := range e.cur.Procs {
 			if p := &e.cur.Procs[j]; int(p.PID) == fs[i].PID {
-				k := e.procGroup[procID{p.PID, p.StartTime}]
-				fs[i].Kind, fs[i].Name = k.kind, k.name
+				if k, ok := e.procGroup[procID{p.PID, p.StartTime}]; ok {
+					fs[i].Kind, fs[i].Name = k.kind, k.name
+				}
 				break
 			}
 		}

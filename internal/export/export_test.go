@@ -397,3 +397,59 @@ func TestIdleBackoff(t *testing.T) {
 		t.Errorf("%d samples in 500 ms of scrapes: want the 50 ms period back", after-before)
 	}
 }
+
+// TestShortLivedGroup: a process seen in one sample only counts in the
+// short-lived group, whose series exist from the start; seen again, it
+// gets a group of its own.
+func TestShortLivedGroup(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep binary")
+	}
+	bin := filepath.Join(t.TempDir(), "gsshortlived")
+	b, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Config{GroupBy: []string{KindExe}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.reader.Close()
+	groups := func() map[string]GroupStats {
+		t.Helper()
+		if err := e.Sample(); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := e.Last()
+		out := map[string]GroupStats{}
+		for _, g := range s.Groups {
+			out[g.Kind+"/"+g.Name] = g
+		}
+		return out
+	}
+	short := KindShort + "/" + KindShort
+	if _, ok := groups()[short]; !ok {
+		t.Fatalf("no short-lived group after the first sample")
+	}
+	cmd := exec.Command(bin, "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	g := groups()
+	if _, ok := g["exe/gsshortlived"]; ok {
+		t.Errorf("a process seen once has a group of its own")
+	}
+	if g[short].Processes < 1 {
+		t.Errorf("the short-lived group holds %d processes, want the new one", g[short].Processes)
+	}
+	g = groups()
+	if own, ok := g["exe/gsshortlived"]; !ok || own.Processes != 1 {
+		t.Errorf("seen twice: group %+v (present %v), want 1 process", own, ok)
+	}
+}

@@ -11,6 +11,11 @@ const (
 	KindUnit      = "unit"      // a systemd service ("ssh.service")
 	KindContainer = "container" // a container or pod, from the cgroup path
 	KindExe       = "exe"       // the executable's name (comm)
+	// KindShort is the one group of processes seen in one sample only
+	// (they lived less than about an interval): their CPU and switches
+	// count there, so a host that starts many short-lived programs adds
+	// no series for them.
+	KindShort = "short-lived"
 )
 
 // ParseGroupBy parses a --group-by list such as "unit,container,exe". The

@@ -75,6 +75,9 @@ func (e *Exporter) sampleRuntime(now time.Time) {
 			continue
 		}
 		id := procID{p.PID, p.StartTime}
+		if _, grouped := e.procGroup[id]; !grouped {
+			continue // seen once so far: short-lived until seen again
+		}
 		rp := e.rtProcs[id]
 		if rp == nil {
 			rp = &rtProc{}
