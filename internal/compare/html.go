@@ -34,7 +34,7 @@ func (r *Result) WriteHTML(w io.Writer) error {
 			XMin: -0.5, XMax: last + 0.5, XTicks: svgplot.Ticks(last, 10), FitY: true}
 		drawn := false
 		for s, side := range r.Sides {
-			dots := svgplot.Series{Name: side.Name, Dots: true, Color: s}
+			dots := svgplot.Series{Name: side.Name, Dots: true, Color: s + 1}
 			for _, win := range r.Windows {
 				v, ok := win.Values[m.Metric.Name]
 				if win.Side != s || win.Dropped || win.Kind != m.Metric.Kind || !ok || math.IsNaN(v) || math.IsInf(v, 0) {
@@ -49,7 +49,7 @@ func (r *Result) WriteHTML(w io.Writer) error {
 			c.Series = append(c.Series, dots)
 			if s < len(m.Sides) && !math.IsNaN(m.Sides[s].Median) {
 				med := m.Sides[s].Median
-				c.Series = append(c.Series, svgplot.Series{Name: side.Name + " median", Dashed: true, Color: s,
+				c.Series = append(c.Series, svgplot.Series{Name: side.Name + " median", Dashed: true, Color: s + 1,
 					Points: [][2]float64{{-0.5, med}, {last + 0.5, med}}})
 			}
 		}

@@ -21,7 +21,8 @@ type Series struct {
 	Dots bool
 	// Dashed draws the line dashed (a reference: a median, a target).
 	Dashed bool
-	// Color picks a palette entry (0: by the series' place).
+	// Color picks a palette entry by its index plus one (0: by the
+	// series' place in the chart).
 	Color int
 }
 
@@ -126,7 +127,7 @@ func (c *Chart) SVG() string {
 	for i, s := range c.Series {
 		ci := i
 		if s.Color > 0 {
-			ci = s.Color
+			ci = s.Color - 1
 		}
 		col := Palette[ci%len(Palette)]
 		switch {

@@ -46,4 +46,10 @@ func TestSVG(t *testing.T) {
 	if !strings.Contains(s, "stroke-dasharray") || !strings.Contains(s, "a&lt;b") || strings.Contains(s, "NaN") {
 		t.Errorf("chart: %s", s)
 	}
+	// A series given a colour keeps it whatever its place: a side's
+	// median is drawn in its dots' colour.
+	c.Series[1].Color = 1
+	if s := c.SVG(); strings.Contains(s, Palette[1]) || !strings.Contains(s, `stroke="`+Palette[0]+`" stroke-width="1.5" stroke-dasharray`) {
+		t.Errorf("the median is not drawn in the first colour: %s", s)
+	}
 }
