@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 // recordHeaderSize is sizeof(struct perf_event_header).
@@ -73,6 +75,36 @@ func MapRing(fd, pages int) (*Ring, error) {
 		off, size = meta.Data_offset, meta.Data_size
 	}
 	return &Ring{fd: fd, mem: mem, meta: meta, data: mem[off : off+size]}, nil
+}
+
+// OpenCPURings opens the event described by attr once on every online CPU,
+// for every task, each with pages data pages mapped (see MapRing). The
+// rings start as attr says (disabled: call Enable). When any CPU fails,
+// the rings opened so far are closed and the error names that CPU.
+func OpenCPURings(attr *unix.PerfEventAttr, pages int) ([]*Ring, error) {
+	cpus, err := proc.OnlineCPUs()
+	if err != nil {
+		return nil, err
+	}
+	attr.Size = uint32(unsafe.Sizeof(*attr))
+	var rings []*Ring
+	for _, cpu := range cpus {
+		fd, err := unix.PerfEventOpen(attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		var r *Ring
+		if err == nil {
+			if r, err = MapRing(fd, pages); err != nil {
+				unix.Close(fd)
+			}
+		}
+		if err != nil {
+			for _, r := range rings {
+				r.Close()
+			}
+			return nil, fmt.Errorf("open perf event on CPU %d: %w", cpu, err)
+		}
+		rings = append(rings, r)
+	}
+	return rings, nil
 }
 
 // FD returns the event's file descriptor (for ioctls or poll).

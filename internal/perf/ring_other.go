@@ -16,6 +16,9 @@ type Ring struct{}
 // MapRing fails: perf events need Linux.
 func MapRing(fd, pages int) (*Ring, error) { return nil, ErrNotSupportedOnOS }
 
+// OpenCPURings fails: perf events need Linux.
+func OpenCPURings(attr any, pages int) ([]*Ring, error) { return nil, ErrNotSupportedOnOS }
+
 // FD returns -1.
 func (r *Ring) FD() int { return -1 }
 

@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/gosleuth/gosleuth/internal/perf"
 	"github.com/gosleuth/gosleuth/internal/proc"
@@ -406,31 +405,20 @@ const cpuRingPages = 16
 
 // openCPUs opens one cpu-clock event per online CPU for all tasks.
 func (s *sampler) openCPUs() error {
-	cpus, err := proc.OnlineCPUs()
+	attr := s.attr()
+	rings, err := perf.OpenCPURings(&attr, cpuRingPages)
 	if err != nil {
-		return err
+		return fmt.Errorf("cpu-clock event: %w", err)
 	}
-	for _, cpu := range cpus {
-		attr := s.attr()
-		attr.Size = uint32(unsafe.Sizeof(attr))
-		fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
-		if err == nil {
-			var r *perf.Ring
-			if r, err = perf.MapRing(fd, cpuRingPages); err != nil {
-				unix.Close(fd)
-			} else if err = r.Enable(); err != nil {
+	for _, r := range rings {
+		if err := r.Enable(); err != nil {
+			for _, r := range rings {
 				r.Close()
-			} else {
-				s.cpuRings = append(s.cpuRings, r)
-				continue
 			}
+			return err
 		}
-		for _, r := range s.cpuRings {
-			r.Close()
-		}
-		s.cpuRings = nil
-		return fmt.Errorf("open cpu-clock event on CPU %d: %w", cpu, err)
 	}
+	s.cpuRings = rings
 	return nil
 }
 
