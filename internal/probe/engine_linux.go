@@ -213,6 +213,7 @@ type prober struct {
 	t     *Target
 	prog  *ebpf.Program
 	multi bool
+	how   string // Options.Attach
 }
 
 // Mechanism texts (Result.Mechanism).
@@ -225,7 +226,7 @@ const (
 // uprobe_multi link on the first attach and falls back to perf events
 // when the kernel has none.
 func newProber(t *Target, m *maps, how string) (*prober, error) {
-	p := &prober{t: t, multi: how != AttachPerf}
+	p := &prober{t: t, multi: how != AttachPerf, how: how}
 	var err error
 	if p.prog, err = program(m, p.multi, t.PID); err != nil && p.multi && how == AttachAuto {
 		// A kernel without uprobe_multi refuses the attach type itself.
@@ -248,7 +249,7 @@ func (p *prober) mechanism() string {
 }
 
 // attach puts probes on the points ids, with their index as cookie.
-func (p *prober) attach(m *maps, pts []Point, ids []int, how string) (*attached, error) {
+func (p *prober) attach(m *maps, pts []Point, ids []int) (*attached, error) {
 	ex, err := link.OpenExecutable(p.t.Exe)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", p.t.Exe, err)
@@ -270,7 +271,7 @@ func (p *prober) attach(m *maps, pts []Point, ids []int, how string) (*attached,
 		if err == nil {
 			return &attached{ls: []link.Link{l}}, nil
 		}
-		if how != AttachAuto || !errors.Is(err, ebpf.ErrNotSupported) {
+		if p.how != AttachAuto || !errors.Is(err, ebpf.ErrNotSupported) {
 			return nil, wrap(err)
 		}
 		// No uprobe_multi links here: the perf-event program from now on.
@@ -396,7 +397,7 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 	keep := all
 	rates := make([]float64, len(pts))
 	if o.Budget > 0 {
-		a, err := pr.attach(m, pts, all, o.Attach)
+		a, err := pr.attach(m, pts, all)
 		if err != nil {
 			return nil, err
 		}
@@ -446,7 +447,7 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 		return res, nil
 	}
 	t0 := time.Now()
-	a, err := pr.attach(m, pts, keep, o.Attach)
+	a, err := pr.attach(m, pts, keep)
 	if err != nil {
 		return nil, err
 	}
@@ -456,6 +457,9 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 		o.Attached()
 	}
 	res.Seconds = watchWindow(ctx, pid, o, 50*time.Millisecond, res, func() (float64, bool) {
+		if o.Budget <= 0 {
+			return 0, false // no governor: nothing to read until the end
+		}
 		c, err := readCounts(m, len(pts))
 		if err != nil {
 			return 0, false

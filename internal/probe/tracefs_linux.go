@@ -9,12 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gosleuth/gosleuth/internal/perf"
-	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/tracefs"
 )
 
@@ -44,7 +42,7 @@ type traceProbes struct {
 	ids         []int          // point index of each definition
 	rings       [][]*perf.Ring // per definition, per CPU
 	counts      []uint64       // per point
-	lost        uint64
+	lost        uint64         // samples the rings dropped, summed by close
 }
 
 // tracefsGroup is the uprobe_events group of gosleuth process pid.
@@ -92,10 +90,6 @@ func traceAttach(t *Target, pts []Point, ids []int) (tp *traceProbes, err error)
 	if err != nil {
 		return nil, fmt.Errorf("tracefs uprobes: resolve %s: %w", t.Exe, err)
 	}
-	cpus, err := proc.OnlineCPUs()
-	if err != nil {
-		return nil, fmt.Errorf("tracefs uprobes: %w", err)
-	}
 	tp = &traceProbes{root: root, group: tracefsGroup(os.Getpid()), tgid: uint32(t.PID), counts: make([]uint64, len(pts))}
 	defer func() {
 		if err != nil {
@@ -115,19 +109,11 @@ func traceAttach(t *Target, pts []Point, ids []int) (tp *traceProbes, err error)
 		}
 		attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_TRACEPOINT, Config: evid, Sample: 1,
 			Sample_type: unix.PERF_SAMPLE_TID, Wakeup: 1 << 20, Bits: unix.PerfBitDisabled}
-		attr.Size = uint32(unsafe.Sizeof(attr))
-		for _, cpu := range cpus {
-			fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
-			if err != nil {
-				return tp, fmt.Errorf("open uprobe event on CPU %d: %w", cpu, err)
-			}
-			r, err := perf.MapRing(fd, tracePages)
-			if err != nil {
-				unix.Close(fd)
-				return tp, err
-			}
-			tp.rings[len(tp.rings)-1] = append(tp.rings[len(tp.rings)-1], r)
+		rings, err := perf.OpenCPURings(&attr, tracePages)
+		if err != nil {
+			return tp, fmt.Errorf("uprobe event: %w", err)
 		}
+		tp.rings[len(tp.rings)-1] = rings
 	}
 	for _, rs := range tp.rings {
 		for _, r := range rs {
@@ -144,14 +130,12 @@ func (tp *traceProbes) drain() {
 	for i, rs := range tp.rings {
 		id := tp.ids[i]
 		for _, r := range rs {
-			before := r.Lost()
 			r.Read(func(typ uint32, _ uint16, body []byte) {
 				// PERF_SAMPLE_TID: u32 pid, u32 tid.
 				if typ == unix.PERF_RECORD_SAMPLE && len(body) >= 8 && binary.NativeEndian.Uint32(body) == tp.tgid {
 					tp.counts[id]++
 				}
 			})
-			tp.lost += r.Lost() - before
 		}
 	}
 }
@@ -167,6 +151,7 @@ func (tp *traceProbes) close() error {
 	tp.drain()
 	for _, rs := range tp.rings {
 		for _, r := range rs {
+			tp.lost += r.Lost()
 			r.Close()
 		}
 	}
