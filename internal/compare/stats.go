@@ -607,18 +607,10 @@ const exactSignedRankLimit = 60
 // over the 2^n equally likely sign patterns by a recurrence on doubled
 // ranks) up to 60 nonzero differences, the normal approximation with the
 // tie correction beyond.
-func SignedRank(d []float64) Test {
-	n := 0
-	for _, x := range d {
-		if x != 0 && !math.IsNaN(x) {
-			n++
-		}
-	}
-	return signedRank(d, n <= exactSignedRankLimit)
-}
+func SignedRank(d []float64) Test { return signedRank(d, exactSignedRankLimit) }
 
-// signedRank is SignedRank, exact or by the normal approximation.
-func signedRank(d []float64, exact bool) Test {
+// signedRank is SignedRank, exact up to exactLimit nonzero differences.
+func signedRank(d []float64, exactLimit int) Test {
 	var nz []float64
 	for _, x := range d {
 		if x != 0 && !math.IsNaN(x) {
@@ -642,7 +634,7 @@ func signedRank(d []float64, exact bool) Test {
 		}
 	}
 	dev := math.Abs(wPlus - total/2)
-	if exact {
+	if n <= exactLimit {
 		// Doubled mid-ranks are integers; count the sign patterns by the
 		// doubled sum of the positive ranks, as probabilities.
 		t2 := int(math.Round(2 * total))
@@ -689,19 +681,16 @@ func PairedSignedRank(a, b []float64, pairs []Pair) Test {
 	if len(pairs) < 2 {
 		return Test{P: math.NaN()}
 	}
-	useLog := true
-	for _, pr := range pairs {
-		if !(a[pr.A] > 0) || !(b[pr.B] > 0) {
-			useLog = false
-		}
+	pa, pb := make([]float64, len(pairs)), make([]float64, len(pairs))
+	for i, pr := range pairs {
+		pa[i], pb[i] = a[pr.A], b[pr.B]
+	}
+	if la, lb := logs(pa), logs(pb); la != nil && lb != nil {
+		pa, pb = la, lb
 	}
 	d := make([]float64, len(pairs))
-	for i, pr := range pairs {
-		if useLog {
-			d[i] = math.Log(b[pr.B] / a[pr.A])
-		} else {
-			d[i] = b[pr.B] - a[pr.A]
-		}
+	for i := range d {
+		d[i] = pb[i] - pa[i]
 	}
 	return SignedRank(d)
 }
