@@ -405,7 +405,7 @@ func TestShortLivedGroup(t *testing.T) {
 	testenv.Require(t, testenv.Linux)
 	sleep, err := exec.LookPath("sleep")
 	if err != nil {
-		t.Skip("no sleep binary")
+		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "gsshortlived")
 	b, err := os.ReadFile(sleep)
