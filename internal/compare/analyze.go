@@ -225,6 +225,12 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 			if sr := PairedSignedRank(c.a, c.b, c.pairs); !math.IsNaN(sr.P) {
 				c.SignedRank, c.Paired = &sr, true
 				c.P = sr.P
+				// The ratio comes from the same pairs as the test, so the
+				// verdict's estimate and interval have the pairing's
+				// precision too.
+				if pr := PairedRatioCI(c.a, c.b, c.pairs, 1-level); !math.IsNaN(pr.Est) {
+					c.Ratio = pr
+				}
 				ps[i] = min(1, sr.P*float64(opts.Looks))
 				continue
 			}

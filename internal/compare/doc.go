@@ -48,4 +48,8 @@
 // process's own level and the machine's drift: over twenty default runs of
 // a pair about 3% apart under load, CPU came out at p <= 0.01 in 15 by the
 // pairs, in 10 by U and KS (bench/compare-stats). The table marks such p-values "paired".
+// The ratio of a paired comparison is then the Hodges-Lehmann estimate of
+// the pairs' log ratios (the median of their Walsh averages) with the
+// signed-rank interval, so the estimate and the test come from the same
+// pairs and the interval has their precision.
 package compare

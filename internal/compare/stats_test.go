@@ -359,3 +359,52 @@ func TestPairedSignedRankPower(t *testing.T) {
 		t.Errorf("one pair: p %v, want NaN", p)
 	}
 }
+
+// TestPairedRatioCI checks the paired Hodges-Lehmann interval on a case
+// counted by hand and its point: under swings between rounds it is
+// narrower than the unpaired interval and still holds the true ratio.
+func TestPairedRatioCI(t *testing.T) {
+	// Log ratios 1..5: the 15 Walsh averages sorted are 1 1.5 2 2 2.5 2.5
+	// 3 3 3 3.5 3.5 4 4 4.5 5; at 80% qsignrank(0.1, 5) = 3 (P(W+ <= 3) =
+	// 5/32), so the interval runs from the 3rd smallest to the 3rd largest.
+	a := []float64{1, 1, 1, 1, 1}
+	b := []float64{math.E, math.Exp(2), math.Exp(3), math.Exp(4), math.Exp(5)}
+	pairs := []Pair{{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4}}
+	r := PairedRatioCI(a, b, pairs, 0.8)
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{{"estimate", r.Est, math.Exp(3)}, {"low", r.Lo, math.Exp(2)}, {"high", r.Hi, math.Exp(4)}} {
+		if math.Abs(c.got/c.want-1) > 1e-12 {
+			t.Errorf("%s %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if r.Method != "hodges-lehmann-paired-log" {
+		t.Errorf("method %q", r.Method)
+	}
+	for _, c := range []struct {
+		n    int
+		conf float64
+		want int
+	}{{5, 0.8, 3}, {10, 0.95, 9}, {10, 0.99, 4}, {6, 0.95, 1}} {
+		// R's qsignrank: at 95% with 10 pairs P(W+ <= 8) = 0.0244 <
+		// 0.025 <= P(W+ <= 9) = 0.0322, so 9, and wilcox.test's interval
+		// runs from the 9th smallest average to the 9th largest.
+		if got := signedRankRank(c.n, c.conf); got != c.want {
+			t.Errorf("signedRankRank(%d, %v) = %d, want %d", c.n, c.conf, got, c.want)
+		}
+	}
+
+	a, b, pairs = pairedData(10, 1.03, 11)
+	paired, unpaired := PairedRatioCI(a, b, pairs, 0.95), RatioCI(a, b, 0.95)
+	t.Logf("paired %+v, unpaired %+v", paired, unpaired)
+	if paired.Lo > 1.03 || paired.Hi < 1.03 {
+		t.Errorf("paired interval [%v, %v] misses the true ratio 1.03", paired.Lo, paired.Hi)
+	}
+	if paired.Hi-paired.Lo >= (unpaired.Hi-unpaired.Lo)/4 {
+		t.Errorf("paired interval %v wide, unpaired %v: the pairing took nothing out", paired.Hi-paired.Lo, unpaired.Hi-unpaired.Lo)
+	}
+	if one := PairedRatioCI(a, b, pairs[:1], 0.95); !math.IsNaN(one.Est) {
+		t.Errorf("one pair: %+v, want NaN", one)
+	}
+}
