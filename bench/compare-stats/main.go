@@ -46,7 +46,7 @@ func main() {
 	runs := flag.Int("runs", 20, "runs of the self-against-self campaign")
 	powerRuns := flag.Int("power-runs", 10, "runs of the 3% campaign")
 	nDefault := flag.Int("default-runs", 1, "runs of the default protocol (the 3% pair under load)")
-	jsonDir := flag.String("json-dir", "", "directory to keep each default run's JSON result in (every window, for re-analysis)")
+	jsonDir := flag.String("json-dir", "", "directory to keep each aa and default run's JSON result in (every window, for re-analysis)")
 	reanalyze := flag.String("reanalyze", "", "read the default runs' JSON results in this directory and compare the unpaired test with a within-block paired one on CPU, then exit")
 	window := flag.Duration("window", time.Second, "window length of aa and power")
 	windows := flag.Int("windows", 10, "windows a side of aa and power")
@@ -84,7 +84,7 @@ func main() {
 		return false
 	}
 	if has("aa") {
-		aa(ctx, bin, *runs, *window, *windows)
+		aa(ctx, bin, *runs, *window, *windows, *jsonDir)
 	}
 	if has("ticker") {
 		ticker(ctx, bin)
@@ -127,7 +127,7 @@ func verdict(r *compare.Result, metric string) string {
 	return "absent"
 }
 
-func aa(ctx context.Context, bin string, runs int, window time.Duration, windows int) {
+func aa(ctx context.Context, bin string, runs int, window time.Duration, windows int, jsonDir string) {
 	cmd := bin + " -tick 2ms -spin 50us"
 	alarms, tested, paired := 0, 0, 0
 	start := time.Now()
@@ -137,6 +137,7 @@ func aa(ctx context.Context, bin string, runs int, window time.Duration, windows
 		if err != nil {
 			fatal(err)
 		}
+		keepJSON(r, jsonDir, fmt.Sprintf("aa-%02d.json", i+1))
 		c := changed(r)
 		for _, m := range r.Metrics {
 			if m.Comparisons[0].Verdict != compare.NotTested {
@@ -265,12 +266,8 @@ func defaultRuns(ctx context.Context, bin string, n int, jsonDir string) {
 		r, err := compare.Run(ctx, compare.Config{
 			Sides: powerPair(bin, addr),
 			Rate:  200})
-		if r != nil && jsonDir != "" {
-			f, ferr := os.Create(filepath.Join(jsonDir, fmt.Sprintf("default-%02d.json", i+1)))
-			if ferr == nil {
-				r.WriteJSON(f)
-				f.Close()
-			}
+		if r != nil {
+			keepJSON(r, jsonDir, fmt.Sprintf("default-%02d.json", i+1))
 		}
 		if err != nil {
 			// A run the machine could not load steadily counts as missed.
@@ -386,6 +383,21 @@ func reanalyzeDir(dir string) {
 	}
 	fmt.Printf("reanalysis: CPU at p <= 0.01 in %d of %d runs unpaired, %d of %d paired within blocks; compare's analysis now calls it worse in %d of %d\n",
 		unpaired, len(files), paired, len(files), analysed, len(files))
+}
+
+// keepJSON writes r as name in dir for re-analysis; no dir, nothing.
+func keepJSON(r *compare.Result, dir, name string) {
+	if dir == "" {
+		return
+	}
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		fatal(err)
+	}
+	defer f.Close()
+	if err := r.WriteJSON(f); err != nil {
+		fatal(fmt.Errorf("write %s: %w", name, err))
+	}
 }
 
 func mean(v []float64) float64 {
