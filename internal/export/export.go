@@ -182,7 +182,11 @@ type procID struct {
 // New opens the /proc engine; call Run to sample.
 func New(cfg Config) (*Exporter, error) {
 	cfg.defaults()
-	r, err := proc.NewReader(proc.Options{Root: cfg.ProcRoot, SkipKernelThreads: true, IdleBackoff: cfg.IdleBackoff})
+	// Threads matter here for their switch counts only, and nothing
+	// exports syscall counts: their stat and io reads (and descriptors,
+	// whose cap they pushed other files over) would be spent for nothing.
+	r, err := proc.NewReader(proc.Options{Root: cfg.ProcRoot, SkipKernelThreads: true, IdleBackoff: cfg.IdleBackoff,
+		SwitchesOnly: true, SkipIO: true})
 	if err != nil {
 		return nil, fmt.Errorf("exporter: %w", err)
 	}

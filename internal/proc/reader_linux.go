@@ -544,28 +544,30 @@ func (r *Reader) liveTasks(s *procSlot) int {
 	return n
 }
 
-// readTask reads a thread's stat and status. It reports false when the
-// thread exited.
+// readTask reads a thread's stat (unless Options.SwitchesOnly) and status.
+// It reports false when the thread exited.
 func (r *Reader) readTask(pid int32, ts *taskSlot) bool {
-	b, err := r.read(&ts.statfd, false, pid, ts.t.TID, "stat")
-	if err != nil {
-		if errors.Is(err, errGone) {
-			ts.gone = true
-			return false
+	if !r.opts.SwitchesOnly {
+		b, err := r.read(&ts.statfd, false, pid, ts.t.TID, "stat")
+		if err != nil {
+			if errors.Is(err, errGone) {
+				ts.gone = true
+				return false
+			}
+			return true
 		}
-		return true
-	}
-	var sf statFields
-	if parseStat(b, &sf) == nil {
-		t := &ts.t
-		if string(sf.Comm) != t.Comm {
-			t.Comm = string(sf.Comm)
+		var sf statFields
+		if parseStat(b, &sf) == nil {
+			t := &ts.t
+			if string(sf.Comm) != t.Comm {
+				t.Comm = string(sf.Comm)
+			}
+			t.State = sf.State
+			t.UTime, t.STime = sf.UTime, sf.STime
+			t.Processor = int32(sf.Processor)
 		}
-		t.State = sf.State
-		t.UTime, t.STime = sf.UTime, sf.STime
-		t.Processor = int32(sf.Processor)
 	}
-	b, err = r.read(&ts.statusfd, false, pid, ts.t.TID, "status")
+	b, err := r.read(&ts.statusfd, false, pid, ts.t.TID, "status")
 	if err != nil {
 		if errors.Is(err, errGone) {
 			ts.gone = true
@@ -681,6 +683,9 @@ func (r *Reader) readFDs(s *procSlot) {
 }
 
 func (r *Reader) readIO(s *procSlot) {
+	if r.opts.SkipIO {
+		return
+	}
 	b, err := r.read(&s.iofd, false, s.p.PID, 0, "io")
 	if err != nil {
 		s.ioDenied = errors.Is(err, errDenied)

@@ -671,3 +671,45 @@ func TestReaderIdleBackoff(t *testing.T) {
 		t.Errorf("a thread that just ran was not checked at the next refresh: %+v", p)
 	}
 }
+
+// TestReaderSwitchesOnly: with SwitchesOnly and SkipIO, threads are read by
+// their status alone and io not at all; the switch counts summed per process
+// and every process figure stay those of a full read, for fewer reads.
+func TestReaderSwitchesOnly(t *testing.T) {
+	lean := newTestReader(t, Options{Root: "testdata/proc", SwitchesOnly: true, SkipIO: true})
+	plain := newTestReader(t, Options{Root: "testdata/proc"})
+	var s, ps Snapshot
+	mustSnapshot(t, lean, &s)
+	mustSnapshot(t, plain, &ps)
+	if len(s.Procs) != len(ps.Procs) || len(s.Tasks) != len(ps.Tasks) {
+		t.Fatalf("lean read %d procs, %d tasks; plain %d, %d", len(s.Procs), len(s.Tasks), len(ps.Procs), len(ps.Tasks))
+	}
+	for i := range s.Procs {
+		p, q := s.Procs[i], ps.Procs[i]
+		if p.VolCtxsw != q.VolCtxsw || p.InvolCtxsw != q.InvolCtxsw || p.UTime != q.UTime || p.STime != q.STime ||
+			p.RSSBytes != q.RSSBytes || p.FDs != q.FDs || p.FDLimit != q.FDLimit || p.Threads != q.Threads {
+			t.Errorf("pid %d: lean %+v, plain %+v", p.PID, p, q)
+		}
+		if p.Known&KnownIO != 0 || p.SyscR != 0 {
+			t.Errorf("pid %d: io read despite SkipIO (known %b)", p.PID, p.Known)
+		}
+	}
+	if p := ps.Find(8279); p.Known&KnownIO == 0 {
+		t.Fatal("fixture 8279's io was not readable to the plain reader: the test checks nothing")
+	}
+	for i := range s.Tasks {
+		lt, pt := s.Tasks[i], ps.Tasks[i]
+		if lt.VolCtxsw != pt.VolCtxsw || lt.InvolCtxsw != pt.InvolCtxsw || lt.RunNS != pt.RunNS {
+			t.Errorf("tid %d switches/run: lean %+v, plain %+v", lt.TID, lt, pt)
+		}
+		if lt.UTime != 0 || lt.STime != 0 || lt.Comm != "" || lt.State != 0 {
+			t.Errorf("tid %d: stat fields read despite SwitchesOnly: %+v", lt.TID, lt)
+		}
+	}
+	if pt := ps.Tasks[0]; pt.Comm == "" || pt.State == 0 {
+		t.Fatalf("plain reader's first thread has no stat fields (%+v): the test checks nothing", pt)
+	}
+	if s.Stats.Reads >= ps.Stats.Reads {
+		t.Errorf("lean read %d files, plain %d: want fewer", s.Stats.Reads, ps.Stats.Reads)
+	}
+}
