@@ -185,8 +185,10 @@ func New(cfg Config) (*Exporter, error) {
 	// Threads matter here for their switch counts only, and nothing
 	// exports syscall counts: their stat and io reads (and descriptors,
 	// whose cap they pushed other files over) would be spent for nothing.
+	// A host that starts processes now and then would have /proc listed
+	// in full at nearly every sample: the new PIDs are enough.
 	r, err := proc.NewReader(proc.Options{Root: cfg.ProcRoot, SkipKernelThreads: true, IdleBackoff: cfg.IdleBackoff,
-		SwitchesOnly: true, SkipIO: true})
+		SwitchesOnly: true, SkipIO: true, NewPIDsOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("exporter: %w", err)
 	}

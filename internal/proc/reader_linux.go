@@ -37,7 +37,8 @@ type Reader struct {
 	refresh  int
 	gen      uint64 // marks processes seen in a /proc scan
 	tgen     uint64 // marks threads seen in a task directory scan
-	rescan   bool
+	rescan   bool   // list every PID at the next refresh
+	seekScan bool   // Options.NewPIDsOnly, checked to work on this procfs
 	pageSize uint64
 	fdSize   bool // fstat on /proc/PID/fd reports the count (Linux >= 6.2)
 	exe      map[[2]uint64]string
@@ -131,6 +132,7 @@ func NewReader(opts Options) (*Reader, error) {
 		if fd, err := unix.Open(r.root+"/loadavg", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
 			r.loadfd = fd
 		}
+		r.seekScan = opts.NewPIDsOnly && r.checkSeekScan()
 	} else {
 		for _, pid := range opts.PIDs {
 			if pid <= 0 || pid > 1<<30 {
@@ -178,9 +180,26 @@ func (r *Reader) Snapshot(dst *Snapshot) error {
 	full := r.refresh%r.opts.FullEvery == 0
 	r.refresh++
 	r.stats.Full = full
-	if r.procfd >= 0 {
+	if r.procfd >= 0 && r.seekScan {
+		// The last PID is read at every refresh, full or not, so a counter
+		// that wrapped is told from one that moved on by one interval's
+		// forks, not by a full pass's.
+		prev := r.lastPID
+		moved := r.lastPIDMoved()
+		from := int32(0)
+		if !r.rescan && !full && prev != 0 && r.lastPID > prev {
+			// Every PID created since the last refresh is above the last
+			// one it saw, a reused one too: it comes from the counter.
+			from = int32(prev)
+		}
+		if moved || r.rescan || full {
+			if err := r.scanProc(from); err != nil {
+				return err
+			}
+		}
+	} else if r.procfd >= 0 {
 		if r.rescan || full || r.lastPIDMoved() {
-			if err := r.scanProc(); err != nil {
+			if err := r.scanProc(0); err != nil {
 				return err
 			}
 		}
@@ -252,10 +271,20 @@ func (r *Reader) lastPIDMoved() bool {
 	return moved
 }
 
-// scanProc lists /proc with getdents64 and adds new processes.
-func (r *Reader) scanProc() error {
+// tgidOffset is where procfs's root directory lists PID 0: PID n is at
+// position tgidOffset+n (fs/proc/base.c, TGID_OFFSET since Linux 3.17).
+const tgidOffset = 258
+
+// scanProc lists /proc with getdents64 and adds new processes. With from
+// above 0, it lists PIDs from there on only (Options.NewPIDsOnly) and
+// leaves the others as they are.
+func (r *Reader) scanProc(from int32) error {
 	r.stats.Rescans++
-	if _, err := unix.Seek(r.procfd, 0, 0); err != nil {
+	off := int64(0)
+	if from > 0 {
+		off = tgidOffset + int64(from)
+	}
+	if _, err := unix.Seek(r.procfd, off, 0); err != nil {
 		return fmt.Errorf("rewind %s: %w", r.root, err)
 	}
 	// Collect the PIDs first: adding a process lists its task directory
@@ -272,6 +301,7 @@ func (r *Reader) scanProc() error {
 		}
 		forEachNumericDirent(r.dbuf[:n], func(id uint64) { r.pids = append(r.pids, int32(id)) })
 	}
+	r.stats.Listed += len(r.pids)
 	added := false
 	for _, pid := range r.pids {
 		if s, ok := r.slots[pid]; ok {
@@ -282,15 +312,46 @@ func (r *Reader) scanProc() error {
 			added = true
 		}
 	}
-	for _, s := range r.order {
-		if s.seen != r.gen {
-			s.gone = true
+	if from == 0 {
+		for _, s := range r.order {
+			if s.seen != r.gen {
+				s.gone = true
+			}
 		}
 	}
 	if added {
 		r.sortOrder()
 	}
 	return nil
+}
+
+// checkSeekScan reports whether listing the procfs root from a PID's
+// position starts at that PID, as Options.NewPIDsOnly needs: the root is a
+// procfs of this process's PID namespace (so /proc/loadavg's last PID is
+// in its numbering) and the kernel places PIDs at tgidOffset.
+func (r *Reader) checkSeekScan() bool {
+	var sfs unix.Statfs_t
+	if unix.Fstatfs(r.procfd, &sfs) != nil || sfs.Type != unix.PROC_SUPER_MAGIC || r.loadfd < 0 {
+		return false
+	}
+	self, err := os.Readlink(r.root + "/self")
+	if err != nil || self != strconv.Itoa(os.Getpid()) {
+		return false
+	}
+	if _, err := unix.Seek(r.procfd, tgidOffset+int64(os.Getpid()), 0); err != nil {
+		return false
+	}
+	n, err := unix.Getdents(r.procfd, r.dbuf)
+	if err != nil || n <= 0 {
+		return false
+	}
+	first := int32(-1)
+	forEachNumericDirent(r.dbuf[:n], func(id uint64) {
+		if first < 0 {
+			first = int32(id)
+		}
+	})
+	return first == int32(os.Getpid())
 }
 
 func (r *Reader) sortOrder() {
@@ -706,8 +767,11 @@ func (r *Reader) dropGone() {
 		if s.gone {
 			r.closeSlot(s)
 			delete(r.slots, s.p.PID)
-			if r.procfd >= 0 {
-				r.rescan = true // a PID may have been reused: look again next time
+			if r.procfd >= 0 && !r.seekScan {
+				// A PID may have been reused: look again next time. (With
+				// seekScan, a reused PID comes from the counter, which
+				// /proc/loadavg shows moving.)
+				r.rescan = true
 			}
 			continue
 		}

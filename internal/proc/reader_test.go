@@ -713,3 +713,52 @@ func TestReaderSwitchesOnly(t *testing.T) {
 		t.Errorf("lean read %d files, plain %d: want fewer", s.Stats.Reads, ps.Stats.Reads)
 	}
 }
+
+// TestReaderNewPIDsOnly: with NewPIDsOnly, a process started between two
+// refreshes (no full pass) is found by listing the PIDs above the last one
+// only, and one that exits is dropped; on a fixture tree the option is
+// inert and every PID is listed.
+func TestReaderNewPIDsOnly(t *testing.T) {
+	requireProc(t)
+	r := newTestReader(t, Options{NewPIDsOnly: true, SkipKernelThreads: true, FullEvery: 1000})
+	if !r.seekScan {
+		t.Skip("this /proc does not list PIDs from a position (another PID namespace's mount?)")
+	}
+	var a, b, c Snapshot
+	mustSnapshot(t, r, &a)
+	helper := startHelper(t, "wake")
+	pid := int32(helper.Process.Pid)
+	mustSnapshot(t, r, &b)
+	if b.Find(pid) == nil {
+		t.Fatalf("the process started since the last refresh (%d) is missing", pid)
+	}
+	t.Logf("listed %d PIDs at the first refresh, %d at the next", a.Stats.Listed, b.Stats.Listed)
+	if b.Stats.Full || b.Stats.Listed == 0 || b.Stats.Listed >= a.Stats.Listed {
+		t.Errorf("the second refresh listed %d PIDs (full %v), the first %d: want only the new ones", b.Stats.Listed, b.Stats.Full, a.Stats.Listed)
+	}
+	for _, p := range a.Procs {
+		if p.PID != int32(os.Getpid()) && p.PID != 1 {
+			continue
+		}
+		if b.Find(p.PID) == nil {
+			t.Errorf("pid %d, known before and not listed again, dropped out", p.PID)
+		}
+	}
+	helper.Process.Kill()
+	helper.Wait()
+	mustSnapshot(t, r, &c)
+	if c.Find(pid) != nil {
+		t.Errorf("the process that exited (%d) is still there", pid)
+	}
+
+	fx := newTestReader(t, Options{Root: "testdata/proc", NewPIDsOnly: true, FullEvery: 1000})
+	if fx.seekScan {
+		t.Fatal("a fixture tree was taken for a procfs that lists from a position")
+	}
+	var s Snapshot
+	mustSnapshot(t, fx, &s)
+	mustSnapshot(t, fx, &s)
+	if len(s.Procs) != 5 {
+		t.Errorf("fixture tree with NewPIDsOnly: %d processes, want 5", len(s.Procs))
+	}
+}

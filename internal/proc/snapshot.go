@@ -131,6 +131,8 @@ type ReadStats struct {
 	Reads int
 	// Rescans counts directory rescans (of /proc or a task directory).
 	Rescans int
+	// Listed counts the PIDs listed by rescans of /proc.
+	Listed int
 	// Changed counts tasks whose stat and status were read because they ran.
 	Changed int
 	// Idle counts threads not checked in this refresh (Options.IdleBackoff).
