@@ -82,6 +82,12 @@ func (c *Config) defaults() {
 	}
 }
 
+// idleStatEvery is proc.Options.IdleStatEvery: the RSS of a process that
+// has not run is re-read once in 3 full passes (30 samples), two 15 s
+// scrapes; those re-reads were half of the exporter's reads on a host of
+// sleeping processes, bunched in every tenth sample.
+const idleStatEvery = 3
+
 // runtimeEvery is how many samples pass between two reads of the runtime
 // sources.
 const runtimeEvery = 5
@@ -186,9 +192,10 @@ func New(cfg Config) (*Exporter, error) {
 	// exports syscall counts: their stat and io reads (and descriptors,
 	// whose cap they pushed other files over) would be spent for nothing.
 	// A host that starts processes now and then would have /proc listed
-	// in full at nearly every sample: the new PIDs are enough.
+	// in full at nearly every sample: the new PIDs are enough. A sleeping
+	// process's RSS is re-read every idleStatEvery full passes.
 	r, err := proc.NewReader(proc.Options{Root: cfg.ProcRoot, SkipKernelThreads: true, IdleBackoff: cfg.IdleBackoff,
-		SwitchesOnly: true, SkipIO: true, NewPIDsOnly: true})
+		SwitchesOnly: true, SkipIO: true, NewPIDsOnly: true, IdleStatEvery: idleStatEvery})
 	if err != nil {
 		return nil, fmt.Errorf("exporter: %w", err)
 	}

@@ -58,4 +58,14 @@ type Options struct {
 	// PID counter that wrapped, and a procfs that does not behave so (a
 	// fixture tree, another PID namespace's mount) list them all.
 	NewPIDsOnly bool
+	// IdleStatEvery, above 1, re-reads the stat (RSS) of a process none of
+	// whose threads ran once in FullEvery*IdleStatEvery refreshes instead
+	// of at every full pass, at a phase set by its PID, so these reads are
+	// spread over all refreshes rather than bunched in full passes; its
+	// limits are re-read at one in IdleBackoff of those. A process that
+	// runs is read as without it. A sleeping process's RSS moves only
+	// under reclaim, which is then seen up to that many refreshes late;
+	// on a host of mostly sleeping processes, the full passes' stat reads
+	// were about half of the exporter's. 0 or 1: at every full pass.
+	IdleStatEvery int
 }

@@ -276,13 +276,18 @@ func (r *Reader) lastPIDMoved() bool {
 const tgidOffset = 258
 
 // scanProc lists /proc with getdents64 and adds new processes. With from
-// above 0, it lists PIDs from there on only (Options.NewPIDsOnly) and
-// leaves the others as they are.
+// above 0, it lists PIDs from there up to r.lastPID only
+// (Options.NewPIDsOnly) and leaves the others as they are.
 func (r *Reader) scanProc(from int32) error {
 	r.stats.Rescans++
 	off := int64(0)
+	buf := r.dbuf
 	if from > 0 {
 		off = tgidOffset + int64(from)
+		// The kernel renders as many entries as fit, and older processes
+		// sit above the new PIDs once the counter has wrapped: read in
+		// small steps and stop past the last PID.
+		buf = r.dbuf[:1024]
 	}
 	if _, err := unix.Seek(r.procfd, off, 0); err != nil {
 		return fmt.Errorf("rewind %s: %w", r.root, err)
@@ -292,14 +297,17 @@ func (r *Reader) scanProc(from int32) error {
 	r.pids = r.pids[:0]
 	for {
 		r.stats.Reads++
-		n, err := unix.Getdents(r.procfd, r.dbuf)
+		n, err := unix.Getdents(r.procfd, buf)
 		if err != nil {
 			return fmt.Errorf("list %s: %w", r.root, err)
 		}
 		if n <= 0 {
 			break
 		}
-		forEachNumericDirent(r.dbuf[:n], func(id uint64) { r.pids = append(r.pids, int32(id)) })
+		forEachNumericDirent(buf[:n], func(id uint64) { r.pids = append(r.pids, int32(id)) })
+		if from > 0 && len(r.pids) > 0 && uint64(r.pids[len(r.pids)-1]) > r.lastPID {
+			break
+		}
 	}
 	r.stats.Listed += len(r.pids)
 	added := false
@@ -529,7 +537,17 @@ func (r *Reader) refreshProc(s *procSlot, full bool) {
 			}
 		}
 	}
-	if !ran && !anyGone && !full {
+	// Stat (for RSS) and limits are due although no thread ran at full
+	// passes, or with IdleStatEvery once in that many, spread over every
+	// refresh at a phase set by the PID.
+	statDue := full
+	limDue := full && (back <= 1 || (r.refresh/r.opts.FullEvery+int(pid))%back == 0)
+	if n := r.opts.IdleStatEvery; n > 1 {
+		period := r.opts.FullEvery * n
+		statDue = (r.refresh+int(pid))%period == 0
+		limDue = statDue && (back <= 1 || (r.refresh/period+int(pid))%back == 0)
+	}
+	if !ran && !anyGone && !statDue {
 		return
 	}
 	// A new process's stat was just read by addSlot.
@@ -539,11 +557,11 @@ func (r *Reader) refreshProc(s *procSlot, full bool) {
 	if s.fresh || anyGone || int(s.p.Threads) != r.liveTasks(s) {
 		r.rescanTasks(s)
 	}
-	if ran || (full && (s.fdDenied || s.ioDenied)) {
+	if ran || (statDue && (s.fdDenied || s.ioDenied)) {
 		r.readFDs(s)
 		r.readIO(s)
 	}
-	if s.fresh || (full && (back <= 1 || (r.refresh/r.opts.FullEvery+int(pid))%back == 0)) {
+	if s.fresh || limDue {
 		if b, err := r.read(&s.limfd, false, pid, 0, "limits"); err == nil {
 			if v, err := parseLimitsNoFile(b); err == nil {
 				s.p.FDLimit = v

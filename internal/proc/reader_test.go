@@ -762,3 +762,49 @@ func TestReaderNewPIDsOnly(t *testing.T) {
 		t.Errorf("fixture tree with NewPIDsOnly: %d processes, want 5", len(s.Procs))
 	}
 }
+
+// TestReaderIdleStatEvery: with IdleStatEvery, a process whose threads sit
+// still has its stat re-read once in FullEvery*IdleStatEvery refreshes
+// rather than at every full pass: a new RSS (reclaim moves it without the
+// process running) arrives within that many refreshes, for fewer reads.
+func TestReaderIdleStatEvery(t *testing.T) {
+	const full, every = 2, 3
+	root := copyTree(t, "testdata/proc")
+	r := newTestReader(t, Options{Root: root, FullEvery: full, IdleStatEvery: every})
+	plain := newTestReader(t, Options{Root: root, FullEvery: full})
+	var s, ps Snapshot
+	mustSnapshot(t, r, &s)
+	mustSnapshot(t, plain, &ps)
+	reads, plainReads := 0, 0
+	for range full * every {
+		mustSnapshot(t, r, &s)
+		mustSnapshot(t, plain, &ps)
+		reads += s.Stats.Reads
+		plainReads += ps.Stats.Reads
+	}
+	t.Logf("reads over %d refreshes: %d with IdleStatEvery %d, %d without", full*every, reads, every, plainReads)
+	if reads >= plainReads {
+		t.Errorf("IdleStatEvery read %d times, full passes alone %d: want fewer", reads, plainReads)
+	}
+	page := uint64(os.Getpagesize())
+	p := filepath.Join(root, "8279", "stat")
+	b, _ := os.ReadFile(p)
+	if !strings.Contains(string(b), " 2990080 413 ") {
+		t.Fatal("fixture 8279's stat does not hold RSS 413")
+	}
+	if err := os.WriteFile(p, []byte(strings.Replace(string(b), " 2990080 413 ", " 2990080 100 ", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	seenAt := -1
+	for i := range full * every {
+		mustSnapshot(t, r, &s)
+		if s.Find(8279).RSSBytes == 100*page {
+			seenAt = i + 1
+			break
+		}
+	}
+	if seenAt < 0 {
+		t.Fatalf("the new RSS of a still process not seen within %d refreshes", full*every)
+	}
+	t.Logf("new RSS seen at refresh %d of at most %d", seenAt, full*every)
+}
