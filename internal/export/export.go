@@ -167,6 +167,7 @@ type Exporter struct {
 
 	findings []FindingSeries // the doctor's last run, groups resolved
 	seen     map[procID]bool // the processes of the last sample
+	spare    map[procID]bool // the one before, cleared and refilled: a new map each second was most of a sample's garbage
 	rt       map[groupKey]*rtGroup
 	rtProcs  map[procID]*rtProc
 
@@ -270,7 +271,11 @@ func (e *Exporter) Sample() error {
 		e.rates.Compute(e.prev, e.cur)
 	}
 	sec := e.cur.Time.Sub(e.prev.Time).Seconds()
-	seen := make(map[procID]bool, len(e.cur.Procs))
+	seen := e.spare
+	if seen == nil {
+		seen = make(map[procID]bool, len(e.cur.Procs))
+	}
+	clear(seen)
 	for i := range e.cur.Procs {
 		p := &e.cur.Procs[i]
 		id := procID{p.PID, p.StartTime}
@@ -314,7 +319,7 @@ func (e *Exporter) Sample() error {
 		g.Wakeups += float64(r.Vol) // merged by thread, as the window layer counts them
 		g.Involuntary += float64(r.Invol)
 	}
-	e.seen = seen
+	e.seen, e.spare = seen, e.seen
 	// Runtime sources are read every runtimeEvery samples: each read is a
 	// round trip to the agent (two wake-ups of ours and its), and runtime
 	// counters need no 1 s resolution; at every sample they tripled the

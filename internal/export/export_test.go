@@ -453,3 +453,41 @@ func TestShortLivedGroup(t *testing.T) {
 		t.Errorf("seen twice: group %+v (present %v), want 1 process", own, ok)
 	}
 }
+
+// TestRuntimeConnectBackoff: a Go process without a runtime source (this
+// test's own: it runs no agent) is looked at again after connectRetry, then
+// after twice as long at each miss, up to connectRetryMax.
+func TestRuntimeConnectBackoff(t *testing.T) {
+	e, err := New(Config{GroupBy: []string{KindExe}, Runtime: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.reader.Close()
+	if err := e.Sample(); err != nil {
+		t.Fatal(err)
+	}
+	self := e.cur.Find(int32(os.Getpid()))
+	if self == nil || self.GoVersion == "" {
+		t.Skipf("this test's process is not seen as a Go process (%+v): nothing to look for", self)
+	}
+	rp := e.rtProcs[procID{self.PID, self.StartTime}]
+	if rp == nil || rp.src != nil || rp.tried.IsZero() {
+		t.Fatalf("after the first sample: %+v, want one missed look", rp)
+	}
+	now, want := rp.tried, connectRetry
+	for range 6 {
+		if rp.wait != want {
+			t.Fatalf("wait after a miss %v, want %v", rp.wait, want)
+		}
+		e.sampleRuntime(now.Add(want - time.Second))
+		if !rp.tried.Equal(now) {
+			t.Fatalf("looked again %v after a miss, before the wait of %v", rp.tried.Sub(now), want)
+		}
+		now = now.Add(want)
+		e.sampleRuntime(now)
+		if !rp.tried.Equal(now) {
+			t.Fatalf("not looked again after the wait of %v", want)
+		}
+		want = min(2*want, connectRetryMax)
+	}
+}

@@ -20,8 +20,17 @@ import (
 // baseline), so they stay monotonic when processes exit or restart.
 
 // connectRetry is how long a Go process without a runtime source waits
-// before gosleuth looks for one again.
-const connectRetry = time.Minute
+// before gosleuth looks for one again; each miss doubles the wait, up to
+// connectRetryMax. A look (Discover reads the process's status, environ,
+// cgroup, mountinfo and build info) costs about a millisecond, and most Go
+// processes of a host never get an agent: looking at each every minute cost
+// about as much as all the exporter's /proc reads on a host of 30 of them.
+// An agent is started with its process, which is looked at on its second
+// sample, so the first miss is the one that matters.
+const (
+	connectRetry    = time.Minute
+	connectRetryMax = 16 * time.Minute
+)
 
 // readTimeout bounds one runtime read, so a stuck agent cannot stall the
 // sampler.
@@ -31,6 +40,7 @@ const readTimeout = 500 * time.Millisecond
 type rtProc struct {
 	src   goruntime.Source
 	tried time.Time
+	wait  time.Duration      // before the next look, after a miss
 	prev  map[string]float64 // cumulative values at the last read
 }
 
@@ -84,17 +94,18 @@ func (e *Exporter) sampleRuntime(now time.Time) {
 			e.rtProcs[id] = rp
 		}
 		if rp.src == nil {
-			if !rp.tried.IsZero() && now.Sub(rp.tried) < connectRetry {
+			if !rp.tried.IsZero() && now.Sub(rp.tried) < rp.wait {
 				continue
 			}
 			rp.tried = now
+			rp.wait = min(max(2*rp.wait, connectRetry), connectRetryMax)
 			ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 			src, _, err := goruntime.Connect(ctx, int(p.PID), goruntime.Options{ProcRoot: e.cfg.ProcRoot})
 			cancel()
 			if err != nil {
 				continue
 			}
-			rp.src = src
+			rp.src, rp.wait = src, 0
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 		smp, err := rp.src.Read(ctx)
