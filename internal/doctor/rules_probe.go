@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/gosleuth/gosleuth/internal/probe"
 )
 
 // Probed functions the rules read (from the probe engine's recipes, when
@@ -18,6 +20,17 @@ var (
 	probeWaits = []string{"runtime.chanrecv1", "runtime.chanrecv2", "runtime.selectgo"}
 	// probeLocks are the slow paths of a contended mutex.
 	probeLocks = []string{"internal/sync.(*Mutex).lockSlow", "sync.(*Mutex).lockSlow", "sync.(*RWMutex).Lock", "sync.(*RWMutex).RLock"}
+	// probeParks are where a goroutine parks on a sync mutex, each with
+	// the names it has had: a Mutex's Lock (an RWMutex writer queues on
+	// its inner Mutex first), an RWMutex reader waiting for a writer, a
+	// writer waiting for the readers. WaitGroup.Wait and Cond park
+	// elsewhere (runtime_SemacquireWaitGroup, runtime_Semacquire,
+	// notifyListWait): they are not contention.
+	probeParks = [][]string{
+		{probe.SemacquireMutex, "internal/sync.runtime_SemacquireMutex"},
+		{probe.SemacquireRWMutexR},
+		{probe.SemacquireRWMutex},
+	}
 	// probeNewproc starts a goroutine (a go statement); probeGoexit ends one.
 	probeNewproc = "runtime.newproc"
 	probeGoexit  = "runtime.goexit1"
@@ -125,3 +138,102 @@ func goroutineLeakProbed(w *Window) *Finding {
 // leakStayShare is the share of started goroutines that must stay for a
 // rise to be a leak rather than a pool growing with load.
 const leakStayShare = 0.5
+
+// mutexParks is what the probes saw of goroutines parking on sync
+// mutexes.
+type mutexParks struct {
+	// PerSec is the parks a second over all the mutex park functions
+	// probed; Estimated says part of it is a pre-flight's estimate (a
+	// function too hot to probe through the window).
+	PerSec    float64
+	Estimated bool
+	// Readers and Writers are the RWMutex parks among them: readers
+	// waiting for a writer, writers waiting for readers.
+	Readers, Writers float64
+	// Code are the parking callers, by share of all the parks, and
+	// Sampled the share of the parks whose callers were sampled.
+	Code    []CodeRef
+	Sampled float64
+	// Mutex is the address of the mutex most parks were on, MutexShare
+	// their share of the parks whose argument was read.
+	Mutex      uint64
+	MutexShare float64
+}
+
+// lockParks returns the parks on sync mutexes the probes counted, false
+// when none of the park functions was probed (no probes, or a Go whose
+// names differ).
+func lockParks(w *Window) (mutexParks, bool) {
+	var m mutexParks
+	if w.Probes == nil {
+		return m, false
+	}
+	probed := false
+	callers := map[Site]float64{}
+	mutexes := map[uint64]float64{}
+	sampled, argued := 0.0, 0.0
+	for i, names := range probeParks {
+		for _, fn := range names {
+			r, ok := w.Probes.Rate(fn)
+			if !ok {
+				if r, ok = w.Probes.PreflightRate(fn); ok {
+					m.Estimated = true
+				}
+			}
+			if !ok {
+				continue
+			}
+			probed = true
+			m.PerSec += r
+			switch i {
+			case 1:
+				m.Readers += r
+			case 2:
+				m.Writers += r
+			}
+			c := w.Probes.Calls[fn]
+			if len(c.Callers) > 0 {
+				sampled += r
+			}
+			for _, s := range c.Callers {
+				callers[Site{Func: s.Func, File: s.File, Line: s.Line}] += r * s.Share
+			}
+			if len(c.Args) > 0 {
+				argued += r
+			}
+			for _, a := range c.Args {
+				if mu, ok := probe.MutexOf(fn, a.Value); ok {
+					mutexes[mu] += r * a.Share
+				}
+			}
+			break // one name per kind: the binary's own name is a second key
+		}
+	}
+	if !probed {
+		return m, false
+	}
+	if m.PerSec == 0 {
+		return m, true
+	}
+	// Shares are of all the parks: those of a function too hot to sample
+	// are nobody's here (the rule names them from stack samples).
+	m.Sampled = sampled / m.PerSec
+	for s, n := range callers {
+		s.Share = n / m.PerSec
+		m.Code = append(m.Code, CodeRef{Func: s.Func, File: s.File, Line: s.Line, Role: "parks on the mutex", Share: round(s.Share, 3), From: "probes"})
+	}
+	slices.SortFunc(m.Code, func(a, b CodeRef) int {
+		return cmp.Or(cmp.Compare(b.Share, a.Share), cmp.Compare(a.Func, b.Func), cmp.Compare(a.Line, b.Line))
+	})
+	m.Code = m.Code[:min(len(m.Code), 3)]
+	best := 0.0
+	for mu, n := range mutexes {
+		if n > best || n == best && mu < m.Mutex {
+			m.Mutex, best = mu, n
+		}
+	}
+	if best > 0 {
+		m.MutexShare = best / argued
+	}
+	return m, true
+}

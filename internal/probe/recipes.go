@@ -22,12 +22,18 @@ type Recipe struct {
 var Recipes = map[string]Recipe{
 	"locks": {
 		Name: "locks",
-		Doc:  "mutex contention: slow-path Lock calls and those that slept, by caller and by mutex (RWMutex too)",
+		Doc:  "mutex contention: goroutines that park on a sync.Mutex or RWMutex, by caller and by mutex, and slow-path Lock calls",
+		// The parks come first: they are what contention costs, and the
+		// doctor's rule counts them. Each reads its semaphore's address
+		// (AX), which sits at a fixed offset in the mutex (MutexOf).
+		// lockSlow runs at every failed fast path, spinning included, so
+		// it is often too hot to probe (300,000-750,000 calls a second on
+		// a contended RWMutex); it names the callers of mild contention.
 		Probes: []Probe{
+			{Func: "sync.runtime_SemacquireMutex", Arg: RAX, Stacks: true},
+			{Func: "sync.runtime_SemacquireRWMutexR", Arg: RAX, Stacks: true},
+			{Func: "sync.runtime_SemacquireRWMutex", Arg: RAX, Stacks: true},
 			{Func: "sync.(*Mutex).lockSlow", Arg: RAX, Stacks: true},
-			{Func: "sync.runtime_SemacquireMutex"},
-			{Func: "sync.runtime_SemacquireRWMutexR", Stacks: true},
-			{Func: "sync.runtime_SemacquireRWMutex", Stacks: true},
 		},
 		Answer: answerLocks,
 	},
@@ -106,33 +112,66 @@ func site(c Caller) string {
 	return fmt.Sprintf("%s (%s:%d)", c.Func, c.File, c.Line)
 }
 
+// Semaphore sleeps of sync's mutexes (the functions the runtime parks a
+// goroutine in), and where their semaphore sits in the mutex: Mutex{state
+// int32; sema uint32}, RWMutex{w Mutex; writerSem, readerSem uint32; ...}
+// (the same layout in every Go version with the register ABI).
+const (
+	SemacquireMutex    = "sync.runtime_SemacquireMutex"
+	SemacquireRWMutexR = "sync.runtime_SemacquireRWMutexR"
+	SemacquireRWMutex  = "sync.runtime_SemacquireRWMutex"
+)
+
+// semaOffsets are the offsets of each semaphore in its mutex.
+var semaOffsets = map[string]uint64{
+	SemacquireMutex: 4, "internal/sync.runtime_SemacquireMutex": 4,
+	SemacquireRWMutexR: 12, SemacquireRWMutex: 8,
+}
+
+// MutexOf returns the address of the mutex whose semaphore at sema a
+// goroutine parked on in fn (one of the Semacquire functions), and false
+// for any other function. A writer of an RWMutex parks on the RWMutex's
+// inner Mutex first, so all three name the RWMutex itself.
+func MutexOf(fn string, sema uint64) (uint64, bool) {
+	off, ok := semaOffsets[fn]
+	if !ok || sema < off {
+		return 0, false
+	}
+	return sema - off, true
+}
+
 func answerLocks(r *Result) []string {
 	var out []string
-	if f, ok := stat(r, "sync.(*Mutex).lockSlow"); ok {
-		if f.Count == 0 {
-			out = append(out, "no mutex contention: sync.Mutex.Lock never took its slow path")
-		} else {
-			s := fmt.Sprintf("Mutex.Lock took the slow path %.0f times a second", f.PerSec)
-			if sem, ok := stat(r, "sync.runtime_SemacquireMutex"); ok {
-				s += fmt.Sprintf(", %.0f of them slept", sem.PerSec)
+	parks := 0.0
+	for _, fn := range []string{SemacquireMutex, SemacquireRWMutexR, SemacquireRWMutex} {
+		f, ok := stat(r, fn)
+		if !ok || f.Count == 0 {
+			continue
+		}
+		parks += f.PerSec
+		s := fmt.Sprintf("%s: goroutines parked %.0f times a second", fn, f.PerSec)
+		if len(f.Callers) > 0 {
+			s += ", mostly from " + site(f.Callers[0])
+		}
+		if len(f.Args) > 0 {
+			if m, ok := MutexOf(fn, f.Args[0].Value); ok {
+				s += fmt.Sprintf(", %.0f%% on the mutex at %#x", 100*f.Args[0].Share, m)
 			}
-			out = append(out, s)
+		}
+		out = append(out, s)
+	}
+	if f, ok := stat(r, "sync.(*Mutex).lockSlow"); ok {
+		if f.Count == 0 && parks == 0 {
+			out = append(out, "no mutex contention: sync.Mutex.Lock never took its slow path and no goroutine parked on a mutex")
+		} else if f.Count > 0 {
+			out = append(out, fmt.Sprintf("Mutex.Lock took the slow path %.0f times a second", f.PerSec))
 			for _, c := range f.Callers[:min(len(f.Callers), 3)] {
 				out = append(out, fmt.Sprintf("%.0f%% from %s", 100*c.Share, site(c)))
 			}
-			if len(f.Args) > 0 {
-				out = append(out, fmt.Sprintf("busiest mutex at %#x: %.0f%% of the slow Locks (%d mutexes seen)", f.Args[0].Value, 100*f.Args[0].Share, len(f.Args)))
-			}
 		}
 	}
-	for _, fn := range []string{"sync.runtime_SemacquireRWMutexR", "sync.runtime_SemacquireRWMutex"} {
-		if f, ok := stat(r, fn); ok && f.Count > 0 {
-			s := fmt.Sprintf("RWMutex waits (%s) %.0f times a second", fn, f.PerSec)
-			if len(f.Callers) > 0 {
-				s += ", mostly from " + site(f.Callers[0])
-			}
-			out = append(out, s)
-		}
+	if parks > 0 {
+		out = append([]string{fmt.Sprintf("goroutines parked on sync mutexes %.0f times a second", parks)}, out...)
 	}
 	return out
 }

@@ -23,8 +23,8 @@ func runRecipe(t *testing.T, name string, mode string) (*Result, []string) {
 }
 
 // TestRecipeLocks: eight goroutines contending on one mutex in
-// main.critical: the slow path is counted, the caller named on a stripped
-// binary, and the one mutex found.
+// main.critical: the slow path and the parks are counted, the caller named
+// on a stripped binary, and the one mutex found by both.
 func TestRecipeLocks(t *testing.T) {
 	needProbes(t)
 	r, ans := runRecipe(t, "locks", "lock")
@@ -38,7 +38,18 @@ func TestRecipeLocks(t *testing.T) {
 	if len(f.Args) == 0 || f.Args[0].Share < 0.99 {
 		t.Errorf("mutexes %+v: want one", f.Args)
 	}
-	if len(ans) < 2 || !strings.Contains(ans[1], "main.critical") {
+	// Eight goroutines on a lock held ~100 µs sleep on it, not only spin:
+	// the park is counted, from the same caller, on the same mutex.
+	p, ok := stat(r, SemacquireMutex)
+	if !ok || p.Count == 0 || len(p.Callers) == 0 || p.Callers[0].Func != "main.critical" {
+		t.Errorf("parks: %+v, want main.critical's", p)
+	}
+	if len(p.Args) > 0 && len(f.Args) > 0 {
+		if m, _ := MutexOf(SemacquireMutex, p.Args[0].Value); m != f.Args[0].Value {
+			t.Errorf("parked on the mutex at %#x, slow Locks on %#x", m, f.Args[0].Value)
+		}
+	}
+	if len(ans) < 2 || !strings.Contains(strings.Join(ans, "\n"), "main.critical") {
 		t.Errorf("answer %q does not name main.critical", ans)
 	}
 }

@@ -3,6 +3,7 @@ package window
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"time"
 
@@ -30,6 +31,14 @@ func (ProbesLook) Source() Source { return SourceProbes }
 // probeRecipes are the recipes whose functions the rules read.
 var probeRecipes = []string{"timers", "locks", "goroutines", "gcassist", "exec", "files"}
 
+// lookSkips are recipe functions the look leaves out. Mutex.lockSlow runs
+// at every failed fast path of Lock, spinning included: 300,000-750,000
+// calls a second in a program contending on one RWMutex, always too hot
+// to probe, and counting it in the pre-flight slows the target enough to
+// change what the other functions show. The rules read the mutex parks
+// instead (the Semacquire functions), which are what contention costs.
+var lookSkips = map[string]bool{"sync.(*Mutex).lockSlow": true}
+
 // Look implements Look.
 func (l ProbesLook) Look(ctx context.Context, pid int, d time.Duration, w *Window) error {
 	if !w.IsGo() {
@@ -51,7 +60,7 @@ func (l ProbesLook) Look(ctx context.Context, pid int, d time.Duration, w *Windo
 	seen := map[string]bool{}
 	for _, name := range probeRecipes {
 		for _, p := range probe.Recipes[name].Probes {
-			if !seen[p.Func] {
+			if !seen[p.Func] && !lookSkips[p.Func] {
 				seen[p.Func] = true
 				ps = append(ps, p)
 			}
@@ -67,10 +76,22 @@ func (l ProbesLook) Look(ctx context.Context, pid int, d time.Duration, w *Windo
 
 // ProbesOf turns a probe result into the window's Probes: each function
 // under the name asked for and, when the binary names it otherwise (Go
-// 1.24 moved sync's lockSlow), under that name too.
+// 1.24 moved sync's lockSlow), under that name too. A function the
+// governor found too hot to probe through the window keeps the rate its
+// pre-flight counted, apart (PreflightRate), since it is an estimate from
+// a fraction of a second and has no callers.
 func ProbesOf(r *probe.Result) *Probes {
 	p := &Probes{Seconds: r.Seconds, Mechanism: r.Mechanism, Calls: map[string]ProbeCalls{}}
 	for _, f := range r.Funcs {
+		if f.Skipped != "" && f.Kind != "" && f.PreflightPerSec > 0 {
+			// Found in the binary (Kind set) and counted in the
+			// pre-flight, then left out: too hot.
+			c := ProbeCalls{Count: uint64(math.Round(f.PreflightPerSec))}
+			p.Calls[preflightKey+f.Func] = c
+			if f.Symbol != "" && f.Symbol != f.Func {
+				p.Calls[preflightKey+f.Symbol] = c
+			}
+		}
 		if f.Skipped != "" {
 			continue
 		}
@@ -87,4 +108,24 @@ func ProbesOf(r *probe.Result) *Probes {
 		}
 	}
 	return p
+}
+
+// preflightKey prefixes, in Probes.Calls, the functions carried at their
+// pre-flight rate, whose Count is then calls per second: rules that read
+// exact counts by name never see them.
+const preflightKey = "preflight:"
+
+// PreflightRate returns the calls per second the pre-flight counted for a
+// function the governor then found too hot to probe through the window,
+// false when fn was probed in the window or not at all. The pre-flight
+// counts for at most 100 ms, and less when it is costly, so the rate is
+// an estimate (seen at a third to a tenth of the window's rate on
+// contended mutexes, whose park rate swings with the Go mutex's
+// starvation mode).
+func (p *Probes) PreflightRate(fn string) (float64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	c, ok := p.Calls[preflightKey+fn]
+	return float64(c.Count), ok
 }
