@@ -66,9 +66,12 @@ type Facts struct {
 	XDGRuntimeDir string `json:"-"`
 
 	// GOMAXPROCS is the value the process runs with as far as can be told
-	// from outside, and GOMAXPROCSFrom says how it was found. A program
-	// that calls runtime.GOMAXPROCS itself is not seen here: a runtime
-	// source gives the live value.
+	// from outside, and GOMAXPROCSFrom says how it was found: read from
+	// the process's memory where gosleuth may (root), which sees a
+	// runtime.GOMAXPROCS call in its code; else from the environment or
+	// computed as the process's Go version does at start. A runtime source
+	// (agent, pprof, metrics), where there is one, gives the live value too
+	// and is preferred by the commands.
 	GOMAXPROCS     int    `json:"gomaxprocs,omitempty"`
 	GOMAXPROCSFrom string `json:"gomaxprocs_from,omitempty"`
 
@@ -133,6 +136,7 @@ func Discover(procRoot string, pid int) (*Facts, error) {
 	}
 	f.Cgroup = readCgroupCPU(pfs, pid, f)
 	f.computeGOMAXPROCS()
+	f.readGOMAXPROCS(pfs, pid)
 	return f, nil
 }
 
@@ -269,6 +273,45 @@ func GoVersionAtLeast(v string, major, minor int) bool {
 		return true
 	}
 	return 1 > major || (1 == major && m >= minor)
+}
+
+// errNotLocated says the executable does not show where runtime.gomaxprocs
+// is.
+var errNotLocated = errors.New("runtime.gomaxprocs not located")
+
+// readGOMAXPROCS replaces the computed GOMAXPROCS by the value the process
+// holds in its memory, when that can be read: it is live, and a program
+// that calls runtime.GOMAXPROCS(32) on 2 CPUs runs with 32 whatever its
+// environment and CPUs say.
+func (f *Facts) readGOMAXPROCS(pfs proc.FS, pid int) {
+	if !f.IsGo {
+		return
+	}
+	n, how, err := liveGOMAXPROCS(pfs, pid, f.Exe)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		return
+	case errors.Is(err, errNotLocated):
+		if f.GOMAXPROCS > 0 {
+			f.GOMAXPROCSFrom += "; not read from memory (" + err.Error() + "): a runtime.GOMAXPROCS call in the code is not seen"
+		}
+		return
+	case err != nil:
+		f.note("GOMAXPROCS not read from the process's memory (%v): a runtime.GOMAXPROCS call in its code is not seen", err)
+		return
+	}
+	// Say what the start-up computation gives too: agreeing, it tells why
+	// the value is what it is; differing, that the code set it.
+	from := "read from the process's memory (" + how + ")"
+	switch {
+	case f.GOMAXPROCS == n:
+		from += "; agrees with " + f.GOMAXPROCSFrom
+	case f.GOMAXPROCS > 0 && f.EnvGOMAXPROCS != "":
+		from += "; the environment says GOMAXPROCS=" + f.EnvGOMAXPROCS
+	case f.GOMAXPROCS > 0:
+		from += fmt.Sprintf("; Go's default here would be %d (%s)", f.GOMAXPROCS, f.GOMAXPROCSFrom)
+	}
+	f.GOMAXPROCS, f.GOMAXPROCSFrom = n, from
 }
 
 // computeGOMAXPROCS decides GOMAXPROCS the way the process's Go version
