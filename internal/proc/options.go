@@ -66,6 +66,8 @@ type Options struct {
 	// runs is read as without it. A sleeping process's RSS moves only
 	// under reclaim, which is then seen up to that many refreshes late;
 	// on a host of mostly sleeping processes, the full passes' stat reads
-	// were about half of the exporter's. 0 or 1: at every full pass.
+	// were about half of the exporter's. Under MaxFDs, the descriptors of
+	// processes' stat and task directories then yield to the threads'
+	// schedstat ones, read far more often. 0 or 1: at every full pass.
 	IdleStatEvery int
 }

@@ -39,6 +39,11 @@ type Reader struct {
 	tgen     uint64 // marks threads seen in a task directory scan
 	rescan   bool   // list every PID at the next refresh
 	seekScan bool   // Options.NewPIDsOnly, checked to work on this procfs
+	// procHot: a process's stat and task directory are read often enough
+	// to keep their descriptors before any warm one (not so with
+	// Options.IdleStatEvery, which reads a still process's stat rarely:
+	// then only the threads' schedstat descriptors are hot).
+	procHot  bool
 	pageSize uint64
 	fdSize   bool // fstat on /proc/PID/fd reports the count (Linux >= 6.2)
 	exe      map[[2]uint64]string
@@ -116,6 +121,7 @@ func NewReader(opts Options) (*Reader, error) {
 		rescan:   true,
 		pageSize: uint64(os.Getpagesize()),
 		exe:      make(map[[2]uint64]string),
+		procHot:  opts.IdleStatEvery <= 1,
 	}
 	// Leave room under the process's own descriptor limit for everything
 	// else gosleuth opens.
@@ -392,13 +398,13 @@ func (r *Reader) addSlot(pid int32) bool {
 	s.p.PID = pid
 	s.p.FDs = -1
 	s.p.FDLimit = -1
-	b, err := r.read(&s.statfd, true, pid, 0, "stat")
+	b, err := r.read(&s.statfd, r.procHot, pid, 0, "stat")
 	if err != nil {
 		return false
 	}
 	var sf statFields
 	if parseStat(b, &sf) != nil {
-		r.closeFD(&s.statfd, true)
+		r.closeFD(&s.statfd, r.procHot)
 		return false
 	}
 	s.p.Kernel = sf.Flags&pfKthread != 0
@@ -407,7 +413,7 @@ func (r *Reader) addSlot(pid int32) bool {
 	r.order = append(r.order, s)
 	if s.p.Kernel && r.opts.SkipKernelThreads {
 		s.skip = true
-		r.closeFD(&s.statfd, true)
+		r.closeFD(&s.statfd, r.procHot)
 		return true
 	}
 	var st unix.Stat_t
@@ -587,7 +593,7 @@ func (r *Reader) refreshProc(s *procSlot, full bool) {
 // rereadStat reads a known process's stat again. It reports false when the
 // process is gone (or its PID was reused) or the file could not be read.
 func (r *Reader) rereadStat(s *procSlot) bool {
-	b, err := r.read(&s.statfd, true, s.p.PID, 0, "stat")
+	b, err := r.read(&s.statfd, r.procHot, s.p.PID, 0, "stat")
 	if err != nil {
 		if errors.Is(err, errGone) {
 			s.gone = true
@@ -666,7 +672,7 @@ func (r *Reader) readTask(pid int32, ts *taskSlot) bool {
 func (r *Reader) rescanTasks(s *procSlot) {
 	r.stats.Rescans++
 	pid := s.p.PID
-	fd, transient, err := r.ensure(&s.taskfd, true, pid, 0, "task", unix.O_DIRECTORY)
+	fd, transient, err := r.ensure(&s.taskfd, r.procHot, pid, 0, "task", unix.O_DIRECTORY)
 	if err != nil {
 		if errors.Is(err, errGone) {
 			s.gone = true
@@ -815,12 +821,20 @@ func (r *Reader) rebalance() {
 		r.closeFD(&s.iofd, false)
 		r.closeFD(&s.fdfd, false)
 		r.closeFD(&s.limfd, false)
+		if !r.procHot {
+			r.closeFD(&s.statfd, false)
+			r.closeFD(&s.taskfd, false)
+		}
 	}
 }
 
 // warmBudget is what the cap leaves for warm descriptors once every task's
-// schedstat and every process's stat and task directory (the hot ones) fit.
+// schedstat and every process's stat and task directory (the hot ones) fit;
+// with IdleStatEvery, the schedstat ones alone.
 func (r *Reader) warmBudget() int {
+	if !r.procHot {
+		return r.max - r.nTasks
+	}
 	return r.max - r.nTasks - 2*len(r.order)
 }
 
@@ -829,8 +843,8 @@ func (r *Reader) closeSlot(s *procSlot) {
 		r.closeTask(ts)
 	}
 	s.tasks = nil
-	r.closeFD(&s.statfd, true)
-	r.closeFD(&s.taskfd, true)
+	r.closeFD(&s.statfd, r.procHot)
+	r.closeFD(&s.taskfd, r.procHot)
 	r.closeFD(&s.fdfd, false)
 	r.closeFD(&s.iofd, false)
 	r.closeFD(&s.limfd, false)

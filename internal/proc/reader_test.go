@@ -808,3 +808,33 @@ func TestReaderIdleStatEvery(t *testing.T) {
 	}
 	t.Logf("new RSS seen at refresh %d of at most %d", seenAt, full*every)
 }
+
+// TestReaderIdleStatEveryFDs: under a descriptor cap that holds every
+// thread's schedstat but not the processes' stat and task directories too,
+// IdleStatEvery keeps the schedstat ones (read at every refresh) and opens
+// the others when due, so a refresh where nothing ran opens nothing; without
+// it, schedstat files are opened and closed at every refresh.
+func TestReaderIdleStatEveryFDs(t *testing.T) {
+	const maxFDs = 15 // the fixture tree's threads
+	opens := func(opts Options) (int, int) {
+		opts.Root, opts.MaxFDs, opts.FullEvery = "testdata/proc", maxFDs, 1000
+		r := newTestReader(t, opts)
+		var s Snapshot
+		for range 3 {
+			mustSnapshot(t, r, &s)
+		}
+		if len(s.Tasks) != maxFDs {
+			t.Fatalf("the fixture tree has %d threads, the test wants %d", len(s.Tasks), maxFDs)
+		}
+		return s.Stats.Opens, s.Stats.KeptFDs
+	}
+	lean, leanKept := opens(Options{IdleStatEvery: 3})
+	plain, plainKept := opens(Options{})
+	t.Logf("third refresh: %d opens (%d kept) with IdleStatEvery, %d (%d kept) without", lean, leanKept, plain, plainKept)
+	if lean != 0 {
+		t.Errorf("with IdleStatEvery the third refresh opened %d files, want 0: every schedstat fits under the cap", lean)
+	}
+	if plain == 0 {
+		t.Errorf("without IdleStatEvery the third refresh opened nothing: the cap does not squeeze, the test checks nothing")
+	}
+}
