@@ -57,7 +57,9 @@ func NewBPFCounter(pid int) (*BPFCounter, error) {
 		asm.JEq.Imm(asm.R0, 0, "out"),
 		asm.Mov.Imm(asm.R1, 1),
 		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
-		asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
+		// 1: a tracepoint program's 0 drops the event for every perf
+		// event on raw_syscalls:sys_enter, another tracer's included.
+		asm.Mov.Imm(asm.R0, 1).WithSymbol("out"),
 		asm.Return(),
 	}
 	c.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.TracePoint, License: "GPL", Instructions: insns})
