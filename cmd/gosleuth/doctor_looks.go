@@ -3,7 +3,8 @@ package main
 import "github.com/gosleuth/gosleuth/internal/window"
 
 // doctorLooks returns the close-look sources the doctor uses: syscall
-// counts, stack samples and runtime metrics (agent, or the URLs given). Each
+// counts, stack samples, runtime metrics (agent, or the URLs given), probes
+// and descriptor listings. Each
 // says for itself when it cannot run here.
 func doctorLooks(procRoot, pprofURL, metricsURL string) []window.Look {
 	return []window.Look{
@@ -11,5 +12,6 @@ func doctorLooks(procRoot, pprofURL, metricsURL string) []window.Look {
 		window.StacksLook{ProcRoot: procRoot},
 		window.RuntimeLook{PprofURL: pprofURL, MetricsURL: metricsURL, ProcRoot: procRoot},
 		window.ProbesLook{ProcRoot: procRoot},
+		window.FilesLook{ProcRoot: procRoot},
 	}
 }

@@ -186,6 +186,9 @@ func windowSources(w *Window) []Source {
 	if w.Probes != nil {
 		s = append(s, SourceProbes)
 	}
+	if w.Files != nil {
+		s = append(s, SourceFDs)
+	}
 	return s
 }
 

@@ -198,24 +198,30 @@ func TestRules(t *testing.T) {
 		}), "cpu-hotspot", -1},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			found, _ := Evaluate(tt.w, host)
-			var got *Finding
-			for i := range found {
-				if found[i].ID == tt.rule {
-					got = &found[i]
-				}
-			}
-			switch {
-			case tt.want < 0 && got != nil:
-				t.Fatalf("%s fired (%s: %s), want nothing", tt.rule, got.Severity, got.Title)
-			case tt.want >= 0 && got == nil:
-				t.Fatalf("%s did not fire; found %s", tt.rule, describe(found))
-			case got != nil && got.Severity != tt.want:
-				t.Fatalf("%s severity %s, want %s (%s)", tt.rule, got.Severity, tt.want, got.Title)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { ruleSeverity(t, tt.w, host, tt.rule, tt.want) })
 	}
+}
+
+// ruleSeverity evaluates w and fails unless rule fired at severity want
+// (-1: did not fire); it returns the finding.
+func ruleSeverity(t *testing.T, w *Window, host *Host, rule string, want Severity) *Finding {
+	t.Helper()
+	found, _ := Evaluate(w, host)
+	var got *Finding
+	for i := range found {
+		if found[i].ID == rule {
+			got = &found[i]
+		}
+	}
+	switch {
+	case want < 0 && got != nil:
+		t.Fatalf("%s fired (%s: %s), want nothing", rule, got.Severity, got.Title)
+	case want >= 0 && got == nil:
+		t.Fatalf("%s did not fire; found %s", rule, describe(found))
+	case got != nil && got.Severity != want:
+		t.Fatalf("%s severity %s, want %s (%s: %s)", rule, got.Severity, want, got.Title, got.Cause)
+	}
+	return got
 }
 
 func TestMissingSources(t *testing.T) {

@@ -19,6 +19,8 @@ type (
 	Window = window.Window
 	// Probes holds exact call counts of Go functions.
 	Probes = window.Probes
+	// Files holds the files caught open between descriptor listings.
+	Files = window.Files
 	// ProbeCalls counts the calls of one function.
 	ProbeCalls = window.ProbeCalls
 	// ProbeArg is one value of a probed argument.
@@ -48,6 +50,7 @@ const (
 	SourceStacks   = window.SourceStacks
 	SourceRuntime  = window.SourceRuntime
 	SourceProbes   = window.SourceProbes
+	SourceFDs      = window.SourceFDs
 )
 
 var perSec = window.PerSec

@@ -207,6 +207,9 @@ func Collect(ctx context.Context, cfg CollectConfig) ([]*Window, *Host, []string
 			if p.w.Probes != nil {
 				w.Probes = p.w.Probes
 			}
+			if p.w.Files != nil {
+				w.Files = p.w.Files
+			}
 			if p.w.Go != nil {
 				w.Go = p.w.Go
 			}

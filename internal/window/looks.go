@@ -204,6 +204,19 @@ func isExecFrame(fn string) bool {
 // isNewprocFrame reports whether fn starts a goroutine (a go statement).
 func isNewprocFrame(fn string) bool { return fn == "runtime.newproc" || fn == "runtime.newproc1" }
 
+// servingFrames are the functions at the root of a server's request
+// goroutines: net/http's per-connection loop and its HTTP/2 handler
+// goroutines (bundled and x/net), gRPC's stream handling.
+var servingFrames = []string{
+	"net/http.(*conn).serve",
+	"net/http.(*http2serverConn).runHandler",
+	"golang.org/x/net/http2.(*serverConn).runHandler",
+	"google.golang.org/grpc.(*Server).handleStream",
+	"google.golang.org/grpc.(*Server).serveStreams.func1",
+}
+
+func isServingFrame(fn string) bool { return slices.Contains(servingFrames, fn) }
+
 // libCallOf returns the call in a stack (frames leaf first) from the
 // program's own code into a library that the library does not call back
 // out of (a middleware calling net/http's mux, which calls the program's
@@ -316,6 +329,9 @@ func summarizeStacks(p *stacks.Profile) *Stacks {
 				break
 			}
 		}
+		if slices.ContainsFunc(st.Frames, func(f stacks.SymFrame) bool { return !f.Kernel && isServingFrame(f.Func) }) {
+			s.Serving += n
+		}
 		if i := libCallOf(st.Frames); i >= 0 {
 			f := st.Frames[i]
 			k := libKey{st.Frames[i-1].Func, Site{Func: f.Func, File: f.File, Line: f.Line}}
@@ -369,6 +385,7 @@ func summarizeStacks(p *stacks.Profile) *Stacks {
 		return s
 	}
 	s.KernelShare = kernel / total
+	s.Serving /= total
 	for k := range s.Classes {
 		s.Classes[k] /= total
 	}

@@ -3,6 +3,9 @@ package window
 import (
 	"math"
 	"testing"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/stacks"
 )
 
 func TestFuncPkg(t *testing.T) {
@@ -36,5 +39,26 @@ func TestSampleHz(t *testing.T) {
 		if got := SampleHz(tc.cores); got != tc.want {
 			t.Errorf("SampleHz(%v) = %d, want %d", tc.cores, got, tc.want)
 		}
+	}
+}
+
+// TestSummarizeServing: samples under a server's request goroutines count
+// as serving, whatever their leaf; others do not.
+func TestSummarizeServing(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	frames := func(fns ...string) []stacks.SymFrame {
+		var out []stacks.SymFrame
+		for _, fn := range fns {
+			out = append(out, stacks.SymFrame{Frame: stacks.Frame{Func: fn}})
+		}
+		return out
+	}
+	p := &stacks.Profile{Raw: &stacks.Raw{Start: t0, End: t0.Add(time.Second)}, Stacks: []stacks.SymStack{
+		{Stack: &stacks.Stack{Count: 3}, Frames: frames("compress/flate.(*compressor).deflate", "net/http.HandlerFunc.ServeHTTP", "net/http.serverHandler.ServeHTTP", "net/http.(*conn).serve", "runtime.goexit"), Class: stacks.ClassUser},
+		{Stack: &stacks.Stack{Count: 1}, Frames: frames("main.handle", "net/http.(*http2serverConn).runHandler", "runtime.goexit"), Class: stacks.ClassUser},
+		{Stack: &stacks.Stack{Count: 6}, Frames: frames("main.loop", "main.main", "runtime.main"), Class: stacks.ClassUser},
+	}}
+	if got := summarizeStacks(p).Serving; math.Abs(got-0.4) > 1e-9 {
+		t.Errorf("serving share %v, want 0.4 (4 of 10 samples under a request goroutine)", got)
 	}
 }

@@ -25,6 +25,7 @@ const (
 	SourceStacks   Source = "stacks"   // user + kernel stack samples
 	SourceRuntime  Source = "runtime"  // Go runtime metrics (agent, pprof, expvar, go_* metrics)
 	SourceProbes   Source = "probes"   // exact call counts and callers of Go functions (entry uprobes)
+	SourceFDs      Source = "fds"      // listings of the descriptors, catching files opened and closed between them
 )
 
 // Host describes the machine the windows were taken on.
@@ -107,6 +108,48 @@ type Window struct {
 	Runtime *Runtime
 	// Probes holds exact call counts of Go functions, nil if not probed.
 	Probes *Probes
+	// Files holds the files caught open between listings of the
+	// descriptors, nil if not listed.
+	Files *Files
+}
+
+// Files names the files a process opened in part of the window: exactly,
+// from its openat calls (a BPF program on the syscall's tracepoint), or,
+// without BPF, from repeated listings of its descriptors, which catch a
+// file opened and closed thousands of times a second now and then (and a
+// file kept open never).
+type Files struct {
+	// Method is "openat" (every call counted) or "listings".
+	Method string
+	// Seconds is how long the look ran; Listings how many listings it made
+	// (0 with openat).
+	Seconds  float64
+	Listings int
+	// Caught counts the files opened (openat) or caught open (listings),
+	// and Paths shares them by path, largest first (at most 10).
+	Caught int
+	Paths  []Share
+	// Opens counts every openat call of the thread group (openat only:
+	// paths unreadable or beyond the kept ones included).
+	Opens uint64
+}
+
+// OpensPerSec is the thread group's openat calls per second, exact, and
+// false when they were not counted (listings only see some).
+func (f *Files) OpensPerSec() (float64, bool) {
+	if f == nil || f.Method != "openat" || f.Seconds <= 0 {
+		return 0, false
+	}
+	return float64(f.Opens) / f.Seconds, true
+}
+
+// Top returns the path caught most often and its share of the files
+// caught, or "" when fewer than min were caught.
+func (f *Files) Top(min int) (string, float64) {
+	if f == nil || f.Caught < min || len(f.Paths) == 0 {
+		return "", 0
+	}
+	return f.Paths[0].Name, f.Paths[0].Share
 }
 
 // Probes holds exact counts of calls to Go functions, from entry uprobes,
@@ -200,6 +243,11 @@ type Stacks struct {
 	// standard library or another module), by the cumulative share of all
 	// samples taken under them, largest first.
 	LibCalls []LibCall
+	// Serving is the share of samples taken on a server's request path
+	// (net/http's connection and HTTP/2 handler goroutines, gRPC's stream
+	// handlers): more than a trace of it says the process served requests
+	// in the window, so work that scales with them is the requests' work.
+	Serving float64
 }
 
 // Site is a place in the code and the share of samples found there.
