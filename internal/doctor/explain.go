@@ -51,7 +51,9 @@ var explains = []struct {
 	// exec patient wakes 18 times per child, 849 wake-ups a second at 47
 	// children a second, which idle-wakeups reported on its own once the
 	// adaptive stack rate gave it enough samples to name the code.
-	{"exec-hot-path", []string{"kernel-time", "scheduler-overhead", "idle-wakeups"}},
+	// A hot call that starts programs (an unseen patient's
+	// exec.Command(...).Output() per health check) is the exec path's code.
+	{"exec-hot-path", []string{"kernel-time", "scheduler-overhead", "idle-wakeups", "cpu-hotspot"}},
 	{"thread-explosion", []string{"kernel-time", "scheduler-overhead"}},
 	{"idle-wakeups", []string{"scheduler-overhead", "kernel-time"}},
 	{"gomaxprocs-oversized", []string{"scheduler-overhead", "kernel-time"}},
@@ -124,6 +126,9 @@ func explainsIt(cause, f Finding) bool {
 		return true
 	}
 	switch cause.ID {
+	case "exec-hot-path":
+		// Only a hot call that starts a program is the exec path.
+		return slices.Contains(execCalls, evidenceString(f, "call"))
 	case "file-reopen-churn":
 		// Only a hot call that opens files is reopen churn.
 		for _, e := range f.Evidence {
@@ -142,6 +147,23 @@ func explainsIt(cause, f Finding) bool {
 		}
 	}
 	return false
+}
+
+// execCalls are the library calls that start a program.
+var execCalls = []string{
+	"os/exec.(*Cmd).Run", "os/exec.(*Cmd).Start", "os/exec.(*Cmd).Output", "os/exec.(*Cmd).CombinedOutput",
+	"os.StartProcess", "syscall.ForkExec", "syscall.StartProcess",
+}
+
+// evidenceString returns a string in a finding's evidence, "" if absent.
+func evidenceString(f Finding, name string) string {
+	for _, e := range f.Evidence {
+		if e.Name == name {
+			s, _ := e.Value.(string)
+			return s
+		}
+	}
+	return ""
 }
 
 // evidenceNum returns a number in a finding's evidence.

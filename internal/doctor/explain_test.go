@@ -100,6 +100,12 @@ func TestDifferential(t *testing.T) {
 			w.Stacks = &Stacks{Samples: 200, KernelShare: 0.7, Classes: map[string]float64{ClassUserCode: 0.2},
 				KernelPaths: []Share{{Name: "syscall accept4", Share: 0.1}, {Name: "syscall close", Share: 0.1}, {Name: "syscall epoll_ctl", Share: 0.1}, {Name: "syscall fcntl", Share: 0.05}, {Name: "syscall openat", Share: 0.01}, {Name: "syscall read", Share: 0.2}}}
 		}), absent: []string{"file-reopen-churn"}},
+		{name: "exec per health check: the hot exec call is its code, not a second finding", w: win(10, func(w *Window) {
+			w.ChildUserSec, w.ReapShare = 0.3, 1
+			w.UserSec, w.SysSec = 0.2, 0.3
+			w.Stacks = &Stacks{Samples: 300, Classes: map[string]float64{ClassUserCode: 0.3},
+				LibCalls: []LibCall{{Callee: "os/exec.(*Cmd).Output", Caller: Site{Func: "main.probeClock", File: "/src/check.go", Line: 17}, Share: 0.4}}}
+		}), warn: []string{"exec-hot-path"}, symptoms: []string{"kernel-time", "cpu-hotspot"}},
 		{name: "futex storm from kernel stacks", w: win(10, func(w *Window) {
 			w.UserSec, w.SysSec = 0.5, 1.5
 			w.Stacks = &Stacks{Samples: 200, KernelShare: 0.75, Classes: map[string]float64{ClassUserCode: 0.2},

@@ -428,9 +428,7 @@ func checkReopen(w *Window, h *Host) *Finding {
 	if opens < reopenInfo || closes < reopenCloseRatio*opens {
 		return nil
 	}
-	// Counters follow children, whose start-up opens libraries and
-	// configuration: that is exec cost, not churn.
-	if waits, _ := w.Syscalls.Rate("wait4", "waitid"); waits >= execPerSecInfo && opens < 20*waits {
+	if execOpens(w, opens) {
 		return nil
 	}
 	ev := EvidenceList{
@@ -463,6 +461,16 @@ func checkReopen(w *Window, h *Host) *Finding {
 	return f
 }
 
+// execOpens reports whether starting programs explains the opens: the
+// syscall counters follow children, whose start-up opens libraries and
+// configuration, and os/exec itself opens /dev/null for each child's
+// unset standard streams (100 opens a second at 100 children a second).
+// That is exec cost, not churn.
+func execOpens(w *Window, opens float64) bool {
+	waits, _ := w.Syscalls.Rate("wait4", "waitid")
+	return waits >= execPerSecInfo && opens < 20*waits
+}
+
 // reopenFromOpenat decides reopen churn from the thread group's openat
 // calls counted by BPF with their paths, which are exact whatever thread
 // makes them (the per-task syscall counters have been seen to miss a
@@ -471,7 +479,7 @@ func checkReopen(w *Window, h *Host) *Finding {
 // flat descriptor count, or counted when the syscall counters have them.
 func reopenFromOpenat(w *Window) *Finding {
 	opens, ok := w.Files.OpensPerSec()
-	if !ok || opens < reopenInfo || !fdsFlat(w, opens) {
+	if !ok || opens < reopenInfo || !fdsFlat(w, opens) || execOpens(w, opens) {
 		return nil
 	}
 	ev := EvidenceList{{"opens_per_s", round(opens, 0), "/s (openat, counted by BPF)"}}
