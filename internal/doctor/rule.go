@@ -189,8 +189,16 @@ func rootWhy(w *Window, why string) string {
 	if w.Exited {
 		return need + ": the process exited before its close look"
 	}
+	if c := w.Cores(); c < barelyRanCores {
+		// Sampling found nothing to sample: no failure, so no note.
+		return need + fmt.Sprintf(": it barely ran in the window (%.2f%% of a core), too little to sample; nothing here needs it", 100*c)
+	}
 	return need + ": the close look ran as root but could not get it (see the notes)"
 }
+
+// barelyRanCores is the CPU below which a process gives a close look
+// nothing to sample (an idle server: 0-2 stack samples in a window).
+const barelyRanCores = 0.005
 
 // asRootHint matches the "run as root" advice in a rule's Missing text.
 var asRootHint = regexp.MustCompile(` ?\(run as root\)|: run as root.*$`)

@@ -87,3 +87,32 @@ func TestReopenFromOpenat(t *testing.T) {
 	w.Files.Method = "listings"
 	ruleSeverity(t, w, &Host{CPUs: 2}, "file-reopen-churn", Info)
 }
+
+// TestBarelyRanWhy: as root, a process that barely ran gives the close
+// look nothing to sample, and the undecided rules say so instead of
+// pointing at notes that do not exist; one that ran says the look failed.
+func TestBarelyRanWhy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cpu  float64
+		want string
+	}{
+		{"idle", 0.001, "barely ran in the window (0.01% of a core)"},
+		{"busy", 2, "could not get it (see the notes)"},
+	} {
+		w := win(10, func(w *Window) { w.UserSec = tc.cpu })
+		_, un := Evaluate(w, &Host{CPUs: 2, Root: true})
+		found := false
+		for _, u := range un {
+			if u.Rule == "cpu-hotspot" {
+				found = true
+				if !strings.Contains(u.Why, tc.want) {
+					t.Errorf("%s: cpu-hotspot undecided because %q, want %q in it", tc.name, u.Why, tc.want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: cpu-hotspot decided without stack samples", tc.name)
+		}
+	}
+}
