@@ -86,6 +86,13 @@ func TestUnseenPatients(t *testing.T) {
 		// noSyscalls leaves the syscall counters out (tracefs could not be
 		// mounted): kernel stack samples decide, at a lower confidence.
 		noSyscalls bool
+		// files adds the look that names the files opened (BPF on openat
+		// as root); evidence is a piece of the warning's evidence text.
+		files    bool
+		evidence string
+		// info: a rule that must fire at info level (seen, and judged
+		// not to be a fault).
+		info string
 	}{
 		{behaviour: "lock8", warn: []string{"lock-contention"}, code: "main.lockedHashing.func1"},
 		{behaviour: "logger", warn: []string{"lock-contention"}, code: "main.(*logger).printf"},
@@ -102,6 +109,13 @@ func TestUnseenPatients(t *testing.T) {
 		{behaviour: "rereadconfig", noSyscalls: true, warn: []string{"file-reopen-churn"}, code: "main.(*config).load"},
 		{behaviour: "regexphandler", load: 1000, warn: []string{"cpu-hotspot"}, code: "main.regexpHandler"},
 		{behaviour: "templatehandler", load: 1000, warn: []string{"cpu-hotspot"}, code: "main.templateHandler"},
+		// Written after an outside judge's programs: a settings file read
+		// per request (the path named from its openat calls), a deep copy
+		// through JSON per request, and, as a control, an endpoint that
+		// reads 26 /proc files per scrape (requests' own work).
+		{behaviour: "settingshandler", load: 1000, files: true, warn: []string{"file-reopen-churn"}, code: "main.settingsServer.func1", evidence: "path /tmp/unseen-settings-"},
+		{behaviour: "jsoncopy", load: 300, warn: []string{"cpu-hotspot"}, code: "main.snapshotCatalogue"},
+		{behaviour: "procmetrics", load: 50, files: true, info: "file-reopen-churn"},
 		{behaviour: "compute"},
 		{behaviour: "idleserver"},
 		{behaviour: "cacheserver", load: 1000},
@@ -112,6 +126,9 @@ func TestUnseenPatients(t *testing.T) {
 		if tt.noSyscalls {
 			name += "-nosyscalls"
 			looks = looks[1:]
+		}
+		if tt.files {
+			looks = append(looks, window.FilesLook{})
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -158,6 +175,14 @@ func TestUnseenPatients(t *testing.T) {
 				if !named {
 					t.Errorf("no warn-level cause names %s with file:line:%s", tt.code, describe(fs))
 				}
+			}
+			if tt.evidence != "" && !slices.ContainsFunc(fs, func(f Finding) bool {
+				return f.Severity >= Warn && strings.Contains(evidenceText(f.Evidence), tt.evidence)
+			}) {
+				t.Errorf("no warn-level finding has %q in its evidence:%s", tt.evidence, describe(fs))
+			}
+			if tt.info != "" && !slices.ContainsFunc(fs, func(f Finding) bool { return f.ID == tt.info && f.Severity == Info }) {
+				t.Errorf("%s not found at info level:%s", tt.info, describe(fs))
 			}
 			if tt.unchecked != "" && !slices.ContainsFunc(rep.Unchecked, func(u UncheckedRule) bool { return u.Rule == tt.unchecked }) {
 				t.Errorf("%s not listed as unchecked: %+v", tt.unchecked, rep.Unchecked)

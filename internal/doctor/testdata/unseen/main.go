@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"log"
 	"net"
@@ -42,7 +43,14 @@ var behaviours = map[string]func(){
 	// HTTP handlers whose cost sits under one avoidable library call.
 	"regexphandler":   func() { serve(regexpHandler) },
 	"templatehandler": func() { serve(templateHandler) },
+	// A handler that reads its settings file on every request.
+	"settingshandler": settingsServer,
+	// A handler that deep-copies a catalogue through JSON per request.
+	"jsoncopy": func() { serve(jsonCopyHandler) },
 	// Controls.
+	// A metrics endpoint that reads many /proc files per request, as
+	// exporters do: the reading is the request's work.
+	"procmetrics": func() { serve(procMetricsHandler) },
 	"compute":    compute,
 	"idleserver": func() { serve(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }) },
 	// A server whose handlers share a mutex-guarded cache: healthy.
@@ -213,6 +221,69 @@ func (c *config) load(path string) {
 	c.mu.Lock()
 	c.values = m
 	c.mu.Unlock()
+}
+
+func settingsServer() {
+	f, err := os.CreateTemp("", "unseen-settings-*.json")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Fprintln(f, `{"greeting": "hello", "limit": 10}`)
+	f.Close()
+	serve(func(w http.ResponseWriter, r *http.Request) {
+		var s struct {
+			Greeting string `json:"greeting"`
+		}
+		if b, err := os.ReadFile(f.Name()); err == nil {
+			json.Unmarshal(b, &s)
+		}
+		fmt.Fprintln(w, s.Greeting)
+	})
+}
+
+type item struct {
+	SKU, Name string
+	Price     float64
+	Tags      []string
+	Attrs     map[string]string
+}
+
+var catalogue = func() []item {
+	var out []item
+	for i := range 300 {
+		out = append(out, item{SKU: fmt.Sprintf("SKU-%05d", i), Name: fmt.Sprintf("item %d", i), Price: float64(i) / 4,
+			Tags: []string{"a", "b"}, Attrs: map[string]string{"colour": "red", "size": "m"}})
+	}
+	return out
+}()
+
+// snapshotCatalogue hands out a copy callers may change.
+func snapshotCatalogue() []item {
+	b, _ := json.Marshal(catalogue)
+	var out []item
+	json.Unmarshal(b, &out)
+	return out
+}
+
+func jsonCopyHandler(w http.ResponseWriter, r *http.Request) {
+	items := snapshotCatalogue()
+	fmt.Fprintln(w, len(items), items[0].SKU)
+}
+
+// procMetricsHandler reads this process's /proc files for every scrape.
+func procMetricsHandler(w http.ResponseWriter, r *http.Request) {
+	n := 0
+	for _, name := range []string{"stat", "status", "io", "limits", "statm", "cmdline", "environ", "mounts", "cgroup", "sched", "schedstat", "smaps_rollup", "wchan", "oom_score", "loginuid", "sessionid"} {
+		if b, err := os.ReadFile("/proc/self/" + name); err == nil {
+			n += len(b)
+		}
+	}
+	for _, name := range []string{"stat", "meminfo", "loadavg", "uptime", "vmstat", "diskstats", "net/dev", "net/snmp", "filesystems", "cpuinfo"} {
+		if b, err := os.ReadFile("/proc/" + name); err == nil {
+			n += len(b)
+		}
+	}
+	fmt.Fprintln(w, n)
 }
 
 func serve(h http.HandlerFunc) {
