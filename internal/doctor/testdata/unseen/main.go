@@ -51,8 +51,8 @@ var behaviours = map[string]func(){
 	// A metrics endpoint that reads many /proc files per request, as
 	// exporters do: the reading is the request's work.
 	"procmetrics": func() { serve(procMetricsHandler) },
-	"compute":    compute,
-	"idleserver": func() { serve(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }) },
+	"compute":     compute,
+	"idleserver":  func() { serve(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }) },
 	// A server whose handlers share a mutex-guarded cache: healthy.
 	"cacheserver": func() { serve(cacheHandler) },
 }
