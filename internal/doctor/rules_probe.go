@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/gosleuth/gosleuth/internal/probe"
+	"github.com/gosleuth/gosleuth/internal/window"
 )
 
 // Probed functions the rules read (from the probe engine's recipes, when
@@ -32,8 +34,8 @@ var (
 		{probe.SemacquireRWMutex},
 	}
 	// probeNewproc starts a goroutine (a go statement); probeGoexit ends one.
-	probeNewproc = "runtime.newproc"
-	probeGoexit  = "runtime.goexit1"
+	probeNewproc = probe.NewprocFunc
+	probeGoexit  = probe.GoexitFunc
 	// probeAssist pays mark assist; its callers allocate.
 	probeAssist = []string{"runtime.gcAssistAlloc"}
 	// probeExec and probeOpen start processes and open files.
@@ -119,16 +121,23 @@ func goroutineLeakProbed(w *Window) *Finding {
 		return nil
 	}
 	code, _, _ := probeCode(w, []string{probeNewproc}, 0, "starts the goroutines that stay")
+	ev := EvidenceList{
+		{"started_per_s", round(starts, 1), "/s"}, {"ended_per_s", round(exits, 1), "/s"},
+		{"net_rise", math.Round(rise), ""}, {"probed_s", round(sec, 2), "s"},
+	}
+	fix := "Give the goroutines started at the code named a way out (context cancellation, timeouts, closing channels); group a goroutine dump by stack (gosleuth inspect --pid PID, with the agent) to see where they wait."
+	if b, ok := leakBlock(w, starts, exits); ok {
+		code = append(code, b.code)
+		ev = append(ev, Evidence{"block_parks_per_s", round(b.perSec, 1), "/s"}, Evidence{"parks_probed_s", round(b.seconds, 2), "s"})
+		fix = "Give the goroutines started at the code named a way out where they block (context cancellation, timeouts, a receiver or a buffer for the channel, closing it)."
+	}
 	return &Finding{
-		Severity: Warn,
-		Title:    fmt.Sprintf("%.0f goroutines started a second, %.0f end", starts, exits),
-		Observed: fmt.Sprintf("goroutines grow by %.0f a second", starts-exits),
-		Evidence: EvidenceList{
-			{"started_per_s", round(starts, 1), "/s"}, {"ended_per_s", round(exits, 1), "/s"},
-			{"net_rise", math.Round(rise), ""}, {"probed_s", round(sec, 2), "s"},
-		},
+		Severity:   Warn,
+		Title:      fmt.Sprintf("%.0f goroutines started a second, %.0f end", starts, exits),
+		Observed:   fmt.Sprintf("goroutines grow by %.0f a second", starts-exits),
+		Evidence:   ev,
 		Cause:      "Goroutines are started and never finish: blocked on a channel nobody sends to, a request without a timeout, a ticker loop without a stop. Counted from outside with probes on runtime.newproc (go statements) and runtime.goexit1 (goroutine exits).",
-		Fix:        "Give the goroutines started at the code named a way out (context cancellation, timeouts, closing channels); group a goroutine dump by stack (gosleuth inspect --pid PID, with the agent) to see where they wait.",
+		Fix:        fix,
 		Sources:    []Source{SourceProbes},
 		Confidence: "high",
 		Code:       code,
@@ -137,7 +146,68 @@ func goroutineLeakProbed(w *Window) *Finding {
 
 // leakStayShare is the share of started goroutines that must stay for a
 // rise to be a leak rather than a pool growing with load.
-const leakStayShare = 0.5
+const leakStayShare = window.LeakStayShare
+
+// leakPark is where the leaking goroutines block, from the parks look.
+type leakPark struct {
+	code    CodeRef
+	perSec  float64 // parks a second at the site
+	seconds float64 // how long the parks were probed
+}
+
+// leakBlock finds where the leaking goroutines block among the parks
+// probed after the window (runtime.gopark, window.LeakParksKey). A
+// goroutine started at a creation site runs a function named after the
+// function holding the go statement (its gowrapN or funcN, as Go names
+// them), so the parks whose goroutine started there are the candidates.
+// A leaked goroutine parks once and never again, so its site parks at
+// about the pace the site leaks goroutines (net of those that end),
+// while live goroutines of the same function park again and again:
+// the candidate nearest that pace, from half of it to twice the pace
+// goroutines are started there (the leak's own parks, plus one park of
+// each goroutine that ends), is where they block. None when the parks
+// were not probed or none fits (a goroutine started by a named function,
+// `go f()`, carries no name of its creator; a leaked loop parks often).
+func leakBlock(w *Window, starts, exits float64) (leakPark, bool) {
+	parks, ok := w.Probes.Calls[window.LeakParksKey]
+	if !ok || parks.Seconds <= 0 || starts <= 0 || len(parks.Entries) != len(parks.Callers) {
+		return leakPark{}, false
+	}
+	total := float64(parks.Count) / parks.Seconds
+	creators := w.Probes.Calls[probeNewproc].Callers
+	var best leakPark
+	bestDist := math.Inf(1)
+	for i, c := range parks.Callers {
+		entry := parks.Entries[i]
+		if entry == "" {
+			continue
+		}
+		p := total * c.Share
+		for _, cr := range creators {
+			if cr.Func == "" || !strings.HasPrefix(entry, cr.Func+".") {
+				continue
+			}
+			created := starts * cr.Share
+			leaked := (starts - exits) * cr.Share
+			if p < leaked/2 || p > 2*created {
+				continue
+			}
+			// Distance on a log scale: a half and a double are as far.
+			if d := math.Abs(math.Log(p / leaked)); d < bestDist {
+				bestDist = d
+				best = leakPark{
+					code: CodeRef{
+						Func: c.Func, File: c.File, Line: c.Line,
+						Role:  fmt.Sprintf("where they block (%.0f parks/s, once per goroutine started at %s)", p, cr.Func),
+						Share: round(c.Share, 3), From: "probes",
+					},
+					perSec: p, seconds: parks.Seconds,
+				}
+			}
+		}
+	}
+	return best, bestDist < math.Inf(1)
+}
 
 // mutexParks is what the probes saw of goroutines parking on sync
 // mutexes.

@@ -48,3 +48,41 @@ func TestAnswerLocks(t *testing.T) {
 		t.Errorf("no contention: %q", ans)
 	}
 }
+
+// TestEntryOf: a goroutine's entry is the frame just inside
+// runtime.goexit; a stack cut short of it has none.
+func TestEntryOf(t *testing.T) {
+	tests := []struct {
+		stack []string
+		want  string
+	}{
+		{[]string{"runtime.chansend1", "main.(*Notifier).deliver", "main.(*Notifier).Publish.gowrap1", "runtime.goexit"}, "main.(*Notifier).Publish.gowrap1"},
+		{[]string{"main.main.func14.1", "runtime.goexit"}, "main.main.func14.1"},
+		{[]string{"internal/poll.runtime_pollWait", "internal/poll.(*pollDesc).wait", "net.(*conn).Read"}, ""},
+		{[]string{"runtime.goexit"}, ""},
+		{nil, ""},
+	}
+	for _, tt := range tests {
+		if got := EntryOf(tt.stack); got != tt.want {
+			t.Errorf("EntryOf(%q) = %q, want %q", tt.stack, got, tt.want)
+		}
+	}
+}
+
+// TestAnswerParks: the parks by site, each with the function its
+// goroutines started in when the stack reached it.
+func TestAnswerParks(t *testing.T) {
+	r := &Result{Funcs: []FuncStat{{Func: Gopark, Count: 760, PerSec: 380, Callers: []Caller{
+		{Func: "main.(*Notifier).deliver", File: "main.go", Line: 20, Share: 0.5, Stack: []string{"runtime.chansend1", "main.(*Notifier).deliver", "main.(*Notifier).Publish.gowrap1", "runtime.goexit"}},
+		{Func: "net.(*netFD).Read", File: "fd_posix.go", Line: 68, Share: 0.5, Stack: []string{"internal/poll.runtime_pollWait"}},
+	}}}}
+	ans := answerParks(r)
+	if len(ans) != 3 || !strings.Contains(ans[0], "380 times") ||
+		!strings.Contains(ans[1], "190/s in main.(*Notifier).deliver (main.go:20), goroutines started in main.(*Notifier).Publish.gowrap1") ||
+		strings.Contains(ans[2], "started in") {
+		t.Errorf("answer %q", ans)
+	}
+	if ans := answerParks(&Result{Funcs: []FuncStat{{Func: Gopark}}}); ans != nil {
+		t.Errorf("no parks: %q", ans)
+	}
+}

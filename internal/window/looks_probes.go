@@ -66,12 +66,72 @@ func (l ProbesLook) Look(ctx context.Context, pid int, d time.Duration, w *Windo
 			}
 		}
 	}
-	r, err := probe.Run(ctx, proc.NewFS(l.ProcRoot), pid, ps, probe.Options{Duration: win})
+	start := time.Now()
+	fs := proc.NewFS(l.ProcRoot)
+	r, err := probe.Run(ctx, fs, pid, ps, probe.Options{Duration: win})
 	if err != nil {
 		return err
 	}
 	w.Probes = ProbesOf(r)
+	// Where a leak is suspected, a second look at where goroutines park,
+	// to name where the leaking ones block: runtime.gopark is too hot in
+	// a busy server to probe in every process, and the window's probes
+	// would share their budget with it. It stays within the look.
+	if !LeakSuspected(w.Probes) {
+		return nil
+	}
+	park := min(win, d-time.Since(start)-500*time.Millisecond)
+	if park < 500*time.Millisecond {
+		return nil
+	}
+	pr, err := probe.Run(ctx, fs, pid, probe.Recipes["parks"].Probes, probe.Options{Duration: park})
+	if err != nil {
+		return nil // the leak is still decided; only its block site is missing
+	}
+	addParks(w.Probes, pr)
 	return nil
+}
+
+// LeakParksKey is where Probes.Calls keeps runtime.gopark's calls from
+// the look taken after the window's when a leak was suspected: its Count
+// is over its own Seconds, so rules that read rates by name never see it.
+const LeakParksKey = "leak:" + probe.Gopark
+
+// LeakRise and LeakStayShare decide a suspected goroutine leak from the
+// probes: goroutines rising by at least LeakRise over the window, with at
+// least LeakStayShare of those started staying (a pool growing with load
+// keeps fewer).
+const (
+	LeakRise      = DumpGoroutineRise
+	LeakStayShare = 0.5
+)
+
+// LeakSuspected says the probes saw goroutines started and not ended at a
+// leak's pace (runtime.newproc against runtime.goexit1).
+func LeakSuspected(p *Probes) bool {
+	starts, ok1 := p.Rate(probe.NewprocFunc)
+	exits, ok2 := p.Rate(probe.GoexitFunc)
+	if !ok1 || !ok2 {
+		return false
+	}
+	net := starts - exits
+	return net*p.Seconds >= LeakRise && net >= LeakStayShare*starts
+}
+
+// addParks adds the parks look's runtime.gopark to p under LeakParksKey,
+// each calling site with the function its goroutine started in.
+func addParks(p *Probes, r *probe.Result) {
+	for _, f := range r.Funcs {
+		if f.Func != probe.Gopark || f.Skipped != "" || r.Seconds <= 0 {
+			continue
+		}
+		c := ProbeCalls{Count: f.Count, Seconds: r.Seconds}
+		for _, cl := range f.Callers {
+			c.Callers = append(c.Callers, Site{Func: cl.Func, File: cl.File, Line: cl.Line, Share: cl.Share})
+			c.Entries = append(c.Entries, probe.EntryOf(cl.Stack))
+		}
+		p.Calls[LeakParksKey] = c
+	}
 }
 
 // ProbesOf turns a probe result into the window's Probes: each function

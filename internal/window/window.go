@@ -174,6 +174,14 @@ type ProbeCalls struct {
 	// Name the symbol or string it stands for when known, largest share of
 	// calls first.
 	Args []ProbeArg
+	// Entries are, for each of Callers (same index), the function the
+	// calling goroutine started in (its outermost frame under
+	// runtime.goexit), "" where the sampled stack did not reach it. Set
+	// for the parks (LeakParksKey).
+	Entries []string `json:",omitempty"`
+	// Seconds, when set, is how long this function was probed, in a look
+	// of its own after the window's (LeakParksKey); Count is over it.
+	Seconds float64 `json:",omitempty"`
 }
 
 // ProbeArg is one value of a probed argument and its share of calls.
