@@ -54,6 +54,13 @@ func TestProbedRules(t *testing.T) {
 			w.Probes = probes(4, map[string]ProbeCalls{"time.Sleep": {Count: 3900, Callers: []Site{{Func: "main.(*clock).run", File: "/src/clock.go", Line: 12, Share: 1}},
 				Args: []ProbeArg{{Value: 1e6, Share: 1}}}})
 		}), warn: []string{"idle-wakeups"}, code: "main.(*clock).run", codeFrom: "probes", evidence: "sleep_ms 1 ms"},
+		{name: "a Timer loop named from probed Reset callers, its period from Reset's duration", w: win(10, func(w *Window) {
+			w.VolCtxsw = 16000
+			w.UserSec, w.SysSec = 0.06, 0.14
+			w.IOCalls = 5
+			w.Probes = probes(4, map[string]ProbeCalls{"time.(*Timer).Reset": {Count: 2000, Callers: []Site{{Func: "metrics.(*Flusher).Run", File: "/src/flusher.go", Line: 35, Share: 1}},
+				Args: []ProbeArg{{Value: 2e6, Share: 1}}}})
+		}), warn: []string{"idle-wakeups"}, code: "metrics.(*Flusher).Run", codeFrom: "probes", evidence: "timer_reset_ms 2 ms"},
 		{name: "the mutex's callers from probes", w: win(10, func(w *Window) {
 			w.UserSec = 4
 			w.Stacks = &Stacks{Samples: 400, Classes: map[string]float64{ClassLock: 0.06, ClassUserCode: 0.8}}

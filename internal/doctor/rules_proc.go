@@ -228,10 +228,20 @@ func checkIdleWakeups(w *Window, h *Host) *Finding {
 	if len(code) == 0 {
 		code, probed, rate = probeCode(w, probeWaits, 0.2*wps/2, "waits for the tick")
 	}
+	// The loop's own duration: time.Sleep's d, or the d a Timer is
+	// re-armed with each round.
+	var loopD float64
 	if probed != "" {
 		ev = append(ev, Evidence{"probed_" + probed + "_per_s", round(rate, 0), "/s"})
-		if a, ok := probeArg(w, "time.Sleep"); ok && probed == "time.Sleep" {
-			ev = append(ev, Evidence{"sleep_ms", round(float64(a.Value)/1e6, 3), "ms"})
+		if a, ok := probeArg(w, probed); ok && a.Value > 0 && a.Value < 1<<62 {
+			switch probed {
+			case "time.Sleep":
+				loopD = float64(a.Value) / 1e9
+				ev = append(ev, Evidence{"sleep_ms", round(loopD*1e3, 3), "ms"})
+			case "time.(*Timer).Reset":
+				loopD = float64(a.Value) / 1e9
+				ev = append(ev, Evidence{"timer_reset_ms", round(loopD*1e3, 3), "ms"})
+			}
 		}
 	} else {
 		code = codeAt(w, "timer", "waits on a timer or sleeps")
@@ -247,11 +257,12 @@ func checkIdleWakeups(w *Window, h *Host) *Finding {
 	if !w.IsGo() {
 		period = 1 / wps
 	}
-	ev = append(ev, Evidence{"estimated_period_ms", round(period*1e3, 2), "ms"})
-	ev = append(ev, Evidence{"cores_per_1000_processes", round(w.Cores()*1000, 1), "cores"})
-	if a, ok := probeArg(w, "time.Sleep"); ok && probed == "time.Sleep" && a.Value > 0 {
-		period = float64(a.Value) / 1e9 // the loop's own argument
+	if loopD > 0 {
+		period = loopD // the loop's own argument, not an estimate
+	} else {
+		ev = append(ev, Evidence{"estimated_period_ms", round(period*1e3, 2), "ms"})
 	}
+	ev = append(ev, Evidence{"cores_per_1000_processes", round(w.Cores()*1000, 1), "cores"})
 	f := &Finding{
 		Severity:   sev,
 		Title:      fmt.Sprintf("wakes %.0f times a second with almost nothing to do", wps),

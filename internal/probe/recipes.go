@@ -46,6 +46,11 @@ var Recipes = map[string]Recipe{
 			{Func: "runtime.chanrecv2", Stacks: true},
 			{Func: "runtime.blockTimerChan", Arg: RAX},
 			{Func: "time.NewTicker", Arg: RAX, Stacks: true},
+			// A loop on a Timer re-arms it each round (t.Reset(d), its
+			// duration the second argument): select-based loops and
+			// re-armed AfterFuncs receive through selectgo or not at
+			// all, so Reset is where they show.
+			{Func: "time.(*Timer).Reset", Arg: RBX, Stacks: true},
 		},
 		Answer: answerTimers,
 	},
@@ -191,8 +196,12 @@ func answerLocks(r *Result) []string {
 
 func answerTimers(r *Result) []string {
 	var out []string
-	if f, ok := stat(r, "time.Sleep"); ok && f.Count > 0 {
-		s := fmt.Sprintf("time.Sleep %.0f times a second", f.PerSec)
+	for _, fn := range []string{"time.Sleep", "time.(*Timer).Reset"} {
+		f, ok := stat(r, fn)
+		if !ok || f.Count == 0 {
+			continue
+		}
+		s := fmt.Sprintf("%s %.0f times a second", fn, f.PerSec)
 		if len(f.Callers) > 0 {
 			s += " from " + site(f.Callers[0])
 		}
