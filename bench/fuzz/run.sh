@@ -10,6 +10,8 @@ time=${1:-15s}
 targets=(
   "./internal/stacks FuzzGoTable"       # pclntab of any binary on the host
   "./internal/stacks FuzzObject"        # ELF headers and segments
+  "./internal/stacks FuzzImage"         # another process's binary, for GOMAXPROCS's address
+  "./internal/goruntime FuzzRipLoads32" # that binary's code, for the load of runtime.gomaxprocs
   "./internal/stacks FuzzParseSample"   # perf sample records
   "./internal/perf FuzzReadRecords"     # the perf ring walk
   "./internal/proc FuzzParsers"         # /proc stat, status, io, limits, cmdline

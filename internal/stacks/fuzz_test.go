@@ -164,3 +164,39 @@ func FuzzObject(f *testing.F) {
 		}
 	})
 }
+
+// FuzzImage feeds mutated executables to the reader that finds a
+// variable's address in another process's binary (Image: the symbol table
+// streamed, a function's code through the pclntab, sections by address):
+// any user's binary reaches it when root's doctor reads GOMAXPROCS from
+// memory, so it must fail with an error, never panic or allocate without
+// bound.
+func FuzzImage(f *testing.F) {
+	for _, p := range []string{"/bin/true", "/bin/sleep"} {
+		if b, err := os.ReadFile(p); err == nil && len(b) < 1<<20 {
+			f.Add(b)
+		}
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := dir + "/image"
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		im, err := OpenImage(path)
+		if err != nil {
+			return
+		}
+		defer im.Close()
+		if v, err := im.Symbol("runtime.gomaxprocs"); err == nil {
+			im.SectionAt(v)
+		}
+		if entry, code, err := im.Func("runtime.GOMAXPROCS", 256); err == nil {
+			if len(code) > 256 {
+				t.Fatalf("function code of %d bytes, asked for at most 256", len(code))
+			}
+			im.SectionAt(entry)
+		}
+		im.LoadBias(bytes.NewReader([]byte("00400000-00452000 r-xp 00000000 08:02 173521 "+path+"\n")), path)
+	})
+}
