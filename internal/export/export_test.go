@@ -378,23 +378,45 @@ func TestIdleBackoff(t *testing.T) {
 		}
 		return int64(s.Self.Samples)
 	}
-	// Not scraped: after 200 ms of 50 ms samples it goes idle.
-	time.Sleep(800 * time.Millisecond)
-	e.mu.Lock()
-	n := e.last.Self.Samples
-	e.mu.Unlock()
-	if n < 3 || n > 8 {
-		t.Errorf("%d samples in 800 ms unscraped: want the 50 ms period for 200 ms, then none", n)
+	// Not scraped: after 200 ms of 50 ms samples it goes idle. A sample
+	// of a loaded host (3,600 tasks) takes longer than 50 ms, so the test
+	// waits for the count to stop rather than counting in fixed time.
+	count := func() uint64 {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.last == nil {
+			return 0
+		}
+		return e.last.Self.Samples
 	}
-	// Scraped every 100 ms: the 50 ms period again.
+	idle := false
+	prev := count()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(500 * time.Millisecond)
+		n := count()
+		if n == prev && n >= 2 {
+			idle = true
+			break
+		}
+		prev = n
+	}
+	if !idle {
+		t.Fatalf("unscraped, still sampling after 10 s (%d samples): want the 50 ms period for 200 ms, then none", count())
+	}
+	time.Sleep(time.Second)
+	if n := count(); n != prev {
+		t.Errorf("idle and unscraped, %d samples in a second: want none (the idle period is an hour)", n-prev)
+	}
+	// Scraped every 100 ms: the 50 ms period again, so more samples than
+	// scrapes (a slow host stretches each sample, hence 1.5 s for 6).
 	before := samples()
-	for range 5 {
+	scrapes := 0
+	for start := time.Now(); time.Since(start) < 1500*time.Millisecond; scrapes++ {
 		time.Sleep(100 * time.Millisecond)
 		samples()
 	}
-	after := samples()
-	if after-before < 6 {
-		t.Errorf("%d samples in 500 ms of scrapes: want the 50 ms period back", after-before)
+	if got := samples() - before; got < 6 {
+		t.Errorf("%d samples in %d scrapes 100 ms apart: want the 50 ms period back", got, scrapes)
 	}
 }
 
