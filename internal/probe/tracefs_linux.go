@@ -64,6 +64,23 @@ func janitor(root string) (int, error) {
 	return len(stale), nil
 }
 
+// removeUprobe removes the definition of event ("group/name"). The kernel
+// refuses (EBUSY) while the last perf event on it is still being torn
+// down after its close, so it retries for up to a second: 20 attach and
+// detach cycles of 18 functions once left a definition behind, and the
+// next attach then failed with "file exists".
+func removeUprobe(root, event string) error {
+	wait := 5 * time.Millisecond
+	for {
+		err := writeUprobeEvents(root, "-:"+event)
+		if !errors.Is(err, unix.EBUSY) || wait > 500*time.Millisecond {
+			return err
+		}
+		time.Sleep(wait)
+		wait *= 2
+	}
+}
+
 func writeUprobeEvents(root, line string) error {
 	f, err := os.OpenFile(filepath.Join(root, "uprobe_events"), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
@@ -98,7 +115,16 @@ func traceAttach(t *Target, pts []Point, ids []int) (tp *traceProbes, err error)
 	}()
 	for _, id := range ids {
 		name := "f" + strconv.Itoa(id)
-		if err := writeUprobeEvents(root, fmt.Sprintf("p:%s/%s %s:%#x", tp.group, name, exe, pts[id].Offset)); err != nil {
+		def := fmt.Sprintf("p:%s/%s %s:%#x", tp.group, name, exe, pts[id].Offset)
+		err := writeUprobeEvents(root, def)
+		if errors.Is(err, unix.EEXIST) {
+			// Our own group (it carries our PID): a definition an
+			// earlier attach of this process could not remove yet.
+			if err = removeUprobe(root, tp.group+"/"+name); err == nil {
+				err = writeUprobeEvents(root, def)
+			}
+		}
+		if err != nil {
 			return tp, err
 		}
 		tp.ids = append(tp.ids, id)
@@ -157,7 +183,7 @@ func (tp *traceProbes) close() error {
 	}
 	var errs []error
 	for _, id := range tp.ids {
-		if err := writeUprobeEvents(tp.root, "-:"+tp.group+"/f"+strconv.Itoa(id)); err != nil {
+		if err := removeUprobe(tp.root, tp.group+"/f"+strconv.Itoa(id)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -41,7 +41,7 @@ func (l FilesLook) Look(ctx context.Context, pid int, d time.Duration, w *Window
 	if d < 200*time.Millisecond {
 		return nil
 	}
-	if l.ProcRoot == "" || l.ProcRoot == "/proc" {
+	if fs := proc.NewFS(l.ProcRoot); fs.Root() == proc.NewFS("").Root() {
 		// The BPF program filters on the thread group as the kernel's
 		// own PID namespace numbers it: only for the host's /proc.
 		if f, err := openatFiles(ctx, pid, d); err == nil {
