@@ -142,3 +142,26 @@ func TestLeakSuspected(t *testing.T) {
 		}
 	}
 }
+
+// TestLeakNamesOwnCreationSites: the standard library's own goroutine
+// starts (net/http's background read per request, which end) are not
+// named as a leak's creation site when the program's own site is known.
+func TestLeakNamesOwnCreationSites(t *testing.T) {
+	w := win(10, func(w *Window) {
+		w.Probes = &Probes{Seconds: 2, Calls: map[string]ProbeCalls{
+			probeNewproc: {Count: 600, Callers: []Site{
+				{Func: "main.handleSubmit", File: "/src/main.go", Line: 24, Share: 0.5},
+				{Func: "net/http.(*connReader).startBackgroundRead", File: "/go/src/net/http/server.go", Line: 698, Share: 0.5}}},
+			probeGoexit: {Count: 300},
+		}}
+	})
+	f := ruleSeverity(t, w, &Host{CPUs: 2}, "goroutine-leak", Warn)
+	for _, c := range f.Code {
+		if window.StdlibFunc(c.Func) {
+			t.Errorf("names %s as a creation site beside the program's own main.handleSubmit", c.Func)
+		}
+	}
+	if len(f.Code) == 0 || f.Code[0].Func != "main.handleSubmit" {
+		t.Errorf("code %v, want main.handleSubmit first", f.Code)
+	}
+}

@@ -66,6 +66,18 @@ func probeCode(w *Window, fns []string, minRate float64, role string) (code []Co
 	return nil, "", 0
 }
 
+// ownCodeFirst keeps only the program's own sites when there are any: the
+// standard library starts goroutines of its own that end (net/http's
+// background read of each request, half of an unseen leaking server's
+// goroutine starts), and a leak is fixed in the program's code.
+func ownCodeFirst(code []CodeRef) []CodeRef {
+	own := slices.DeleteFunc(slices.Clone(code), func(c CodeRef) bool { return window.StdlibFunc(c.Func) })
+	if len(own) == 0 {
+		return code
+	}
+	return own
+}
+
 // codeFrom names the code responsible: from probes when they caught it
 // (exact calls), else from the stack samples' sites under stackKey.
 func codeFrom(w *Window, stackKey string, fns []string, role string) []CodeRef {
@@ -121,6 +133,7 @@ func goroutineLeakProbed(w *Window) *Finding {
 		return nil
 	}
 	code, _, _ := probeCode(w, []string{probeNewproc}, 0, "starts the goroutines that stay")
+	code = ownCodeFirst(code)
 	ev := EvidenceList{
 		{"started_per_s", round(starts, 1), "/s"}, {"ended_per_s", round(exits, 1), "/s"},
 		{"net_rise", math.Round(rise), ""}, {"probed_s", round(sec, 2), "s"},

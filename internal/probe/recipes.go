@@ -51,6 +51,11 @@ var Recipes = map[string]Recipe{
 			// re-armed AfterFuncs receive through selectgo or not at
 			// all, so Reset is where they show.
 			{Func: "time.(*Timer).Reset", Arg: RBX, Stacks: true},
+			// A Ticker loop that waits in a select (for <-t.C or a
+			// stop channel) calls neither: selectgo at the tick's rate,
+			// from the loop, names it (the governor leaves it out where
+			// selects are too hot to probe).
+			{Func: "runtime.selectgo", Stacks: true},
 		},
 		Answer: answerTimers,
 	},

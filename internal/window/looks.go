@@ -146,6 +146,14 @@ func firstCaller(frames []stacks.SymFrame) string {
 	return ""
 }
 
+// StdlibFunc reports whether a Go function is in the standard library or
+// the runtime ("net/http.(*conn).serve" yes, "main.handle" and
+// "example.com/x.F" no).
+func StdlibFunc(fn string) bool {
+	pkg := funcPkg(fn)
+	return pkg != "" && stdlibPkg(pkg)
+}
+
 // stdlibPkg reports whether a package path is the standard library's (its
 // first element has no dot), main excepted.
 func stdlibPkg(pkg string) bool {
@@ -188,7 +196,14 @@ func siteFrame(frames []stacks.SymFrame) (stacks.SymFrame, bool) {
 // isTimerFrame reports whether fn waits on or fires a timer: time.Sleep,
 // tickers and timers, and the runtime's timer code.
 func isTimerFrame(fn string) bool {
-	return strings.HasPrefix(fn, "time.") || fn == "runtime.timeSleep" || strings.HasPrefix(fn, "runtime.(*timer") ||
+	// Timers and sleeps, not clock reads: a loop's work that calls
+	// time.Now was once named as the loop "waiting on a timer".
+	for _, p := range []string{"time.Sleep", "time.(*Timer)", "time.(*Ticker)", "time.NewTimer", "time.NewTicker", "time.AfterFunc", "time.After", "time.Tick", "time.newTimer", "time.sendTime", "time.goFunc"} {
+		if strings.HasPrefix(fn, p) {
+			return true
+		}
+	}
+	return fn == "runtime.timeSleep" || strings.HasPrefix(fn, "runtime.(*timer") ||
 		fn == "runtime.checkTimers" || fn == "runtime.resetForSleep"
 }
 

@@ -62,3 +62,19 @@ func TestSummarizeServing(t *testing.T) {
 		t.Errorf("serving share %v, want 0.4 (4 of 10 samples under a request goroutine)", got)
 	}
 }
+
+func TestStdlibFunc(t *testing.T) {
+	for fn, want := range map[string]bool{
+		"net/http.(*connReader).startBackgroundRead": true,
+		"runtime.goexit":                    true,
+		"encoding/json.Marshal":             true,
+		"main.handleSubmit":                 false,
+		"main.(*Notifier).Publish.gowrap1":  false,
+		"example.com/q3/jobs.(*Runner).Run": false,
+		"github.com/a/b.F[go.shape.int]":    false,
+	} {
+		if got := StdlibFunc(fn); got != want {
+			t.Errorf("StdlibFunc(%q) = %v, want %v", fn, got, want)
+		}
+	}
+}
