@@ -41,7 +41,8 @@ func (l FilesLook) Look(ctx context.Context, pid int, d time.Duration, w *Window
 	if d < 200*time.Millisecond {
 		return nil
 	}
-	if fs := proc.NewFS(l.ProcRoot); fs.Root() == proc.NewFS("").Root() {
+	fs := proc.NewFS(l.ProcRoot)
+	if fs.Root() == proc.NewFS("").Root() {
 		// The BPF program filters on the thread group as the kernel's
 		// own PID namespace numbers it: only for the host's /proc.
 		if f, err := openatFiles(ctx, pid, d); err == nil {
@@ -49,7 +50,7 @@ func (l FilesLook) Look(ctx context.Context, pid int, d time.Duration, w *Window
 			return nil
 		}
 	}
-	s, err := proc.NewFS(l.ProcRoot).NewFDScanner(pid)
+	s, err := fs.NewFDScanner(pid)
 	if err != nil {
 		return fmt.Errorf("list descriptors: %w", err)
 	}

@@ -21,12 +21,7 @@ func openatFiles(ctx context.Context, pid int, d time.Duration) (*Files, error) 
 	}
 	defer o.Close()
 	start := time.Now()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	sleepCtx(ctx, d)
 	paths, total, err := o.Read()
 	if err != nil {
 		return nil, fmt.Errorf("count opened files: %w", err)
