@@ -131,12 +131,8 @@ func explainsIt(cause, f Finding) bool {
 		return slices.Contains(execCalls, evidenceString(f, "call"))
 	case "file-reopen-churn":
 		// Only a hot call that opens files is reopen churn.
-		for _, e := range f.Evidence {
-			if e.Name == "call" {
-				s, _ := e.Value.(string)
-				return slices.Contains(fileReadCalls, s) || s == "os.Open" || s == "os.OpenFile"
-			}
-		}
+		s := evidenceString(f, "call")
+		return slices.Contains(fileReadCalls, s) || s == "os.Open" || s == "os.OpenFile"
 	case "lock-contention":
 		// A hot call made by the function that takes the contended lock
 		// is the slow work held under it.

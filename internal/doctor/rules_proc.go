@@ -455,18 +455,25 @@ func checkReopen(w *Window, h *Host) *Finding {
 	if !fdsFlat(w, opens) {
 		return nil
 	}
-	sev := Info
-	if opens >= reopenWarn {
-		sev = Warn
-	}
 	for _, fn := range probeOpen {
 		if a, ok := probeArg(w, fn); ok && a.Name != "" {
 			ev = append(ev, Evidence{"path", a.Name, ""}, Evidence{"path_share_pct", pct(a.Share), "% of opens"})
 			break
 		}
 	}
-	f := reopenFinding(w, sev, fmt.Sprintf("opens and closes files %.0f times a second", opens), ev)
-	f.Sources = codeSources([]Source{SourceProc, SourceSyscalls}, f.Code)
+	return reopenCounted(w, opens, fmt.Sprintf("opens and closes files %.0f times a second", opens), ev, []Source{SourceProc, SourceSyscalls})
+}
+
+// reopenCounted is a reopen finding from a count of opens (syscall
+// counters, openat by path, or probed calls): a warning from reopenWarn a
+// second, high confidence, weighed by reopenWeigh.
+func reopenCounted(w *Window, opens float64, title string, ev EvidenceList, sources []Source) *Finding {
+	sev := Info
+	if opens >= reopenWarn {
+		sev = Warn
+	}
+	f := reopenFinding(w, sev, title, ev)
+	f.Sources = codeSources(sources, f.Code)
 	f.Confidence = "high"
 	reopenWeigh(w, f)
 	return f
@@ -499,15 +506,7 @@ func reopenFromOpenat(w *Window) *Finding {
 		ev = append(ev, Evidence{"closes_per_s", round(closes, 0), "/s"})
 		sources = append(sources, SourceSyscalls)
 	}
-	sev := Info
-	if opens >= reopenWarn {
-		sev = Warn
-	}
-	f := reopenFinding(w, sev, fmt.Sprintf("opens and closes files %.0f times a second", opens), ev)
-	f.Sources = codeSources(sources, f.Code)
-	f.Confidence = "high"
-	reopenWeigh(w, f)
-	return f
+	return reopenCounted(w, opens, fmt.Sprintf("opens and closes files %.0f times a second", opens), ev, sources)
 }
 
 // reopenFromProbes decides reopen churn from exact counts of the Go
@@ -520,16 +519,8 @@ func reopenFromProbes(w *Window) *Finding {
 		if !ok || opens < reopenInfo || !w.FDsKnown || !fdsFlat(w, opens) {
 			continue
 		}
-		sev := Info
-		if opens >= reopenWarn {
-			sev = Warn
-		}
 		ev := EvidenceList{{"opens_per_s", round(opens, 0), "/s"}, {"probed", fn, ""}}
-		f := reopenFinding(w, sev, fmt.Sprintf("opens files %.0f times a second (and the descriptors do not pile up: each is closed)", opens), ev)
-		f.Sources = codeSources([]Source{SourceProc, SourceProbes}, f.Code)
-		f.Confidence = "high"
-		reopenWeigh(w, f)
-		return f
+		return reopenCounted(w, opens, fmt.Sprintf("opens files %.0f times a second (and the descriptors do not pile up: each is closed)", opens), ev, []Source{SourceProc, SourceProbes})
 	}
 	return nil
 }
@@ -668,7 +659,7 @@ func reopenFromCall(w *Window) *Finding {
 		{"sys_share_pct", pct(w.SysSec / w.CPUSec()), "%"},
 	}
 	f := reopenFinding(w, Info, fmt.Sprintf("%.0f%% of CPU samples are under %s, which opens and closes a file per call", 100*c.Share, c.Callee), ev)
-	f.Code = []CodeRef{{Func: c.Caller.Func, File: c.Caller.File, Line: c.Caller.Line, Role: "calls " + c.Callee, Share: round(c.Share, 3), From: "stack samples"}}
+	f.Code = []CodeRef{callRef(c)}
 	f.Sources = []Source{SourceProc, SourceStacks}
 	f.Confidence = "low"
 	f.Cause += " (Decided from stack samples only: syscalls could not be counted, so how often files are opened is unknown; kernel samples of open and close fall under this call.)"
@@ -687,7 +678,7 @@ func reopenCode(w *Window) []CodeRef {
 	if w.Stacks != nil {
 		for _, c := range w.Stacks.LibCalls {
 			if slices.Contains(fileReadCalls, c.Callee) || c.Callee == "os.Open" || c.Callee == "os.OpenFile" {
-				return []CodeRef{{Func: c.Caller.Func, File: c.Caller.File, Line: c.Caller.Line, Role: "calls " + c.Callee, Share: round(c.Share, 3), From: "stack samples"}}
+				return []CodeRef{callRef(c)}
 			}
 		}
 	}

@@ -559,7 +559,7 @@ func hotCallFinding(w *Window, c LibCall) *Finding {
 		Sources:    []Source{SourceStacks},
 		Confidence: "medium",
 		Cores:      c.Share * w.Cores(),
-		Code:       []CodeRef{{Func: c.Caller.Func, File: c.Caller.File, Line: c.Caller.Line, Role: "calls " + c.Callee, Share: round(c.Share, 3), From: "stack samples"}},
+		Code:       []CodeRef{callRef(c)},
 	}
 	if k := slowPathOf(c); k != nil {
 		if k.avoidable || c.Share >= replaceableShareWarn {
@@ -572,6 +572,12 @@ func hotCallFinding(w *Window, c LibCall) *Finding {
 		f.Confidence = "high"
 	}
 	return f
+}
+
+// callRef names the program's code that makes library call c, from stack
+// samples.
+func callRef(c LibCall) CodeRef {
+	return CodeRef{Func: c.Caller.Func, File: c.Caller.File, Line: c.Caller.Line, Role: "calls " + c.Callee, Share: round(c.Share, 3), From: "stack samples"}
 }
 
 // slowPath is an entry of the catalogue of known avoidable costs: what
@@ -716,9 +722,6 @@ func roundTrip(w *Window) *Finding {
 	if share < hotCallShare || share*float64(w.Stacks.Samples) < hotCallMinSamples {
 		return nil
 	}
-	at := func(c *LibCall) CodeRef {
-		return CodeRef{Func: c.Caller.Func, File: c.Caller.File, Line: c.Caller.Line, Role: "calls " + c.Callee, Share: round(c.Share, 3), From: "stack samples"}
-	}
 	return &Finding{
 		Severity: Warn,
 		Title:    fmt.Sprintf("a value copied through %s and back: %.0f%% of CPU", enc.Callee, 100*share),
@@ -736,7 +739,7 @@ func roundTrip(w *Window) *Finding {
 		Sources:    []Source{SourceStacks},
 		Confidence: "high",
 		Cores:      share * w.Cores(),
-		Code:       []CodeRef{at(enc), at(dec)},
+		Code:       []CodeRef{callRef(*enc), callRef(*dec)},
 	}
 }
 
