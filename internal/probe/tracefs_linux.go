@@ -57,7 +57,7 @@ func janitor(root string) (int, error) {
 	}
 	stale := staleEvents(b, func(pid int) bool { return !errors.Is(unix.Kill(pid, 0), unix.ESRCH) })
 	for _, ev := range stale {
-		if err := writeUprobeEvents(root, "-:"+ev); err != nil {
+		if err := removeUprobe(root, ev); err != nil {
 			return 0, err
 		}
 	}
