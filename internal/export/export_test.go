@@ -490,7 +490,7 @@ func TestRuntimeConnectBackoff(t *testing.T) {
 	}
 	self := e.cur.Find(int32(os.Getpid()))
 	if self == nil || self.GoVersion == "" {
-		t.Skipf("this test's process is not seen as a Go process (%+v): nothing to look for", self)
+		t.Fatalf("this test's own process, a Go binary, is not seen as one: %+v", self)
 	}
 	rp := e.rtProcs[procID{self.PID, self.StartTime}]
 	if rp == nil || rp.src != nil || rp.tried.IsZero() {

@@ -101,9 +101,8 @@ func TestGOMAXPROCSFromMemory(t *testing.T) {
 // PIE, race, and the Go that built node exporter when it is installed:
 // its stripped address is checked live by TestGOMAXPROCSNodeExporter).
 func TestGOMAXPROCSCodePathMatchesSymbol(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("the code of runtime.GOMAXPROCS is decoded on amd64 only")
-	}
+	// The code of runtime.GOMAXPROCS is decoded on amd64 only.
+	testenv.Require(t, testenv.AMD64)
 	builds := [][]string{nil, {"-buildmode=pie"}}
 	if testenv.Has(testenv.GCC) {
 		builds = append(builds, []string{"-race"})
@@ -127,10 +126,8 @@ func TestGOMAXPROCSCodePathMatchesSymbol(t *testing.T) {
 // node exporter sets GOMAXPROCS in its code from its --runtime.gomaxprocs
 // flag (default 1), which takes the environment's GOMAXPROCS.
 func TestGOMAXPROCSNodeExporter(t *testing.T) {
-	testenv.Require(t, testenv.Root, testenv.NodeExporter)
-	if runtime.GOARCH != "amd64" {
-		t.Skip("the code of runtime.GOMAXPROCS is decoded on amd64 only")
-	}
+	// The code of runtime.GOMAXPROCS is decoded on amd64 only.
+	testenv.Require(t, testenv.Root, testenv.NodeExporter, testenv.AMD64)
 	cmd := exec.Command("prometheus-node-exporter", "--web.listen-address=127.0.0.1:0",
 		"--runtime.gomaxprocs=3", "--collector.disable-defaults")
 	out, err := cmd.StderrPipe()

@@ -31,6 +31,7 @@ type Feature string
 // GOSLEUTH_TEST_REQUIRE lists.
 const (
 	Linux      Feature = "linux"      // running on Linux
+	AMD64      Feature = "amd64"      // an x86-64 machine (code decoded by hand is x86-64's)
 	Root       Feature = "root"       // effective uid 0
 	Perf       Feature = "perf"       // perf_event_open of a software event on another process
 	Tracefs    Feature = "tracefs"    // tracefs found or mounted (the product mounts it as root)
@@ -116,6 +117,11 @@ func probe(f Feature) string {
 	case Linux:
 		if runtime.GOOS != "linux" {
 			return "this is " + runtime.GOOS
+		}
+		return ""
+	case AMD64:
+		if runtime.GOARCH != "amd64" {
+			return "this is " + runtime.GOARCH
 		}
 		return ""
 	case Root, Nobody:
