@@ -15,6 +15,7 @@ targets=(
   "./internal/stacks FuzzParseSample"   # perf sample records
   "./internal/perf FuzzReadRecords"     # the perf ring walk
   "./internal/proc FuzzParsers"         # /proc stat, status, io, limits, cmdline
+  "./internal/proc FuzzTaskstats"       # taskstats replies over generic netlink
   "./internal/goruntime FuzzParsers"    # /metrics pages, goroutine dumps, MemStats
   "./internal/load FuzzReadResponse"    # HTTP/1 replies, against net/http
   "./internal/probe FuzzProbePoint"     # function prologues of any binary

@@ -149,6 +149,12 @@ type SelfStats struct {
 	Processes      int
 	Samples        uint64
 	Errors         uint64
+	// TaskstatsOff says why the reader does not learn which processes ran
+	// from taskstats (proc.Options.RanFromTaskstats) and reads every
+	// thread instead; empty when it does. TaskstatsStill counts the
+	// processes whose threads the last sample left unread.
+	TaskstatsOff   string
+	TaskstatsStill int
 }
 
 // Exporter samples the host and holds the last Snapshot.
@@ -194,9 +200,11 @@ func New(cfg Config) (*Exporter, error) {
 	// whose cap they pushed other files over) would be spent for nothing.
 	// A host that starts processes now and then would have /proc listed
 	// in full at nearly every sample: the new PIDs are enough. A sleeping
-	// process's RSS is re-read every idleStatEvery full passes.
+	// process's RSS is re-read every idleStatEvery full passes. Taskstats
+	// tells which processes of three threads or more ran, for one answer
+	// each instead of a read per thread.
 	r, err := proc.NewReader(proc.Options{Root: cfg.ProcRoot, SkipKernelThreads: true, IdleBackoff: cfg.IdleBackoff,
-		SwitchesOnly: true, SkipIO: true, NewPIDsOnly: true, IdleStatEvery: idleStatEvery})
+		SwitchesOnly: true, SkipIO: true, NewPIDsOnly: true, IdleStatEvery: idleStatEvery, RanFromTaskstats: true})
 	if err != nil {
 		return nil, fmt.Errorf("exporter: %w", err)
 	}
@@ -339,6 +347,8 @@ func (e *Exporter) Sample() error {
 	e.self.CollectSeconds = time.Since(start).Seconds()
 	e.self.Tasks = len(e.cur.Tasks)
 	e.self.Processes = len(e.cur.Procs)
+	e.self.TaskstatsOff = e.cur.Stats.TaskstatsOff
+	e.self.TaskstatsStill = e.cur.Stats.TaskstatsStill
 	e.publish(now)
 	return nil
 }

@@ -43,6 +43,10 @@ var (
 		"Groups with series of their own.", nil, nil)
 	descDropped = prometheus.NewDesc("gosleuth_exporter_processes_folded_total",
 		"Processes counted in the group \"other\" because --max-groups was reached when their group first appeared.", nil, nil)
+	descRanFrom = prometheus.NewDesc("gosleuth_exporter_ran_signal_info",
+		"How the exporter learns which threads ran since the last sample: source=\"taskstats\" (one kernel answer per process of three threads or more) or \"schedstat\" (a read per thread), with the reason taskstats is not used.", []string{"source", "reason"}, nil)
+	descStill = prometheus.NewDesc("gosleuth_exporter_taskstats_still_processes",
+		"Processes whose threads the last sample left unread because taskstats said none ran.", nil, nil)
 	descErrors = prometheus.NewDesc("gosleuth_exporter_errors_total",
 		"Background samples that failed.", nil, nil)
 	descFinding = prometheus.NewDesc("gosleuth_finding",
@@ -64,7 +68,7 @@ type collector struct{ e *Exporter }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCPU, descWake, descInvol, descProcs, descThreads, descRSS, descFDs, descFDRatio,
-		descGo, descTop, descCollect, descTasks, descProcsSeen, descSeries, descDropped, descErrors, descAge,
+		descGo, descTop, descCollect, descTasks, descProcsSeen, descSeries, descDropped, descErrors, descAge, descRanFrom, descStill,
 		descFinding, descFindingCores, descDoctorRuns, descDoctorErrors, descDoctorSeconds} {
 		ch <- d
 	}
@@ -121,6 +125,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descSeries, float64(len(s.Groups)))
 	counter(descDropped, float64(s.Dropped))
 	counter(descErrors, float64(s.Self.Errors))
+	if s.Self.TaskstatsOff == "" {
+		gauge(descRanFrom, 1, "taskstats", "")
+	} else {
+		gauge(descRanFrom, 1, "schedstat", s.Self.TaskstatsOff)
+	}
+	gauge(descStill, float64(s.Self.TaskstatsStill))
 	gauge(descAge, float64(s.Time.UnixNano())/1e9)
 }
 

@@ -70,4 +70,20 @@ type Options struct {
 	// processes' stat and task directories then yield to the threads'
 	// schedstat ones, read far more often. 0 or 1: at every full pass.
 	IdleStatEvery int
+	// RanFromTaskstats asks the kernel's taskstats (generic netlink, one
+	// batched request per refresh) which processes of three threads or more
+	// ran, and leaves the threads of those that did not unread: a
+	// taskstats answer sums a process's switches and CPU times over its
+	// threads, so one answer (about 1.8 us of kernel time) stands for
+	// every thread's schedstat read (about 0.7 us each). Single- and
+	// two-threaded processes are read as without it, which is cheaper.
+	// With IdleBackoff above 1 a process whose answer has not moved for
+	// that many refreshes is asked once in that many, as a thread is, and
+	// when it has run all its threads are checked at once: its counters
+	// are exact, up to IdleBackoff refreshes late, as without it.
+	// It needs CAP_NET_ADMIN, the kernel's TASKSTATS family (the host's
+	// network namespace) and a /proc of this process's PID namespace;
+	// without them the reader reads as without it and ReadStats.TaskstatsOff
+	// says why.
+	RanFromTaskstats bool
 }

@@ -137,6 +137,18 @@ type ReadStats struct {
 	Changed int
 	// Idle counts threads not checked in this refresh (Options.IdleBackoff).
 	Idle int
+	// TaskstatsAsked counts the processes asked about through taskstats
+	// (Options.RanFromTaskstats), TaskstatsStill those whose threads were
+	// left unread because none ran (or, under IdleBackoff, none ran for a
+	// while and they were not due). TaskstatsLost is true when replies
+	// were dropped (a full socket buffer): those processes were read as
+	// without taskstats.
+	TaskstatsAsked, TaskstatsStill int
+	TaskstatsLost                  bool
+	// TaskstatsOff, with Options.RanFromTaskstats, says why taskstats is
+	// not in use (every thread is then read as without it); empty when it
+	// is, or was not asked for.
+	TaskstatsOff string
 	// Full is true when every file was re-read regardless of change.
 	Full bool
 	// Denied is true when some files could not be read for lack of permission.
