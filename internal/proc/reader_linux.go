@@ -778,6 +778,22 @@ func (r *Reader) readTask(pid int32, ts *taskSlot) bool {
 			t.Processor = int32(sf.Processor)
 		}
 	}
+	if r.opts.SwitchesOnly && r.ts != nil {
+		// The switch counts alone: taskstats gives them for less than
+		// procfs renders the whole status.
+		a := r.ts.queryThread(ts.t.TID)
+		r.stats.Reads += 2
+		if a.errno == unix.ESRCH {
+			ts.gone = true
+			return false
+		}
+		if a.ok {
+			ts.t.VolCtxsw, ts.t.InvolCtxsw = a.sig.nvcsw, a.sig.nivcsw
+			ts.fresh = false
+			return true
+		}
+		// No answer: read the status as without taskstats.
+	}
 	b, err := r.read(&ts.statusfd, false, pid, ts.t.TID, "status")
 	if err != nil {
 		if errors.Is(err, errGone) {

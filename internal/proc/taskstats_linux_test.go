@@ -25,6 +25,12 @@ const testFamily = 0x1a
 // tsReplyBytes builds a taskstats answer for tgid as the kernel lays it out
 // (mk_reply: a nested AGGR_TGID holding TGID, a NULL pad and STATS).
 func tsReplyBytes(seq, tgid uint32, st unix.Taskstats, nestedFlag bool) []byte {
+	return tsReplyOf(seq, tgid, st, nestedFlag, unix.TASKSTATS_TYPE_AGGR_TGID, unix.TASKSTATS_TYPE_TGID)
+}
+
+// tsReplyOf builds an answer of either kind: aggr and id are
+// TASKSTATS_TYPE_AGGR_TGID and _TGID, or _AGGR_PID and _PID (one thread).
+func tsReplyOf(seq, tgid uint32, st unix.Taskstats, nestedFlag bool, aggr, idType uint16) []byte {
 	ne := binary.NativeEndian
 	stats := unsafe.Slice((*byte)(unsafe.Pointer(&st)), unsafe.Sizeof(st))
 	attr := func(typ uint16, payload []byte) []byte {
@@ -39,9 +45,9 @@ func tsReplyBytes(seq, tgid uint32, st unix.Taskstats, nestedFlag bool) []byte {
 	}
 	id := make([]byte, 4)
 	ne.PutUint32(id, tgid)
-	inner := append(attr(unix.TASKSTATS_TYPE_TGID, id), attr(unix.TASKSTATS_TYPE_NULL, nil)...)
+	inner := append(attr(idType, id), attr(unix.TASKSTATS_TYPE_NULL, nil)...)
 	inner = append(inner, attr(unix.TASKSTATS_TYPE_STATS, stats)...)
-	typ := uint16(unix.TASKSTATS_TYPE_AGGR_TGID)
+	typ := aggr
 	if nestedFlag {
 		typ |= unix.NLA_F_NESTED
 	}
@@ -78,6 +84,8 @@ func TestParseTaskstatsReply(t *testing.T) {
 	}{
 		{"answer", good, tsReply{seq: 7, tgid: 4242, sig: ranSig{nvcsw: 11, nivcsw: 2, utimeUS: 300, stimeUS: 40, cpuCount: 13}}, false},
 		{"nested flag", tsReplyBytes(8, 1, st, true), tsReply{seq: 8, tgid: 1, sig: ranSig{nvcsw: 11, nivcsw: 2, utimeUS: 300, stimeUS: 40, cpuCount: 13}}, false},
+		{"thread", tsReplyOf(4, 77, st, true, unix.TASKSTATS_TYPE_AGGR_PID, unix.TASKSTATS_TYPE_PID), tsReply{seq: 4, tgid: 77, sig: ranSig{nvcsw: 11, nivcsw: 2, utimeUS: 300, stimeUS: 40, cpuCount: 13}}, false},
+		{"id of the other kind", tsReplyOf(4, 77, st, true, unix.TASKSTATS_TYPE_AGGR_PID, unix.TASKSTATS_TYPE_TGID), tsReply{}, true},
 		{"gone", tsErrorBytes(9, unix.ESRCH), tsReply{seq: 9, errno: unix.ESRCH}, false},
 		{"denied", tsErrorBytes(3, unix.EPERM), tsReply{seq: 3, errno: unix.EPERM}, false},
 		{"empty", nil, tsReply{}, true},
@@ -180,6 +188,10 @@ func TestTaskstatsLive(t *testing.T) {
 	a1 := ask(t, c, spin.Process.Pid)
 	if !a0.ok || !a1.ok || a0.sig == a1.sig {
 		t.Errorf("spinning process: answers %+v then %+v, want two that differ", a0, a1)
+	}
+	// One thread's own counts are its status's.
+	if a := c.queryThread(int32(os.Getpid())); !a.ok {
+		t.Errorf("this process's main thread: %+v", a)
 	}
 
 	idle := startHelper(t, "threads")
