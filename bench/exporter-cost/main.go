@@ -17,6 +17,13 @@
 // Run it from the repository root (root, Debian's exporters installed):
 //
 //	go run ./bench/exporter-cost [-tasks 650,3600] [-scrape 15s,1s] [-window 60s]
+//
+// With -together, each round instead starts every exporter at once and
+// scrapes them side by side over the same window, so a busy shared host
+// weighs on all alike; -base REV adds gosleuth built from that git
+// revision, an A/B of a change in the same run:
+//
+//	go run ./bench/exporter-cost -together -base HEAD~1 -tasks 650 -scrape 15s -window 100s -only rounds
 package main
 
 import (
@@ -30,18 +37,26 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
 func main() {
+	if os.Getenv("EXPORTER_COST_SLEEPER") != "" {
+		threadedSleeper()
+	}
 	tasks := flag.String("tasks", "650,3600", "tasks on the host per round, comma list (sleeping processes are added to reach each)")
 	scrapes := flag.String("scrape", "15s,1s", "scrape intervals, comma list")
 	window := flag.Duration("window", 60*time.Second, "measuring time per exporter and interval")
 	churnFor := flag.Duration("churn", 60*time.Second, "how long the 1,000 processes/s churn runs")
 	only := flag.String("only", "rounds,idle,churn", "parts to run, comma list")
+	together := flag.Bool("together", false, "start every exporter at once and measure them over the same window")
+	base := flag.String("base", "", "with -together, also run gosleuth built from this git revision (A/B)")
+	sleeper := flag.String("sleepers", "sleep", "what raises the task count: sleep (single-threaded processes) or threads (idle Go processes of about 12 threads, like a host of Go daemons)")
 	flag.Parse()
 	do := map[string]bool{}
 	for _, p := range strings.Split(*only, ",") {
@@ -72,6 +87,25 @@ func main() {
 		}},
 		{"node-exporter", ne, func(p string) []string { return []string{"--web.listen-address=127.0.0.1:" + p} }},
 	}
+	if *together {
+		// The every-thread variant is an old comparison; side by side the
+		// question is gosleuth against its peers (and its base revision).
+		exporters = append(exporters[:1], exporters[2:]...)
+		if *base != "" {
+			src := filepath.Join(dir, "base")
+			check(os.MkdirAll(src, 0o755))
+			run("sh", "-c", "git archive "+*base+" | tar -x -C "+src)
+			bs := filepath.Join(dir, "gosleuth-base")
+			build := exec.Command("go", "build", "-o", bs, "./cmd/gosleuth")
+			build.Dir = src
+			if out, err := build.CombinedOutput(); err != nil {
+				check(fmt.Errorf("build %s: %v\n%s", *base, err, out))
+			}
+			b := exporters[0]
+			b.name, b.prog = "gosleuth "+*base, bs
+			exporters = append(exporters[:1], append([]exporter{b}, exporters[1:]...)...)
+		}
+	}
 
 	fmt.Printf("%-6s %-7s %-20s %12s %8s %11s %11s %8s %9s\n", "tasks", "scrape", "exporter", "% of a core", "RSS MB", "scrape p50", "scrape p99", "series", "vs gosl.")
 	var sleepers []*exec.Cmd
@@ -83,6 +117,10 @@ func main() {
 		check(err)
 		for countTasks() < want {
 			c := exec.Command("sleep", "3600")
+			if *sleeper == "threads" {
+				c = exec.Command(os.Args[0])
+				c.Env = append(os.Environ(), "EXPORTER_COST_SLEEPER=1")
+			}
 			check(c.Start())
 			sleepers = append(sleepers, c)
 		}
@@ -90,6 +128,10 @@ func main() {
 		for _, s := range strings.Split(*scrapes, ",") {
 			every, err := time.ParseDuration(s)
 			check(err)
+			if *together {
+				measureTogether(exporters, n, s, every, *window)
+				continue
+			}
 			var base float64
 			for i, ex := range exporters {
 				r := ex.measure(every, *window)
@@ -163,6 +205,83 @@ func (ex exporter) measure(every, d time.Duration) result {
 	sort.Float64s(lat)
 	return result{cpuPct: ns / 1e7 / sec, rssMB: float64(statusKB(pid, "VmHWM:")) / 1024,
 		p50: lat[len(lat)/2], p99: lat[min(len(lat)-1, len(lat)*99/100)], series: series}
+}
+
+// measureTogether starts every exporter at once, warms them up for 10 s,
+// then scrapes each every interval for d (all in the same second) and
+// prints one row each over that same window.
+func measureTogether(exs []exporter, tasks int, label string, every, d time.Duration) {
+	type live struct {
+		c        *exec.Cmd
+		url      string
+		c0       uint64
+		lat      []float64
+		series   int
+		pid      int
+		ex       exporter
+		switches uint64
+	}
+	var ls []*live
+	for _, ex := range exs {
+		c, url := ex.start()
+		ls = append(ls, &live{c: c, url: url, pid: c.Process.Pid, ex: ex})
+	}
+	defer func() {
+		for _, l := range ls {
+			l.c.Process.Kill()
+			l.c.Wait()
+		}
+	}()
+	time.Sleep(10 * time.Second)
+	t0 := time.Now()
+	for _, l := range ls {
+		l.c0, l.switches = cpuNS(l.pid), switches(l.pid)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		for _, l := range ls {
+			s := time.Now()
+			l.series = len(scrape(l.url))
+			l.lat = append(l.lat, float64(time.Since(s).Microseconds())/1000)
+		}
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+	sec := time.Since(t0).Seconds()
+	var base float64
+	for i, l := range ls {
+		cpu := float64(cpuNS(l.pid)-l.c0) / 1e7 / sec
+		wake := float64(switches(l.pid)-l.switches) / sec
+		sort.Float64s(l.lat)
+		ratio := "1.00x"
+		if i == 0 {
+			base = cpu
+		} else if base > 0 {
+			ratio = fmt.Sprintf("%.2fx", cpu/base)
+		}
+		fmt.Printf("%-6d %-7s %-20s %12.3f %8.1f %9.1fms %9.1fms %8d %9s  %.1f wake-ups/s\n", tasks, label, l.ex.name, cpu,
+			float64(statusKB(l.pid, "VmHWM:"))/1024, l.lat[len(l.lat)/2], l.lat[min(len(l.lat)-1, len(l.lat)*99/100)], l.series, ratio, wake)
+	}
+}
+
+// threadedSleeper is an idle Go process of about 12 threads: 8 locked to
+// goroutines blocked in read(2), plus the runtime's. It never returns.
+func threadedSleeper() {
+	var fds [2]int
+	check(syscall.Pipe(fds[:]))
+	for range 8 {
+		go func() {
+			runtime.LockOSThread()
+			var b [1]byte
+			syscall.Read(fds[0], b[:])
+		}()
+	}
+	select {}
 }
 
 // idle runs the exporter unscraped and counts its wake-ups.

@@ -513,3 +513,21 @@ func TestRuntimeConnectBackoff(t *testing.T) {
 		want = min(2*want, connectRetryMax)
 	}
 }
+
+// BenchmarkSample is one background sample of this host: /proc read, the
+// groups folded, the snapshot published.
+func BenchmarkSample(b *testing.B) {
+	testenv.Require(b, testenv.Linux)
+	e, err := New(Config{GroupBy: []string{KindExe}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.reader.Close()
+	e.Sample()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := e.Sample(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
