@@ -97,7 +97,7 @@ func Connect(ctx context.Context, pid int, opts Options) (Source, []string, erro
 	}
 	facts := opts.Facts
 	if facts == nil {
-		f, err := Discover(opts.ProcRoot, pid)
+		f, err := discoverIdentity(opts.ProcRoot, pid)
 		if err != nil {
 			return nil, notes, err
 		}
