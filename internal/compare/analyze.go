@@ -187,7 +187,7 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 			c.Pairs = len(c.pairs)
 			if m.PerProcess && (len(lives[0]) < 3 || len(lives[s]) < 3) {
 				c.Verdict = NotTested
-				c.Why = fmt.Sprintf("%d+%d processes: a gauge of the process, tested with at least 3 processes a side (--restart)", len(lives[0]), len(lives[s]))
+				c.Why = fmt.Sprintf("%d+%d processes: it differs from process to process more than from window to window, so it is tested with at least 3 processes a side (--restart)", len(lives[0]), len(lives[s]))
 				c.P, c.PAdj = math.NaN(), math.NaN()
 			}
 			mr.Comparisons = append(mr.Comparisons, c)

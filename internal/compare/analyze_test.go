@@ -78,6 +78,10 @@ func TestAnalyzeVerdicts(t *testing.T) {
 		{"shifted within the band", metricCPU, false, base, scaled(1.002), Same},
 		{"noisy", metricCPU, false, []float64{5, 15, 8, 12, 20, 3, 9, 11, 14, 6}, []float64{7, 16, 5, 13, 18, 4, 10, 12, 15, 8}, Unknown},
 		{"gauge of one process a side", metricThreads, false, []float64{5, 5, 5, 5, 5, 5}, []float64{6, 6, 6, 6, 6, 6}, NotTested},
+		// An AA run's kept processes: one locked to the tick in system
+		// code, the other in user code, window after window.
+		{"user/system split of one process a side", metricUser, false, []float64{0.81, 1.08, 1.22, 1.32, 0.89, 2.30, 0.98, 1.60}, []float64{4.26, 4.28, 4.63, 4.28, 4.33, 4.22, 4.30, 4.25}, NotTested},
+		{"user/system split over processes", metricSys, true, []float64{4.2, 3.8, 4.0, 4.1, 3.9, 4.0, 4.2, 3.9}, []float64{0.8, 0.8, 0.7, 0.8, 0.9, 0.8, 0.8, 0.7}, Better},
 		{"gauge over processes", metricThreads, true, []float64{5, 5, 5, 5, 5, 5, 5, 5}, []float64{9, 9, 9, 9, 9, 9, 9, 9}, Worse},
 		{"too few windows", metricCPU, false, []float64{1}, []float64{2}, Unknown},
 		// 3 a side: rank tests cannot go below p=0.1, Welch on logs decides.
