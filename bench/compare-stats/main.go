@@ -17,6 +17,7 @@
 //
 // Usage:
 //
+//	go run ./bench/compare-stats -reanalyze DIR   (aa-*.json and default-*.json kept by -json-dir, with this version's analysis)
 //	go run ./bench/compare-stats [-only aa,ticker,power,sweep,default] [-runs 20] [-power-runs 10] [-window 1s] [-windows 10]
 //
 // -window and -windows set the protocol of aa and power (the default 10 s
@@ -306,17 +307,30 @@ func defaultRuns(ctx context.Context, bin string, n int, jsonDir string) {
 // as the first of four primary metrics in the weighted Holm correction.
 func reanalyzeDir(dir string) {
 	files, _ := filepath.Glob(filepath.Join(dir, "default-*.json"))
+	aaFiles, _ := filepath.Glob(filepath.Join(dir, "aa-*.json"))
 	sort.Strings(files)
+	sort.Strings(aaFiles)
+	alarms, was := 0, 0
+	for _, f := range aaFiles {
+		r := readResult(f)
+		before := changed(r)
+		reanalyze(r)
+		now := changed(r)
+		if len(before) > 0 {
+			was++
+		}
+		if len(now) > 0 {
+			alarms++
+		}
+		fmt.Printf("%s: changed %v, now %v\n", filepath.Base(f), before, now)
+	}
+	if len(aaFiles) > 0 {
+		fmt.Printf("reanalysis of the same program against itself: a better/worse verdict in %d of %d runs, now %d of %d\n",
+			was, len(aaFiles), alarms, len(aaFiles))
+	}
 	unpaired, paired, analysed := 0, 0, 0
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			fatal(err)
-		}
-		var r compare.Result
-		if err := json.Unmarshal(b, &r); err != nil {
-			fatal(fmt.Errorf("%s: %w", f, err))
-		}
+		r := *readResult(f)
 		var seq []compare.Window
 		for _, w := range r.Windows {
 			if _, ok := w.Values["cpu"]; ok && !w.Dropped {
@@ -352,28 +366,9 @@ func reanalyzeDir(dir string) {
 		if pp <= 0.01 {
 			paired++
 		}
-		// compare's own analysis as it stands: results written before
-		// windows carried their round get them from the order (each slot
-		// keeps one window of a kind, a round is one slot a side).
-		kept := map[string]int{}
-		for i := range r.Windows {
-			w := &r.Windows[i]
-			if w.Dropped {
-				continue
-			}
-			if w.Round == 0 {
-				w.Round = kept[w.Kind]/len(r.Sides) + 1
-			}
-			kept[w.Kind]++
-		}
-		var ms []compare.Metric
-		for _, m := range r.Metrics {
-			ms = append(ms, m.Metric)
-		}
 		before := verdict(&r, "cpu")
 		was := changed(&r)
-		r.Metrics = compare.Analyze(r.Sides, r.Windows, ms, compare.Options{Alpha: r.Protocol.Alpha,
-			Primary: r.Protocol.Primary, PrimaryShare: r.Protocol.PrimaryShare, Looks: r.Protocol.Looks})
+		reanalyze(&r)
 		now := verdict(&r, "cpu")
 		if now == compare.Worse {
 			analysed++
@@ -383,6 +378,38 @@ func reanalyzeDir(dir string) {
 	}
 	fmt.Printf("reanalysis: CPU at p <= 0.01 in %d of %d runs unpaired, %d of %d paired within blocks; compare's analysis now calls it worse in %d of %d\n",
 		unpaired, len(files), paired, len(files), analysed, len(files))
+}
+
+func readResult(f string) *compare.Result {
+	b, err := os.ReadFile(f)
+	if err != nil {
+		fatal(err)
+	}
+	var r compare.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		fatal(fmt.Errorf("%s: %w", f, err))
+	}
+	return &r
+}
+
+// reanalyze runs compare's analysis as it stands, with this version's
+// metric definitions, on a saved result. Results written before windows
+// carried their round get them from the order (each slot keeps one window
+// of a kind, a round is one slot a side).
+func reanalyze(r *compare.Result) {
+	kept := map[string]int{}
+	for i := range r.Windows {
+		w := &r.Windows[i]
+		if w.Dropped {
+			continue
+		}
+		if w.Round == 0 {
+			w.Round = kept[w.Kind]/len(r.Sides) + 1
+		}
+		kept[w.Kind]++
+	}
+	r.Metrics = compare.Analyze(r.Sides, r.Windows, compare.MetricsOf(r.Windows, len(r.Sides)), compare.Options{Alpha: r.Protocol.Alpha,
+		Primary: r.Protocol.Primary, PrimaryShare: r.Protocol.PrimaryShare, Looks: r.Protocol.Looks})
 }
 
 // keepJSON writes r as name in dir for re-analysis; no dir, nothing.

@@ -302,6 +302,13 @@ func orderString(sides []Side, order []int) string {
 
 // metricsFor lists the metrics the windows have values for on every side,
 // in table order: CPU windows first, then syscalls by their rate.
+// MetricsOf lists the metrics the analysis compares for these windows of
+// nsides sides, as this version of compare defines them (a saved Result
+// carries the definitions of the version that wrote it).
+func MetricsOf(windows []Window, nsides int) []Metric {
+	return metricsFor(windows, nsides)
+}
+
 func metricsFor(windows []Window, nsides int) []Metric {
 	fixed := []Metric{metricCPU, metricUser, metricSys, metricCPUPerK, metricWakeups, metricInvol,
 		metricThreads, metricRSS, metricP50, metricP99, metricP999, metricGC, metricGCShare, metricSyscalls}
