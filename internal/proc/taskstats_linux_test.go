@@ -245,12 +245,11 @@ func TestTaskstatsLive(t *testing.T) {
 	}
 }
 
-// TestTaskstatsCapture rewrites testdata/taskstats/ (the fuzz seed) from
-// this kernel with -update-taskstats.
-func TestTaskstatsCapture(t *testing.T) {
-	if os.Getenv("GOSLEUTH_UPDATE_TASKSTATS") == "" {
-		t.Skip("set GOSLEUTH_UPDATE_TASKSTATS=1 to capture a reply")
-	}
+// TestTaskstatsSeed checks that the fuzz seed (testdata/taskstats/, a
+// reply captured on Linux 6.18) still looks like this kernel's reply about
+// this process: both parse, name their process, and have the same size.
+// GOSLEUTH_UPDATE_TASKSTATS=1 rewrites the seed from this kernel.
+func TestTaskstatsSeed(t *testing.T) {
 	c := openTestTaskstats(t)
 	req := make([]byte, tsReqSize)
 	c.req = req[:0]
@@ -259,9 +258,28 @@ func TestTaskstatsCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := binary.NativeEndian.Uint32(c.slots)
-	os.MkdirAll("testdata/taskstats", 0o755)
-	if err := os.WriteFile("testdata/taskstats/reply-6.18", c.slots[:n], 0o644); err != nil {
-		t.Fatal(err)
+	live := c.slots[:n]
+	rep, err := parseTaskstatsReply(live, c.family)
+	if err != nil || rep.tgid != uint32(os.Getpid()) {
+		t.Fatalf("this kernel's reply about process %d: %+v, %v", os.Getpid(), rep, err)
+	}
+	const seed = "testdata/taskstats/reply-6.18"
+	if os.Getenv("GOSLEUTH_UPDATE_TASKSTATS") != "" {
+		if err := os.WriteFile(seed, live, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(seed)
+	if err != nil || len(b) < 16 {
+		t.Fatalf("seed %s: %d bytes, %v", seed, len(b), err)
+	}
+	family := binary.NativeEndian.Uint16(b[4:])
+	old, err := parseTaskstatsReply(b, family)
+	if err != nil || old.tgid == 0 {
+		t.Fatalf("seed %s: %+v, %v", seed, old, err)
+	}
+	if len(b) != len(live) {
+		t.Errorf("seed %s is %d bytes, this kernel's reply %d: recapture it (GOSLEUTH_UPDATE_TASKSTATS=1)", seed, len(b), len(live))
 	}
 }
 
