@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gosleuth/gosleuth/internal/perf"
+	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/tracefs"
 )
 
@@ -30,10 +31,26 @@ import (
 // removed at the end; ones left by a gosleuth that was killed (its PID
 // gone) are removed by the janitor at the next start.
 
-// tracePages is each ring's data pages: 512 KiB hold 32,768 samples of 16
-// bytes, 3.3 million hits a second per CPU between two drains (a function
-// called in a tight loop on every CPU, as the exact-count patient does).
-const tracePages = 128
+// traceRingBytes is the memory all of one attach's rings may take: it is
+// shared out over its functions and CPUs (tracePages), so that a few hot
+// functions get rings that outlast a drain delayed by a loaded machine.
+// At 128 pages per ring, 32,768 samples of 16 bytes, a tight loop on two
+// CPUs overflowed a ring in CI while another job loaded the machine (511
+// of 200,000 hits lost, the 10 ms drain late by more than ~20 ms).
+const traceRingBytes = 64 << 20
+
+// tracePages is the data pages of each ring for fns functions on ncpu
+// CPUs: traceRingBytes shared out, a power of two from 128 (512 KiB,
+// 32,768 samples, 3.3 million hits a second per CPU between two drains)
+// to 2,048 (8 MiB, 16 times that).
+func tracePages(fns, ncpu int) int {
+	per := traceRingBytes / os.Getpagesize() / max(fns*ncpu, 1)
+	pages := 128
+	for pages*2 <= per && pages < 2048 {
+		pages *= 2
+	}
+	return pages
+}
 
 // traceProbes is the tracefs definitions and per-CPU rings of some points.
 type traceProbes struct {
@@ -113,6 +130,10 @@ func traceAttach(t *Target, pts []Point, ids []int) (tp *traceProbes, err error)
 			tp.close()
 		}
 	}()
+	ncpu := 1
+	if cpus, err := proc.OnlineCPUs(); err == nil {
+		ncpu = len(cpus)
+	}
 	for _, id := range ids {
 		name := "f" + strconv.Itoa(id)
 		def := fmt.Sprintf("p:%s/%s %s:%#x", tp.group, name, exe, pts[id].Offset)
@@ -135,7 +156,7 @@ func traceAttach(t *Target, pts []Point, ids []int) (tp *traceProbes, err error)
 		}
 		attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_TRACEPOINT, Config: evid, Sample: 1,
 			Sample_type: unix.PERF_SAMPLE_TID, Wakeup: 1 << 20, Bits: unix.PerfBitDisabled}
-		rings, err := perf.OpenCPURings(&attr, tracePages)
+		rings, err := perf.OpenCPURings(&attr, tracePages(len(ids), ncpu))
 		if err != nil {
 			return tp, fmt.Errorf("uprobe event: %w", err)
 		}
