@@ -131,8 +131,7 @@ func explainsIt(cause, f Finding) bool {
 		return slices.Contains(execCalls, evidenceString(f, "call"))
 	case "file-reopen-churn":
 		// Only a hot call that opens files is reopen churn.
-		s := evidenceString(f, "call")
-		return slices.Contains(fileReadCalls, s) || s == "os.Open" || s == "os.OpenFile"
+		return opensFiles(evidenceString(f, "call"))
 	case "lock-contention":
 		// A hot call made by the function that takes the contended lock
 		// is the slow work held under it.

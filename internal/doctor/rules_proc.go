@@ -630,6 +630,12 @@ func reopenWeigh(w *Window, f *Finding) {
 // one of them re-opens files.
 var fileReadCalls = []string{"os.ReadFile", "io/ioutil.ReadFile", "os.ReadDir", "io/ioutil.ReadDir"}
 
+// opensFiles reports whether a library call opens a file: one of
+// fileReadCalls, or os.Open and os.OpenFile.
+func opensFiles(callee string) bool {
+	return slices.Contains(fileReadCalls, callee) || callee == "os.Open" || callee == "os.OpenFile"
+}
+
 // reopenFromCall is the weakest evidence of reopen churn: without syscall
 // counts and with too few kernel samples in openat and close to weigh, a
 // call that opens, reads and closes a file holds a quarter or more of the
@@ -677,7 +683,7 @@ func reopenCode(w *Window) []CodeRef {
 	// and holds the most samples.
 	if w.Stacks != nil {
 		for _, c := range w.Stacks.LibCalls {
-			if slices.Contains(fileReadCalls, c.Callee) || c.Callee == "os.Open" || c.Callee == "os.OpenFile" {
+			if opensFiles(c.Callee) {
 				return []CodeRef{callRef(c)}
 			}
 		}
