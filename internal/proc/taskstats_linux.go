@@ -190,8 +190,6 @@ type taskstatsConn struct {
 	// Cost counters, read by the Reader into ReadStats.
 	syscalls int
 	lost     bool // a batch lost replies (ENOBUFS)
-	// attr is the request's attribute: TASKSTATS_CMD_ATTR_TGID when 0.
-	attr uint16
 }
 
 // openTaskstats opens the socket, resolves the family and asks about its
@@ -310,10 +308,8 @@ type tsAnswer struct {
 // one write and one read: a thread's status costs procfs about 8 us to
 // render, this about 3.
 func (c *taskstatsConn) queryThread(tid int32) tsAnswer {
-	c.attr = unix.TASKSTATS_CMD_ATTR_PID
 	var out [1]tsAnswer
-	err := c.batch([]int32{tid}, out[:])
-	c.attr = 0
+	err := c.batch([]int32{tid}, out[:], unix.TASKSTATS_CMD_ATTR_PID)
 	if err != nil {
 		return tsAnswer{}
 	}
@@ -328,14 +324,17 @@ func (c *taskstatsConn) query(tgids []int32, out []tsAnswer) error {
 	c.lost = false
 	for lo := 0; lo < len(tgids); lo += tsBatch {
 		hi := min(lo+tsBatch, len(tgids))
-		if err := c.batch(tgids[lo:hi], out[lo:hi]); err != nil {
+		if err := c.batch(tgids[lo:hi], out[lo:hi], unix.TASKSTATS_CMD_ATTR_TGID); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (c *taskstatsConn) batch(tgids []int32, out []tsAnswer) error {
+// batch asks about each of tgids in one write, by attr:
+// TASKSTATS_CMD_ATTR_TGID (a whole process) or TASKSTATS_CMD_ATTR_PID (one
+// thread, its TID in tgids).
+func (c *taskstatsConn) batch(tgids []int32, out []tsAnswer, attr uint16) error {
 	ne := binary.NativeEndian
 	base := c.seq + 1
 	c.seq += uint32(len(tgids))
@@ -352,10 +351,6 @@ func (c *taskstatsConn) batch(tgids []int32, out []tsAnswer) error {
 		b[17] = 1 // TASKSTATS_GENL_VERSION
 		ne.PutUint16(b[18:], 0)
 		ne.PutUint16(b[20:], unix.SizeofNlAttr+4)
-		attr := c.attr
-		if attr == 0 {
-			attr = unix.TASKSTATS_CMD_ATTR_TGID
-		}
 		ne.PutUint16(b[22:], attr)
 		ne.PutUint32(b[24:], uint32(tgid))
 	}

@@ -254,7 +254,7 @@ func TestTaskstatsSeed(t *testing.T) {
 	req := make([]byte, tsReqSize)
 	c.req = req[:0]
 	var out [1]tsAnswer
-	if err := c.batch([]int32{int32(os.Getpid())}, out[:]); err != nil {
+	if err := c.batch([]int32{int32(os.Getpid())}, out[:], unix.TASKSTATS_CMD_ATTR_TGID); err != nil {
 		t.Fatal(err)
 	}
 	n := binary.NativeEndian.Uint32(c.slots)
