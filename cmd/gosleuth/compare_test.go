@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,14 +94,16 @@ func TestCompareRun(t *testing.T) {
 	}
 }
 
-// TestCompareFailureKeepsWindows: a side whose command exits mid-run
-// fails with exit 1 in one line, and the JSON holds the windows so far.
+// TestCompareFailureKeepsWindows: a side whose command exits mid-run (here
+// when restarted for its second run of windows) fails with exit 1 in one
+// line, and the JSON holds the windows so far.
 func TestCompareFailureKeepsWindows(t *testing.T) {
 	testenv.Require(t, testenv.Linux)
 	bin := testbin.Build(t, "../../internal/compare/testdata/patient")
 	out := filepath.Join(t.TempDir(), "ab.json")
 	args := []string{"compare", "--quiet", "--window", "300ms", "--windows", "10", "--warmup", "200ms", "--syscalls", "off",
-		"--format", "json", "-o", out, bin + " -tick 5ms", "sleep 1.2"}
+		"--format", "json", "-o", out, bin + " -tick 5ms",
+		fmt.Sprintf("[ -e %[1]s ] && exit 1; touch %[1]s; exec sleep 100", filepath.Join(t.TempDir(), "started"))}
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), args, &stdout, &stderr)
 	if err == nil {

@@ -35,7 +35,7 @@ type Window struct {
 	// Kind is "cpu" (CPU, switches, memory, latency, GC) or "syscalls".
 	Kind string `json:"kind"`
 	// Life numbers the process of the side measured (from 1): with
-	// --restart each block starts a new one.
+	// restarted processes (not --keep) each run of windows starts a new one.
 	Life int `json:"process"`
 	// Round numbers the round of the schedule the window belongs to (from
 	// 1; 0: not known): a round takes one window of each side, in a
@@ -187,7 +187,7 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 			c.Pairs = len(c.pairs)
 			if m.PerProcess && (len(lives[0]) < 3 || len(lives[s]) < 3) {
 				c.Verdict = NotTested
-				c.Why = fmt.Sprintf("%d+%d processes: it differs from process to process more than from window to window, so it is tested with at least 3 processes a side (--restart)", len(lives[0]), len(lives[s]))
+				c.Why = fmt.Sprintf("%d+%d processes: it differs from process to process more than from window to window, so it is tested with at least 3 processes a side (not with --keep)", len(lives[0]), len(lives[s]))
 				c.P, c.PAdj = math.NaN(), math.NaN()
 			}
 			mr.Comparisons = append(mr.Comparisons, c)

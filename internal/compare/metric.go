@@ -19,7 +19,7 @@ type Metric struct {
 	// next more than from one window to the next (threads, RSS, the
 	// user/system split): windows of one process are not independent
 	// samples of them, so they are tested only with at least 3 processes
-	// a side (--restart).
+	// a side (restarted processes, not --keep).
 	PerProcess bool `json:"per_process,omitempty"`
 	// Kind is the window kind that measures it: "cpu" or "syscalls".
 	Kind string `json:"kind"`

@@ -116,12 +116,12 @@ func (r *runner) run(ctx context.Context) error {
 		for _, s := range c.Sides {
 			urls[s.URL] = true
 		}
-		if len(urls) < len(c.Sides) && !c.Restart {
-			c.Restart = true
-			r.res.Notes = append(r.res.Notes, "the sides share a load URL, so one side runs at a time: restarted per block")
+		if len(urls) < len(c.Sides) && c.Keep {
+			c.Keep = false
+			r.res.Notes = append(r.res.Notes, "the sides share a load URL, so one side runs at a time: restarted per block, not kept")
 		}
 	}
-	p.Restart = c.Restart && commands
+	p.Restart = !c.Keep && commands
 	host, err := proc.NewReader(proc.Options{Root: c.ProcRoot, SkipKernelThreads: true})
 	if err != nil {
 		return fmt.Errorf("compare: %w", err)
@@ -138,9 +138,9 @@ func (r *runner) run(ctx context.Context) error {
 	case !commands:
 		p.Isolation = "both processes run throughout (they are not compare's to pause)"
 	case p.Restart:
-		p.Isolation = "one side's process runs at a time (restarted per block)"
+		p.Isolation = "one side runs at a time, a fresh process for each run of windows of a side"
 	default:
-		p.Isolation = "the side not measured is paused (SIGSTOP to its process group)"
+		p.Isolation = "one process a side (--keep), the side not measured paused (SIGSTOP to its process group): a difference between the two processes is taken for one between the programs"
 	}
 	rng := rand.New(rand.NewPCG(c.Seed, c.Seed^0x9e3779b97f4a7c15))
 	perSide := c.Windows

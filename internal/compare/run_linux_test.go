@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -55,29 +56,65 @@ func verdicts(r *Result) map[string]string {
 	return out
 }
 
+// TestSelfVsSelf runs the same program on both sides, with a fresh
+// process for each run of windows (the default) and with one process a
+// side kept throughout.
 func TestSelfVsSelf(t *testing.T) {
 	testenv.Require(t, testenv.Linux)
 	bin := testbin.Build(t, "./testdata/patient")
 	cmd := bin + " -tick 2ms -spin 50us"
-	cfg := quick(Side{Name: "A", Command: cmd}, Side{Name: "B", Command: cmd})
-	// 1% rather than 5%: a test that fails one run in twenty by design
-	// would be a flaky test.
-	cfg.Stats.Alpha = 0.01
-	r, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name      string
+		keep      bool
+		isolation string
+	}{
+		{"restarted", false, "a fresh process for each run of windows"},
+		{"kept", true, "paused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := quick(Side{Name: "A", Command: cmd}, Side{Name: "B", Command: cmd})
+			cfg.Keep = tc.keep
+			// 1% rather than 5%: a test that fails one run in twenty by
+			// design would be a flaky test.
+			cfg.Stats.Alpha = 0.01
+			r, err := Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Metrics) < 4 {
+				t.Fatalf("only %d metrics compared", len(r.Metrics))
+			}
+			for k, v := range verdicts(r) {
+				if v == Better || v == Worse {
+					t.Errorf("the same program against itself: %s is %s\n%s", k, v, describe(r, strings.Split(k, "/")[0]))
+				}
+			}
+			if !strings.Contains(r.Protocol.Isolation, tc.isolation) {
+				t.Errorf("isolation %q: want %q", r.Protocol.Isolation, tc.isolation)
+			}
+			// One process per run of windows of a side, or one a side.
+			wantLives := runs(r.Protocol.Order)[0]
+			if tc.keep {
+				wantLives = 1
+			}
+			if r.Protocol.Restart == tc.keep || r.Sides[0].Lives != wantLives {
+				t.Errorf("order %s: restart %v, A's processes %d, want %d", r.Protocol.Order, r.Protocol.Restart, r.Sides[0].Lives, wantLives)
+			}
+		})
 	}
-	if len(r.Metrics) < 4 {
-		t.Fatalf("only %d metrics compared", len(r.Metrics))
-	}
-	for k, v := range verdicts(r) {
-		if v == Better || v == Worse {
-			t.Errorf("the same program against itself: %s is %s", k, v)
+}
+
+// runs counts the runs of consecutive windows of each side in a
+// schedule written as Protocol.Order ("ABBABAAB": A 3, B 3) and their sum.
+func runs(order string) [3]int {
+	var n [3]int
+	for i := 0; i < len(order); i++ {
+		if i == 0 || order[i] != order[i-1] {
+			n[order[i]-'A']++
+			n[2]++
 		}
 	}
-	if !strings.Contains(r.Protocol.Isolation, "paused") {
-		t.Errorf("isolation %q: want the side not measured paused", r.Protocol.Isolation)
-	}
+	return n
 }
 
 func TestMoreWorkIsWorse(t *testing.T) {
@@ -110,13 +147,15 @@ func TestMoreWorkIsWorse(t *testing.T) {
 	if cfg.Syscalls == "on" && testenv.Has(testenv.BPF) && !strings.Contains(r.Protocol.Syscalls, "BPF") {
 		t.Errorf("syscalls counted by %q, want the BPF counter", r.Protocol.Syscalls)
 	}
-	// Where the time went: 16 CPU windows of 0.4 s at least, two kept
-	// processes started once each and warmed up, all within the run.
+	// Where the time went: 16 CPU windows of 0.4 s at least, a process
+	// started and warmed up for each run of windows of a side, all within
+	// the run.
 	tm := r.Time
+	starts := runs(r.Protocol.Order)[2]
 	parts := tm.CPUWindows + tm.SyscallWindows + tm.Starting + tm.Warmup
-	if tm.CPUWindows < 16*0.4 || tm.Starts != 2 || tm.Warmup < 2*0.3 || parts > r.Seconds ||
+	if tm.CPUWindows < 16*0.4 || tm.Starts != starts || tm.Warmup < float64(starts)*0.3 || parts > r.Seconds ||
 		(cfg.Syscalls == "on" && tm.SyscallWindows < 16*0.04) {
-		t.Errorf("time spent %+v of %.2fs: want >= 6.4s of CPU windows, 2 starts, >= 0.6s warm-up, parts within the whole", tm, r.Seconds)
+		t.Errorf("time spent %+v of %.2fs: want >= 6.4s of CPU windows, %d starts (order %s) each warmed up 0.3s, parts within the whole", tm, r.Seconds, starts, r.Protocol.Order)
 	}
 }
 
@@ -215,6 +254,13 @@ func TestLoadLatency(t *testing.T) {
 	}
 }
 
+// onceOnly is a command that runs the first time and fails at once every
+// time after.
+func onceOnly(t *testing.T) string {
+	mark := filepath.Join(t.TempDir(), "started")
+	return fmt.Sprintf("[ -e %[1]s ] && exit 1; touch %[1]s; exec sleep 100", mark)
+}
+
 func TestBadInput(t *testing.T) {
 	testenv.Require(t, testenv.Linux)
 	bin := testbin.Build(t, "./testdata/patient")
@@ -226,7 +272,12 @@ func TestBadInput(t *testing.T) {
 		windows bool
 	}{
 		{"command fails", quick(Side{Name: "A", Command: "exit 3"}, Side{Name: "B", Command: bin}), ErrTarget, false},
-		{"command exits mid-run", quick(Side{Name: "A", Command: bin + " -tick 10ms"}, Side{Name: "B", Command: "sleep 1.5"}), ErrTarget, true},
+		{"kept command exits mid-run", func() Config {
+			c := quick(Side{Name: "A", Command: bin + " -tick 10ms"}, Side{Name: "B", Command: "sleep 1.5"})
+			c.Keep = true
+			return c
+		}(), ErrTarget, true},
+		{"command fails when restarted", quick(Side{Name: "A", Command: bin + " -tick 10ms"}, Side{Name: "B", Command: onceOnly(t)}), ErrTarget, true},
 		{"dead pid", quick(Side{Name: "A", PID: 1 << 29}, Side{Name: "B", PID: os.Getpid()}), nil, false},
 		{"URL refuses", func() Config {
 			c := quick(Side{Name: "A", Command: "sleep 5", URL: fmt.Sprintf("http://127.0.0.1:%d/", freePort(t))},
