@@ -189,10 +189,10 @@ func (r *Reader) Close() error {
 	}
 	r.order, r.slots = nil, nil
 	if r.procfd >= 0 {
-		unix.Close(r.procfd)
+		rawClose(r.procfd)
 	}
 	if r.loadfd >= 0 {
-		unix.Close(r.loadfd)
+		rawClose(r.loadfd)
 	}
 	if r.ts != nil {
 		r.ts.close()
@@ -377,7 +377,7 @@ func (r *Reader) lastPIDMoved() bool {
 		return true
 	}
 	r.stats.Reads++
-	n, err := unix.Pread(r.loadfd, r.buf, 0)
+	n, err := rawPread(r.loadfd, r.buf, 0)
 	if err != nil || n == 0 {
 		return true
 	}
@@ -413,7 +413,7 @@ func (r *Reader) scanProc(from int32) error {
 		// small steps and stop past the last PID.
 		buf = r.dbuf[:1024]
 	}
-	if _, err := unix.Seek(r.procfd, off, 0); err != nil {
+	if _, err := rawSeek(r.procfd, off, 0); err != nil {
 		return fmt.Errorf("rewind %s: %w", r.root, err)
 	}
 	// Collect the PIDs first: adding a process lists its task directory
@@ -421,7 +421,7 @@ func (r *Reader) scanProc(from int32) error {
 	r.pids = r.pids[:0]
 	for {
 		r.stats.Reads++
-		n, err := unix.Getdents(r.procfd, buf)
+		n, err := rawGetdents(r.procfd, buf)
 		if err != nil {
 			return fmt.Errorf("list %s: %w", r.root, err)
 		}
@@ -470,10 +470,10 @@ func (r *Reader) checkSeekScan() bool {
 	if err != nil || self != strconv.Itoa(os.Getpid()) {
 		return false
 	}
-	if _, err := unix.Seek(r.procfd, tgidOffset+int64(os.Getpid()), 0); err != nil {
+	if _, err := rawSeek(r.procfd, tgidOffset+int64(os.Getpid()), 0); err != nil {
 		return false
 	}
-	n, err := unix.Getdents(r.procfd, r.dbuf)
+	n, err := rawGetdents(r.procfd, r.dbuf)
 	if err != nil || n <= 0 {
 		return false
 	}
@@ -553,7 +553,7 @@ func (r *Reader) addSlot(pid int32) bool {
 // whether the executable is a Go binary.
 func (r *Reader) readIdentity(s *procSlot) {
 	s.p.Cmdline = ""
-	if b, err := r.read(nil, false, s.p.PID, 0, "cmdline"); err == nil {
+	if b, err := r.readCmdline(s.p.PID); err == nil {
 		s.p.Cmdline = cmdlineString(b)
 	}
 	s.p.Cgroup = ""
@@ -822,10 +822,10 @@ func (r *Reader) rescanTasks(s *procSlot) {
 		return
 	}
 	r.tids = r.tids[:0]
-	if _, err := unix.Seek(fd, 0, 0); err == nil {
+	if _, err := rawSeek(fd, 0, 0); err == nil {
 		for {
 			r.stats.Reads++
-			n, err := unix.Getdents(fd, r.dbuf)
+			n, err := rawGetdents(fd, r.dbuf)
 			if err != nil || n <= 0 {
 				break
 			}
@@ -833,7 +833,7 @@ func (r *Reader) rescanTasks(s *procSlot) {
 		}
 	}
 	if transient {
-		unix.Close(fd)
+		rawClose(fd)
 	}
 	r.tgen++
 	mark := r.tgen
@@ -889,11 +889,11 @@ func (r *Reader) readFDs(s *procSlot) {
 		if unix.Fstat(fd, &st) == nil {
 			count = int(st.Size)
 		}
-	} else if _, err := unix.Seek(fd, 0, 0); err == nil {
+	} else if _, err := rawSeek(fd, 0, 0); err == nil {
 		count = 0
 		for {
 			r.stats.Reads++
-			n, err := unix.Getdents(fd, r.dbuf)
+			n, err := rawGetdents(fd, r.dbuf)
 			if err != nil || n <= 0 {
 				break
 			}
@@ -901,7 +901,7 @@ func (r *Reader) readFDs(s *procSlot) {
 		}
 	}
 	if transient {
-		unix.Close(fd)
+		rawClose(fd)
 	}
 	if count >= 0 {
 		s.p.FDs = int32(count)
@@ -1007,7 +1007,7 @@ func (r *Reader) closeFD(fdp *int, hot bool) {
 	if *fdp < 0 {
 		return
 	}
-	unix.Close(*fdp)
+	rawClose(*fdp)
 	*fdp = -1
 	r.kept--
 	if !hot {
@@ -1024,10 +1024,27 @@ func (r *Reader) read(fdp *int, hot bool, pid, tid int32, name string) ([]byte, 
 		return nil, err
 	}
 	r.stats.Reads++
-	n, err := unix.Pread(fd, r.buf, 0)
+	n, err := rawPread(fd, r.buf, 0)
 	if transient {
-		unix.Close(fd)
+		rawClose(fd)
 	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	return r.buf[:n], nil
+}
+
+// readCmdline reads pid's command line into r.buf through an ordinary
+// pread (see sys_linux.go): the kernel copies it from the process's memory
+// under its mmap_lock.
+func (r *Reader) readCmdline(pid int32) ([]byte, error) {
+	fd, _, err := r.ensure(nil, false, pid, 0, "cmdline", 0)
+	if err != nil {
+		return nil, err
+	}
+	r.stats.Reads++
+	n, err := unix.Pread(fd, r.buf, 0)
+	rawClose(fd)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -1071,7 +1088,7 @@ func (r *Reader) ensure(fdp *int, hot bool, pid, tid int32, name string, flags i
 // buffer: unix.Open takes a string and would allocate a copy on every call.
 func openBytes(path []byte, flags int) (int, error) {
 	dirfd := unix.AT_FDCWD
-	fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, uintptr(dirfd),
+	fd, _, errno := unix.RawSyscall6(unix.SYS_OPENAT, uintptr(dirfd),
 		uintptr(unsafe.Pointer(&path[0])), uintptr(flags|unix.O_CLOEXEC), 0, 0, 0)
 	if errno != 0 {
 		return -1, errno

@@ -355,14 +355,14 @@ func (c *taskstatsConn) batch(tgids []int32, out []tsAnswer, attr uint16) error 
 		ne.PutUint32(b[24:], uint32(tgid))
 	}
 	c.syscalls++
-	if _, err := unix.Write(c.fd, c.req); err != nil {
+	if _, err := rawWrite(c.fd, c.req); err != nil {
 		return fmt.Errorf("send taskstats requests: %w", err)
 	}
 	// The kernel answers every request inside the write: the replies are
 	// queued already, so the socket is drained without waiting.
 	for {
 		c.syscalls++
-		r1, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(c.fd), uintptr(unsafe.Pointer(&c.msgs[0])),
+		r1, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(c.fd), uintptr(unsafe.Pointer(&c.msgs[0])),
 			uintptr(len(c.msgs)), unix.MSG_DONTWAIT, 0, 0)
 		if errno == unix.EINTR {
 			continue
