@@ -18,7 +18,7 @@
 // Usage:
 //
 //	go run ./bench/compare-stats -reanalyze DIR   (aa-*.json and default-*.json kept by -json-dir, with this version's analysis)
-//	go run ./bench/compare-stats [-only aa,ticker,power,sweep,default] [-runs 20] [-power-runs 10] [-window 1s] [-windows 10]
+//	go run ./bench/compare-stats [-only aa,ticker,power,sweep,default] [-runs 20] [-first 1] [-power-runs 10] [-window 1s] [-windows 10]
 //
 // -window and -windows set the protocol of aa and power (the default 10 s
 // windows make a run about 4 minutes long; 1 s keeps the campaign short).
@@ -47,6 +47,7 @@ func main() {
 	runs := flag.Int("runs", 20, "runs of the self-against-self campaign")
 	powerRuns := flag.Int("power-runs", 10, "runs of the 3% campaign")
 	nDefault := flag.Int("default-runs", 1, "runs of the default protocol (the 3% pair under load)")
+	first := flag.Int("first", 1, "number of the first aa run (its seed; the JSON files are numbered from it), to split a campaign over several processes")
 	jsonDir := flag.String("json-dir", "", "directory to keep each aa and default run's JSON result in (every window, for re-analysis)")
 	reanalyze := flag.String("reanalyze", "", "read the default runs' JSON results in this directory and compare the unpaired test with a within-block paired one on CPU, then exit")
 	window := flag.Duration("window", time.Second, "window length of aa and power")
@@ -85,7 +86,7 @@ func main() {
 		return false
 	}
 	if has("aa") {
-		aa(ctx, bin, *runs, *window, *windows, *jsonDir)
+		aa(ctx, bin, *first, *runs, *window, *windows, *jsonDir)
 	}
 	if has("ticker") {
 		ticker(ctx, bin)
@@ -128,11 +129,11 @@ func verdict(r *compare.Result, metric string) string {
 	return "absent"
 }
 
-func aa(ctx context.Context, bin string, runs int, window time.Duration, windows int, jsonDir string) {
+func aa(ctx context.Context, bin string, first, runs int, window time.Duration, windows int, jsonDir string) {
 	cmd := bin + " -tick 2ms -spin 50us"
 	alarms, tested, paired := 0, 0, 0
 	start := time.Now()
-	for i := range runs {
+	for i := first - 1; i < first-1+runs; i++ {
 		r, err := compare.Run(ctx, compare.Config{Sides: []compare.Side{{Name: "A", Command: cmd}, {Name: "B", Command: cmd}},
 			Windows: windows, Window: window, Seed: uint64(i + 1)})
 		if err != nil {

@@ -64,8 +64,8 @@ latency percentiles of an open-loop load at the same rate on each side
 (a window counts only when the rate was held within 0.5% and the generator
 was not late); GC cycles and GC CPU share when the program has gosleuth's
 agent or --metrics-url-a/-b. Started processes run on the same CPUs
-(--cpus), one side at a time, a fresh process for each run of windows of
-a side (--keep keeps one process a side and pauses the other). --pid-a/--pid-b compare running processes;
+(--cpus), one side at a time, a fresh process for each window (--keep
+keeps one process a side and pauses the other). --pid-a/--pid-b compare running processes;
 --sweep NAME=v1,v2 runs one command per value ({NAME} in the command is
 replaced, otherwise NAME is set in the environment) and names the best.
 
@@ -86,7 +86,7 @@ written).`,
 			fs.IntVar(&f.windows, "windows", 10, "CPU windows per side (with --until-decided: the most a side before the budget)")
 			fs.DurationVar(&f.window, "window", 10*time.Second, "length of a window")
 			fs.DurationVar(&f.warmup, "warmup", 3*time.Second, "warm-up of each started process before its first window")
-			fs.BoolVar(&f.keep, "keep", false, "keep one process a side for the whole run, the other paused, instead of a fresh one for each run of windows (for programs slow to start; a difference between the two processes is then taken for the programs')")
+			fs.BoolVar(&f.keep, "keep", false, "keep one process a side for the whole run, the other paused, instead of a fresh one for each window (for programs slow to start; a difference between the two processes is then taken for the programs')")
 			fs.StringVar(&f.loadURL, "load", "", "drive each side with open-loop HTTP load on `URL` (with --rate)")
 			fs.StringVar(&f.loadB, "load-b", "", "B's own load `URL` when the sides listen apart (default: --load; one URL means one side at a time)")
 			fs.StringVar(&f.rate, "rate", "", "load `rate` in requests per second, the same on every side")

@@ -10,9 +10,13 @@
 // random order followed by its reverse), so slow drift of the machine falls
 // on both sides alike. One window is one sample of every metric. Processes
 // compare starts run on the same CPUs (sched_setaffinity at fork, inherited
-// by every thread and child) and, unless restarted per block, the side not
-// being measured is paused (SIGSTOP to its process group) so both sides see
-// the same quiet machine.
+// by every thread and child), one side at a time: each window gets a fresh
+// process, started and warmed up, so a window is a sample of the program,
+// not of one process of it (two processes of one program differ: their
+// memory layout, their phase against the kernel's tick), and the pairs of
+// the schedule share no process. With Config.Keep one process a side is
+// kept and the side not being measured is paused (SIGSTOP to its process
+// group).
 //
 // # Metrics
 //

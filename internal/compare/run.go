@@ -40,12 +40,12 @@ type Config struct {
 	Warmup time.Duration
 	// Keep keeps one process a side for the whole run, the side not being
 	// measured paused with SIGSTOP, instead of starting a fresh process for
-	// every run of consecutive windows of a side (the default). With one
+	// every window (the default). With one
 	// process a side no test can tell a difference between the two
 	// processes (their memory layout, their phase against the kernel's
 	// tick) from one between the programs: an AA run of a ticker with kept
 	// processes has been seen to call CPU 4-5% "better" in 9 pairs of 10.
-	// Ignored (restarted) when two servers would share one load URL.
+	// Ignored when two servers would share one load URL.
 	Keep bool
 	// Syscalls is "auto" (count when root and tracefs allow), "on" (fail
 	// when they do not) or "off". SyscallWindow is the length of the
@@ -144,7 +144,9 @@ type TimeSpent struct {
 	// windows dropped and retaken.
 	CPUWindows float64 `json:"cpu_windows_seconds"`
 	Dropped    float64 `json:"dropped_seconds"`
-	// SyscallWindows includes attaching and releasing the counters.
+	// SyscallWindows includes attaching and releasing the counters (with
+	// a fresh process per window, only what of the release outlasted the
+	// next process's start and warm-up).
 	SyscallWindows float64 `json:"syscall_windows_seconds"`
 	// Starts counts started processes; Starting is the time from exec
 	// to a process ready to measure, Warmup the warm-ups and the settling

@@ -71,6 +71,10 @@ type runner struct {
 	// per-task tracepoint counters.
 	bpf     bool
 	running *target // restart mode: the side whose process is up
+	// releasing, when not nil, is closed once the last syscall window's
+	// counters are released (restart mode releases them in the
+	// background).
+	releasing chan struct{}
 	// round numbers the schedule's current round (Window.Round).
 	round int
 }
@@ -118,7 +122,7 @@ func (r *runner) run(ctx context.Context) error {
 		}
 		if len(urls) < len(c.Sides) && c.Keep {
 			c.Keep = false
-			r.res.Notes = append(r.res.Notes, "the sides share a load URL, so one side runs at a time: restarted per block, not kept")
+			r.res.Notes = append(r.res.Notes, "the sides share a load URL, so one side runs at a time: a fresh process for each window, not kept")
 		}
 	}
 	p.Restart = !c.Keep && commands
@@ -138,7 +142,7 @@ func (r *runner) run(ctx context.Context) error {
 	case !commands:
 		p.Isolation = "both processes run throughout (they are not compare's to pause)"
 	case p.Restart:
-		p.Isolation = "one side runs at a time, a fresh process for each run of windows of a side"
+		p.Isolation = "one side runs at a time, a fresh process for each window"
 	default:
 		p.Isolation = "one process a side (--keep), the side not measured paused (SIGSTOP to its process group): a difference between the two processes is taken for one between the programs"
 	}
@@ -257,6 +261,7 @@ func (r *runner) slot(ctx context.Context, t *target) error {
 	if err := r.activate(ctx, t); err != nil {
 		return err
 	}
+	r.released()
 	for try := 0; ; try++ {
 		t0 := time.Now()
 		w, err := r.cpuWindow(ctx, t)
@@ -624,17 +629,22 @@ func (r *runner) gone(t *target) error {
 	return fmt.Errorf("compare: %w: side %s: process %d died", ErrTarget, t.side.Name, t.side.PID)
 }
 
-// activate makes t the side that runs: in restart mode its process is
-// (re)started and warmed up, with kept processes it is resumed after a
-// pause. It settles before returning.
+// activate makes t the side that runs: in restart mode a fresh process is
+// started for the window and warmed up, with kept processes t's is resumed
+// after a pause. It settles before returning.
+//
+// Restarting for every window, not for every run of windows of a side,
+// keeps the pairs of the schedule independent: in ABBA with one process
+// for BB, both of the block's pairs held that one process, and its own
+// level (a periodic program's phase against the kernel's tick) moved both
+// pairs' signs together. An AA campaign restarted per run of windows
+// called CPU "better" in 1 of its first 3 runs, with B's process of the
+// block's middle in both pairs.
 func (r *runner) activate(ctx context.Context, t *target) error {
 	if t.cmd == nil && t.side.Command == "" {
 		return nil
 	}
 	if r.res.Protocol.Restart {
-		if r.running == t {
-			return nil
-		}
 		if r.running != nil {
 			r.stop(r.running)
 		}
@@ -719,6 +729,7 @@ func (r *runner) stop(t *target) {
 }
 
 func (r *runner) cleanup() {
+	r.released()
 	for _, t := range r.targets {
 		r.stop(t)
 		if t.gc != nil {
@@ -731,6 +742,17 @@ func (r *runner) cleanup() {
 	if r.host != nil {
 		r.host.Close()
 	}
+}
+
+// released waits until the last syscall window's counters are released;
+// the wait counts as syscall-window time.
+func (r *runner) released() {
+	if r.releasing == nil {
+		return
+	}
+	defer r.spent(&r.res.Time.SyscallWindows, time.Now())
+	<-r.releasing
+	r.releasing = nil
 }
 
 // warm runs t (under its load) for d without measuring.
@@ -1111,7 +1133,19 @@ func (r *runner) countWindow(ctx context.Context, t *target, step chan *load.Ste
 		err = fmt.Errorf("compare: read syscall counters: %w", rerr)
 	}
 	sec := time.Since(start).Seconds()
-	release()
+	if r.res.Protocol.Restart {
+		// The process is stopped next and a new one warmed up: the
+		// counters, detached at once, wait out their grace period (1.35 s
+		// for a BPF program) meanwhile. The next CPU window waits for it.
+		done := make(chan struct{})
+		go func() {
+			release()
+			close(done)
+		}()
+		r.releasing = done
+	} else {
+		release()
+	}
 	if step != nil {
 		res := <-step
 		if err == nil {

@@ -68,7 +68,7 @@ func TestSelfVsSelf(t *testing.T) {
 		keep      bool
 		isolation string
 	}{
-		{"restarted", false, "a fresh process for each run of windows"},
+		{"restarted", false, "a fresh process for each window"},
 		{"kept", true, "paused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,8 +92,8 @@ func TestSelfVsSelf(t *testing.T) {
 			if !strings.Contains(r.Protocol.Isolation, tc.isolation) {
 				t.Errorf("isolation %q: want %q", r.Protocol.Isolation, tc.isolation)
 			}
-			// One process per run of windows of a side, or one a side.
-			wantLives := runs(r.Protocol.Order)[0]
+			// One process per window, or one a side.
+			wantLives := strings.Count(r.Protocol.Order, "A")
 			if tc.keep {
 				wantLives = 1
 			}
@@ -102,19 +102,6 @@ func TestSelfVsSelf(t *testing.T) {
 			}
 		})
 	}
-}
-
-// runs counts the runs of consecutive windows of each side in a
-// schedule written as Protocol.Order ("ABBABAAB": A 3, B 3) and their sum.
-func runs(order string) [3]int {
-	var n [3]int
-	for i := 0; i < len(order); i++ {
-		if i == 0 || order[i] != order[i-1] {
-			n[order[i]-'A']++
-			n[2]++
-		}
-	}
-	return n
 }
 
 func TestMoreWorkIsWorse(t *testing.T) {
@@ -148,10 +135,9 @@ func TestMoreWorkIsWorse(t *testing.T) {
 		t.Errorf("syscalls counted by %q, want the BPF counter", r.Protocol.Syscalls)
 	}
 	// Where the time went: 16 CPU windows of 0.4 s at least, a process
-	// started and warmed up for each run of windows of a side, all within
-	// the run.
+	// started and warmed up for each, all within the run.
 	tm := r.Time
-	starts := runs(r.Protocol.Order)[2]
+	starts := len(r.Protocol.Order)
 	parts := tm.CPUWindows + tm.SyscallWindows + tm.Starting + tm.Warmup
 	if tm.CPUWindows < 16*0.4 || tm.Starts != starts || tm.Warmup < float64(starts)*0.3 || parts > r.Seconds ||
 		(cfg.Syscalls == "on" && tm.SyscallWindows < 16*0.04) {
