@@ -240,6 +240,11 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 				c.Welch = &w
 				c.P = w.P
 				ps[i] = min(1, w.P*float64(opts.Looks))
+				// The interval of the same test, so that the verdict's
+				// estimate and interval agree with its p.
+				if wr := WelchRatioCI(c.a, c.b, 1-level); !math.IsNaN(wr.Est) {
+					c.Ratio = wr
+				}
 			}
 		}
 	}

@@ -110,6 +110,58 @@ func TestWelchLog(t *testing.T) {
 	}
 }
 
+func TestStudentQuantile(t *testing.T) {
+	// Two-sided 95% and 99% critical values from the t table.
+	for _, tc := range []struct{ tail, df, want float64 }{
+		{0.025, 1, 12.7062047},
+		{0.025, 9, 2.26215716},
+		{0.025, 30, 2.04227246},
+		{0.005, 9, 3.24983554},
+		{0.005, 4.5, 4.27282399}, // Welch's df need not be whole (scipy.stats.t.ppf)
+	} {
+		if got := studentQuantile(tc.tail, tc.df); !near(got, tc.want, 1e-6) {
+			t.Errorf("studentQuantile(%v, %v) = %v, want %v", tc.tail, tc.df, got, tc.want)
+		}
+	}
+}
+
+// TestWelchRatioCI checks that Welch's interval of B/A clears 1 exactly
+// when Welch's test is below the level, on random samples of the sizes
+// where it stands in for the rank tests, and that it holds the estimate.
+func TestWelchRatioCI(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	agree := 0
+	for i := range 2000 {
+		n, m := 2+rng.IntN(5), 2+rng.IntN(5)
+		shift := rng.Float64() * 0.1
+		a, b := make([]float64, n), make([]float64, m)
+		for j := range a {
+			a[j] = math.Exp(rng.NormFloat64() * 0.03)
+		}
+		for j := range b {
+			b[j] = math.Exp(shift + rng.NormFloat64()*0.05)
+		}
+		p := WelchLog(a, b).P
+		r := WelchRatioCI(a, b, 0.95)
+		if !(r.Lo <= r.Est && r.Est <= r.Hi) || r.Method != "welch-log" {
+			t.Fatalf("case %d: ratio %+v does not hold its estimate", i, r)
+		}
+		clears := r.Lo > 1 || r.Hi < 1
+		if clears != (p < 0.05) && math.Abs(p-0.05) > 1e-6 {
+			t.Fatalf("case %d: p=%v but the 95%% interval [%v, %v] %s 1", i, p, r.Lo, r.Hi, map[bool]string{true: "clears", false: "holds"}[clears])
+		}
+		if clears {
+			agree++
+		}
+	}
+	if agree == 0 {
+		t.Errorf("no sample cleared 1: the cases test nothing")
+	}
+	if r := WelchRatioCI([]float64{1, 0}, []float64{1, 2}, 0.95); !math.IsNaN(r.Est) {
+		t.Errorf("WelchRatioCI with a zero = %+v, want NaN", r)
+	}
+}
+
 func TestSummarize(t *testing.T) {
 	// k from the binomial table: the largest k with P(B(n,1/2) <= k-1) <=
 	// 0.025; coverage 1 - 2 P(B <= k-1).
