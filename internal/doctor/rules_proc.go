@@ -400,6 +400,11 @@ func kernelCode(w *Window, names []string) []CodeRef {
 	return out
 }
 
+// topSyscalls names the n most frequent syscalls with their shares, and
+// after them up to n more whose count equals the n-th's: a cut between
+// equal counts would leave one out as if it were rarer (a server's
+// openat, tied with close, fstat and epoll_ctl, was the one dropped from
+// five).
 func topSyscalls(s *Syscalls, n int) string {
 	shares := make([]Share, 0, len(s.Counts))
 	total := float64(s.Total())
@@ -407,7 +412,11 @@ func topSyscalls(s *Syscalls, n int) string {
 		shares = append(shares, Share{Name: name, Share: float64(c) / total})
 	}
 	window.SortShares(shares)
-	return joinShares(shares, n)
+	k := min(n, len(shares))
+	for k > 0 && k < len(shares) && k < 2*n && shares[k].Share == shares[k-1].Share {
+		k++
+	}
+	return joinShares(shares, k)
 }
 
 func joinShares(s []Share, n int) string {

@@ -312,3 +312,27 @@ func TestSchedulerShareNeedsSamples(t *testing.T) {
 		t.Errorf("32 of 62 samples in the scheduler at 16%% of a core: no finding")
 	}
 }
+
+func TestTopSyscalls(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		counts map[string]uint64
+		n      int
+		want   string
+	}{
+		{"no tie", map[string]uint64{"futex": 50, "read": 30, "write": 20}, 2, "futex 50%, read 30%"},
+		// The reopen patient: openat tied with close, fstat and epoll_ctl
+		// at the cut, and alphabetically last of them.
+		{"tie at the cut", map[string]uint64{"futex": 40, "read": 25, "close": 8, "epoll_ctl": 8, "fstat": 8, "openat": 8, "write": 3}, 3,
+			"futex 40%, read 25%, close 8%, epoll_ctl 8%, fstat 8%, openat 8%"},
+		{"tie above the cut only", map[string]uint64{"a": 30, "b": 30, "c": 20, "d": 20}, 1, "a 30%, b 30%"},
+		{"ties capped at twice n", map[string]uint64{"a": 1, "b": 1, "c": 1, "d": 1, "e": 1}, 2, "a 20%, b 20%, c 20%, d 20%"},
+		{"fewer than n", map[string]uint64{"futex": 1}, 5, "futex 100%"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := topSyscalls(&Syscalls{Counts: tc.counts}, tc.n); got != tc.want {
+				t.Errorf("topSyscalls = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
