@@ -204,7 +204,7 @@ func New(cfg Config) (*Exporter, error) {
 	// tells which processes of three threads or more ran, for one answer
 	// each instead of a read per thread.
 	r, err := proc.NewReader(proc.Options{Root: cfg.ProcRoot, SkipKernelThreads: true, IdleBackoff: cfg.IdleBackoff,
-		SwitchesOnly: true, SkipIO: true, NewPIDsOnly: true, IdleStatEvery: idleStatEvery, RanFromTaskstats: true})
+		SwitchesOnly: true, SkipIO: true, SkipCmdline: true, NewPIDsOnly: true, IdleStatEvery: idleStatEvery, RanFromTaskstats: true})
 	if err != nil {
 		return nil, fmt.Errorf("exporter: %w", err)
 	}

@@ -49,6 +49,14 @@ type Options struct {
 	// SyscW stay zero. It saves a read (and a kept descriptor) per process
 	// that ran, for a view that shows no syscall counts.
 	SkipIO bool
+	// SkipCmdline leaves /proc/PID/cmdline unread (Proc.Cmdline stays
+	// empty), for a view that names processes by comm and cgroup (the
+	// exporter). It is the one read of a new process that can block (the
+	// kernel copies the command line under the target's mmap_lock) and so
+	// the one that goes through the Go scheduler (see sys_linux.go): a
+	// host that starts a process a second otherwise wakes the runtime's
+	// sysmon at every refresh.
+	SkipCmdline bool
 	// NewPIDsOnly, on a whole-host reader, lists only the PIDs above the
 	// last one /proc/loadavg showed when it shows new processes between
 	// full passes, instead of every process: procfs positions its root

@@ -553,8 +553,10 @@ func (r *Reader) addSlot(pid int32) bool {
 // whether the executable is a Go binary.
 func (r *Reader) readIdentity(s *procSlot) {
 	s.p.Cmdline = ""
-	if b, err := r.readCmdline(s.p.PID); err == nil {
-		s.p.Cmdline = cmdlineString(b)
+	if !r.opts.SkipCmdline {
+		if b, err := r.readCmdline(s.p.PID); err == nil {
+			s.p.Cmdline = cmdlineString(b)
+		}
 	}
 	s.p.Cgroup = ""
 	if b, err := r.read(nil, false, s.p.PID, 0, "cgroup"); err == nil {
@@ -566,20 +568,24 @@ func (r *Reader) readIdentity(s *procSlot) {
 		s.p.Known |= KnownExe
 		return
 	}
-	exe := r.root + "/" + strconv.Itoa(int(s.p.PID)) + "/exe"
-	var st unix.Stat_t
-	if err := unix.Stat(exe, &st); err != nil {
+	r.path = append(r.path[:0], r.root...)
+	r.path = append(r.path, '/')
+	r.path = strconv.AppendInt(r.path, int64(s.p.PID), 10)
+	r.path = append(r.path, "/exe\x00"...)
+	var st unix.Statx_t
+	if err := rawStatx(r.path, &st); err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			s.p.Known |= KnownExe // zombie or kernel: no executable
 		}
 		return
 	}
-	key := [2]uint64{st.Dev, st.Ino}
+	key := [2]uint64{uint64(st.Dev_major)<<32 | uint64(st.Dev_minor), st.Ino}
 	if v, ok := r.exe[key]; ok {
 		s.p.GoVersion = v
 		s.p.Known |= KnownExe
 		return
 	}
+	exe := string(r.path[:len(r.path)-1])
 	bi, err := buildinfo.ReadFile(exe)
 	switch {
 	case err == nil:

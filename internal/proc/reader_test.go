@@ -55,6 +55,13 @@ func TestReaderFixtures(t *testing.T) {
 	if !strings.HasPrefix(one.Cmdline, "/process_api --firecracker-init --addr") {
 		t.Errorf("pid 1 cmdline = %q", one.Cmdline)
 	}
+	// SkipCmdline leaves the command line unread and nothing else.
+	rs := newTestReader(t, Options{Root: "testdata/proc", SkipCmdline: true})
+	var ss Snapshot
+	mustSnapshot(t, rs, &ss)
+	if o := ss.Find(1); o == nil || o.Cmdline != "" || o.Comm != one.Comm || o.Cgroup != one.Cgroup || o.FDs != one.FDs || o.Known != one.Known {
+		t.Errorf("pid 1 with SkipCmdline = %+v, want %+v without its command line", o, *one)
+	}
 	ab := s.Find(8279)
 	if ab.Comm != "a) b" || ab.State != 'S' || ab.PPID != 1 || ab.StartTime != 39658 || ab.Cmdline != "/tmp/a) b 300" {
 		t.Errorf("pid 8279 = %+v", *ab)

@@ -17,11 +17,11 @@ import (
 // kernel, so only calls that cannot block for long are raw: reads of stat,
 // schedstat, status, io, limits and cgroup files, directory listings,
 // opens and closes of /proc files, and the taskstats socket, whose
-// replies are queued before the request's write returns. A new process's
-// command line is read through ordinary calls (readCmdline): the kernel
-// copies it from the target's memory under its mmap_lock, which a process
-// changing its mappings can hold for long. (The stat of its executable
-// stays ordinary too: sysmon is awake by then.)
+// replies are queued before the request's write returns, and the statx of
+// a new process's executable. Its command line is read through ordinary
+// calls (readCmdline): the kernel copies it from the target's memory under
+// its mmap_lock, which a process changing its mappings can hold for long
+// (the reason ps hangs on a process stuck in a page fault).
 
 func rawErr(e unix.Errno) error {
 	if e == 0 {
@@ -63,4 +63,12 @@ func rawClose(fd int) error {
 func rawSeek(fd int, off int64, whence int) (int64, error) {
 	n, _, e := unix.RawSyscall(unix.SYS_LSEEK, uintptr(fd), uintptr(off), uintptr(whence))
 	return int64(n), rawErr(e)
+}
+
+// rawStatx is statx(2) of a NUL-terminated path for its device and inode.
+func rawStatx(path []byte, st *unix.Statx_t) error {
+	dirfd := unix.AT_FDCWD
+	_, _, e := unix.RawSyscall6(unix.SYS_STATX, uintptr(dirfd), uintptr(unsafe.Pointer(&path[0])), 0,
+		unix.STATX_INO, uintptr(unsafe.Pointer(st)), 0)
+	return rawErr(e)
 }
