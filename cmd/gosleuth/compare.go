@@ -85,7 +85,7 @@ written).`,
 			fs.StringVar(&f.sweep, "sweep", "", "parameter scan `NAME=v1,v2,...` of one command ({NAME} placeholder or environment variable)")
 			fs.IntVar(&f.windows, "windows", 10, "CPU windows per side (with --until-decided: the most a side before the budget)")
 			fs.DurationVar(&f.window, "window", 10*time.Second, "length of a window")
-			fs.DurationVar(&f.warmup, "warmup", 3*time.Second, "warm-up of each started process before its first window")
+			fs.DurationVar(&f.warmup, "warmup", 2*time.Second, "warm-up of each started process before its window")
 			fs.BoolVar(&f.keep, "keep", false, "keep one process a side for the whole run, the other paused, instead of a fresh one for each window (for programs slow to start; a difference between the two processes is then taken for the programs')")
 			fs.StringVar(&f.loadURL, "load", "", "drive each side with open-loop HTTP load on `URL` (with --rate)")
 			fs.StringVar(&f.loadB, "load-b", "", "B's own load `URL` when the sides listen apart (default: --load; one URL means one side at a time)")

@@ -36,7 +36,7 @@ type Config struct {
 	Windows int
 	Window  time.Duration
 	// Warmup runs each started process (with the load, if any) before its
-	// first window (default 3s).
+	// window (default 2s).
 	Warmup time.Duration
 	// Keep keeps one process a side for the whole run, the side not being
 	// measured paused with SIGSTOP, instead of starting a fresh process for
@@ -177,7 +177,7 @@ func (c *Config) withDefaults() Config {
 		d.Window = 10 * time.Second
 	}
 	if d.Warmup == 0 {
-		d.Warmup = 3 * time.Second
+		d.Warmup = 2 * time.Second
 	}
 	if d.Syscalls == "" {
 		d.Syscalls = "auto"
