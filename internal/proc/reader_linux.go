@@ -67,8 +67,9 @@ type procSlot struct {
 	limfd  int
 	tasks  []*taskSlot // sorted by TID
 	seen   uint64
-	skip   bool // a kernel thread left out by SkipKernelThreads
-	fresh  bool // not read in full yet
+	skip   bool  // a kernel thread left out by SkipKernelThreads
+	cpu    int32 // the CPU its stat says it last ran on
+	fresh  bool  // not read in full yet
 	// deferred marks a process first seen by a whole-host scan with
 	// Options.DeferNew: only its stat was read, in generation bornGen.
 	deferred bool
@@ -604,6 +605,7 @@ func (r *Reader) applyStat(s *procSlot, sf *statFields) {
 	p.StartTime = sf.StartTime
 	p.RSSBytes = sf.RSSPages * r.pageSize
 	p.Threads = int32(sf.Threads)
+	s.cpu = int32(sf.Processor)
 }
 
 // refreshProc reads one process: every thread's schedstat, then stat and
@@ -632,6 +634,10 @@ func (r *Reader) refreshProc(s *procSlot, full bool) {
 	anyGone := false
 	back := r.opts.IdleBackoff
 	tasks := s.tasks
+	// The one thread of a single-threaded process is read by its status
+	// alone: the process's stat, read anyway when it ran, gives its stat's
+	// figures (see Task.UTime).
+	single := r.singleThreaded(s)
 	if s.tsSkip {
 		// Taskstats says no thread ran (Options.RanFromTaskstats).
 		r.stats.Idle += len(tasks)
@@ -662,7 +668,7 @@ func (r *Reader) refreshProc(s *procSlot, full bool) {
 		if moved {
 			ts.still = 0
 			r.stats.Changed++
-			if r.readTask(pid, ts) {
+			if r.readTask(pid, ts, !r.opts.SwitchesOnly && !single) {
 				ran = true
 			} else {
 				anyGone = true
@@ -688,6 +694,14 @@ func (r *Reader) refreshProc(s *procSlot, full bool) {
 	}
 	if s.fresh || anyGone || int(s.p.Threads) != r.liveTasks(s) {
 		r.rescanTasks(s)
+	}
+	if !r.opts.SwitchesOnly && r.singleThreaded(s) {
+		t := &s.tasks[0].t
+		if t.Comm != s.p.Comm {
+			t.Comm = s.p.Comm
+		}
+		t.State, t.Processor = s.p.State, s.cpu
+		t.UTime, t.STime, t.procTimes = s.p.UTime, s.p.STime, true
 	}
 	if ran || (statDue && (s.fdDenied || s.ioDenied)) {
 		r.readFDs(s)
@@ -755,10 +769,16 @@ func (r *Reader) liveTasks(s *procSlot) int {
 	return n
 }
 
-// readTask reads a thread's stat (unless Options.SwitchesOnly) and status.
-// It reports false when the thread exited.
-func (r *Reader) readTask(pid int32, ts *taskSlot) bool {
-	if !r.opts.SwitchesOnly {
+// singleThreaded reports whether s is a process of one thread, its leader,
+// as its last stat and task listing say.
+func (r *Reader) singleThreaded(s *procSlot) bool {
+	return s.p.Threads == 1 && len(s.tasks) == 1 && s.tasks[0].t.TID == s.p.PID && !s.tasks[0].gone
+}
+
+// readTask reads a thread's stat (when stat is true) and status. It
+// reports false when the thread exited.
+func (r *Reader) readTask(pid int32, ts *taskSlot, stat bool) bool {
+	if stat {
 		b, err := r.read(&ts.statfd, false, pid, ts.t.TID, "stat")
 		if err != nil {
 			if errors.Is(err, errGone) {
@@ -774,7 +794,7 @@ func (r *Reader) readTask(pid int32, ts *taskSlot) bool {
 				t.Comm = string(sf.Comm)
 			}
 			t.State = sf.State
-			t.UTime, t.STime = sf.UTime, sf.STime
+			t.UTime, t.STime, t.procTimes = sf.UTime, sf.STime, false
 			t.Processor = int32(sf.Processor)
 		}
 	}
@@ -853,7 +873,10 @@ func (r *Reader) rescanTasks(s *procSlot) {
 	if added {
 		slices.SortFunc(s.tasks, func(a, b *taskSlot) int { return int(a.t.TID - b.t.TID) })
 	}
-	// Drop threads that exited; read new ones in full.
+	// Drop threads that exited; read new ones in full, but for the stat of
+	// a single-threaded process's thread (refreshProc gives it the
+	// process's).
+	single := s.p.Threads == 1 && len(s.tasks) == 1 && s.tasks[0].t.TID == pid
 	out := s.tasks[:0]
 	for _, ts := range s.tasks {
 		if ts.seen != mark || ts.gone {
@@ -864,7 +887,7 @@ func (r *Reader) rescanTasks(s *procSlot) {
 			if b, err := r.read(&ts.schedfd, true, pid, ts.t.TID, "schedstat"); err == nil {
 				ts.t.RunNS, ts.t.WaitNS, ts.t.Slices, _ = parseSchedstat(b)
 			}
-			if !r.readTask(pid, ts) {
+			if !r.readTask(pid, ts, !r.opts.SwitchesOnly && !single) {
 				r.closeTask(ts)
 				continue
 			}
