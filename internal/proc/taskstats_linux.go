@@ -20,6 +20,13 @@ import (
 // the last answer, no thread of the process ran, and none of its per-thread
 // files need reading.
 //
+// A TGID answer carries those sums (and the delay sums) and nothing else:
+// ac_comm, ac_ppid, ac_uid, ac_btime and hiwater_rss are zero in it (Linux
+// 6.18). They are filled in an answer about one thread
+// (TASKSTATS_CMD_ATTR_PID, fill_stats), from that thread alone, and no
+// answer says a process's state, current RSS or thread count: taskstats
+// cannot stand for a process's stat at first sight.
+//
 // The framing is written here by hand rather than with a netlink library
 // (mdlayher/genetlink is not among the module's dependencies): a refresh
 // sends one datagram carrying a request per process and drains the replies
