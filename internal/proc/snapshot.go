@@ -154,6 +154,10 @@ type ReadStats struct {
 	// without taskstats.
 	TaskstatsAsked, TaskstatsStill int
 	TaskstatsLost                  bool
+	// TaskstatsThreads counts the threads that ran whose switch counts
+	// were asked through taskstats (Options.SwitchesFromTaskstats) rather
+	// than read from their status.
+	TaskstatsThreads int
 	// TaskstatsOff, with Options.RanFromTaskstats, says why taskstats is
 	// not in use (every thread is then read as without it); empty when it
 	// is, or was not asked for.
