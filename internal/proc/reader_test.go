@@ -270,6 +270,18 @@ func startHelper(t *testing.T, mode string) *exec.Cmd {
 	return cmd
 }
 
+// startShell starts sh (a single-threaded process) running script; it is
+// killed in cleanup.
+func startShell(t *testing.T, script string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
 func requireProc(t *testing.T) {
 	t.Helper()
 	testenv.Require(t, testenv.Linux)
@@ -859,11 +871,7 @@ func TestReaderIdleStatEveryFDs(t *testing.T) {
 // opened; a multi-threaded process's threads are read on their own.
 func TestReaderSingleThread(t *testing.T) {
 	requireProc(t)
-	spin := exec.Command("sh", "-c", "while :; do :; done")
-	if err := spin.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { spin.Process.Kill(); spin.Wait() })
+	spin := startShell(t, "while :; do :; done")
 	multi := startHelper(t, "threads")
 	pid := spin.Process.Pid
 	r := newTestReader(t, Options{PIDs: []int{pid, multi.Process.Pid}})

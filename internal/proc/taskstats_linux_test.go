@@ -384,11 +384,7 @@ func TestReaderTaskstatsFallback(t *testing.T) {
 // counts are compared with its status.
 func TestReaderSwitchesFromTaskstats(t *testing.T) {
 	openTestTaskstats(t)
-	sh := exec.Command("sh", "-c", "while :; do sleep 0.01; done")
-	if err := sh.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sh.Process.Kill(); sh.Wait() })
+	sh := startShell(t, "while :; do sleep 0.01; done")
 	waker := startHelper(t, "wake")
 	pids := []int{sh.Process.Pid, waker.Process.Pid}
 	r := newTestReader(t, Options{PIDs: pids, SwitchesFromTaskstats: true})
