@@ -90,11 +90,19 @@ type Options struct {
 	// when it has run all its threads are checked at once: its counters
 	// are exact, up to IdleBackoff refreshes late, as without it. With
 	// SwitchesOnly, a thread that ran is read through taskstats too (its
-	// switch counts, about 3 us with the round trip) instead of its status
-	// (about 8 us for procfs to render).
+	// switch counts, as SwitchesFromTaskstats does) instead of its status.
 	// It needs CAP_NET_ADMIN, the kernel's TASKSTATS family (the host's
 	// network namespace) and a /proc of this process's PID namespace;
 	// without them the reader reads as without it and ReadStats.TaskstatsOff
 	// says why.
 	RanFromTaskstats bool
+	// SwitchesFromTaskstats asks the kernel's taskstats for the switch
+	// counts of the threads that ran (their schedstat moved), one batched
+	// request per refresh, instead of reading each one's status: an answer
+	// costs the kernel about 2 us, a status about 8 us for procfs to
+	// render, more under a fork storm. The counts are the same fields of
+	// the same thread. SwitchesOnly with RanFromTaskstats does so too. It
+	// needs what RanFromTaskstats needs; without it the statuses are read
+	// and ReadStats.TaskstatsOff says why.
+	SwitchesFromTaskstats bool
 }

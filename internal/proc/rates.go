@@ -118,8 +118,12 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 			}
 			o := &pt[k]
 			tr.New = false
-			tr.UserPct = float64(Delta(o.UTime, t.UTime)) * tickPct
-			tr.SysPct = float64(Delta(o.STime, t.STime)) * tickPct
+			if o.procTimes == t.procTimes {
+				// Otherwise the thread gained or lost siblings and its
+				// times changed source (Task.UTime): no baseline.
+				tr.UserPct = float64(Delta(o.UTime, t.UTime)) * tickPct
+				tr.SysPct = float64(Delta(o.STime, t.STime)) * tickPct
+			}
 			dv, di, dw := Delta(o.VolCtxsw, t.VolCtxsw), Delta(o.InvolCtxsw, t.InvolCtxsw), Delta(o.WaitNS, t.WaitNS)
 			tr.VolPerSec = float64(dv) / sec
 			tr.InvolPerSec = float64(di) / sec

@@ -56,6 +56,12 @@ type Reader struct {
 	tsPIDs  []int32
 	tsSlots []*procSlot
 	tsOut   []tsAnswer
+	// work: the processes whose threads were checked in this refresh, to
+	// be finished once the switch counts of those that ran are asked in
+	// one batch (swTIDs, answered in swOut; see switchesFromTaskstats).
+	work   []*procSlot
+	swTIDs []int32
+	swOut  []tsAnswer
 }
 
 type procSlot struct {
@@ -67,13 +73,17 @@ type procSlot struct {
 	limfd  int
 	tasks  []*taskSlot // sorted by TID
 	seen   uint64
-	skip   bool // a kernel thread left out by SkipKernelThreads
-	fresh  bool // not read in full yet
+	skip   bool  // a kernel thread left out by SkipKernelThreads
+	cpu    int32 // the CPU its stat says it last ran on
+	fresh  bool  // not read in full yet
 	// deferred marks a process first seen by a whole-host scan with
 	// Options.DeferNew: only its stat was read, in generation bornGen.
 	deferred bool
 	bornGen  uint64
 	gone     bool
+	// ran and anyGone: what checkThreads found (a thread ran, one exited).
+	ran      bool
+	anyGone  bool
 	fdDenied bool
 	ioDenied bool
 	// Options.RanFromTaskstats: the last answer (tsHave: there is one),
@@ -99,6 +109,10 @@ type taskSlot struct {
 	seen     uint64
 	fresh    bool
 	gone     bool
+	// moved: its schedstat moved in this refresh; ans indexes its switch
+	// counts' answer in Reader.swOut (-1: none asked).
+	moved bool
+	ans   int32
 	// still counts the checks in a row that found the thread had not run
 	// (Options.IdleBackoff).
 	still int
@@ -166,7 +180,7 @@ func NewReader(opts Options) (*Reader, error) {
 			}
 		}
 	}
-	if opts.RanFromTaskstats {
+	if opts.RanFromTaskstats || opts.SwitchesFromTaskstats {
 		r.openTaskstats()
 	}
 	var st unix.Stat_t
@@ -250,7 +264,7 @@ func (r *Reader) askTaskstats() {
 	}
 	r.tsOut = grow(r.tsOut, len(r.tsPIDs))
 	r.ts.syscalls = 0
-	err := r.ts.query(r.tsPIDs, r.tsOut)
+	err := r.ts.query(r.tsPIDs, r.tsOut, unix.TASKSTATS_CMD_ATTR_TGID)
 	r.stats.Reads += r.ts.syscalls
 	r.stats.TaskstatsAsked += len(r.tsPIDs)
 	r.stats.TaskstatsLost = r.ts.lost
@@ -285,6 +299,40 @@ func (r *Reader) askTaskstats() {
 		s.tsAll = s.tsHave && back > 1 && s.tsStill >= back
 		s.tsSig, s.tsHave, s.tsStill = a.sig, true, 0
 		s.tsMoved = back
+	}
+}
+
+// switchesFromTaskstats reports whether the switch counts of threads that
+// ran are asked through taskstats in this refresh (Options.SwitchesFromTaskstats,
+// or SwitchesOnly with RanFromTaskstats) rather than read from their status.
+func (r *Reader) switchesFromTaskstats() bool {
+	return r.ts != nil && (r.opts.SwitchesFromTaskstats || r.opts.SwitchesOnly)
+}
+
+// askSwitches asks, in one batch, the switch counts of the threads
+// checkThreads found had run. A thread without an answer (a lost reply, or
+// the socket failed) is read by its status.
+func (r *Reader) askSwitches() {
+	if len(r.swTIDs) == 0 {
+		return
+	}
+	r.swOut = grow(r.swOut, len(r.swTIDs))
+	clear(r.swOut)
+	r.ts.syscalls = 0
+	err := r.ts.query(r.swTIDs, r.swOut, unix.TASKSTATS_CMD_ATTR_PID)
+	r.stats.Reads += r.ts.syscalls
+	r.stats.TaskstatsThreads += len(r.swTIDs)
+	r.stats.TaskstatsLost = r.stats.TaskstatsLost || r.ts.lost
+	if err != nil {
+		// Every process is read as without taskstats from now on.
+		clear(r.swOut)
+		r.ts.close()
+		r.ts = nil
+		r.tsOff = err.Error()
+		r.stats.TaskstatsOff = r.tsOff
+		for _, s := range r.order {
+			s.tsSkip, s.tsHave, s.tsMoved = false, false, 0
+		}
 	}
 }
 
@@ -333,13 +381,18 @@ func (r *Reader) Snapshot(dst *Snapshot) error {
 	}
 	r.rescan = false
 	r.stats.TaskstatsOff = r.tsOff
-	if r.ts != nil {
+	if r.ts != nil && r.opts.RanFromTaskstats {
 		r.askTaskstats()
 	}
+	r.work, r.swTIDs = r.work[:0], r.swTIDs[:0]
 	for _, s := range r.order {
-		if !s.skip {
-			r.refreshProc(s, full)
+		if !s.skip && r.checkThreads(s) {
+			r.work = append(r.work, s)
 		}
+	}
+	r.askSwitches()
+	for _, s := range r.work {
+		r.finishProc(s, full)
 	}
 	r.dropGone()
 	if full {
@@ -610,34 +663,41 @@ func (r *Reader) applyStat(s *procSlot, sf *statFields) {
 	p.StartTime = sf.StartTime
 	p.RSSBytes = sf.RSSPages * r.pageSize
 	p.Threads = int32(sf.Threads)
+	s.cpu = int32(sf.Processor)
 }
 
-// refreshProc reads one process: every thread's schedstat, then stat and
-// status of the threads that ran, then the process files if anything moved.
+// A refresh reads each process in two steps: checkThreads reads every
+// thread's schedstat, then (once the switch counts of the threads that ran
+// are asked in one batch, askSwitches) finishProc reads the stat and status
+// of the threads that ran, then the process files if anything moved.
 //
 // A thread's CPU times, switch counts and state, and a process's descriptor
 // count and io counters, change only when one of its threads runs, which
 // moves schedstat. Only RSS (reclaim) and the limits (prlimit from outside)
 // change behind a sleeping process's back: a full pass re-reads just those.
-func (r *Reader) refreshProc(s *procSlot, full bool) {
+
+// checkThreads reads s's threads' schedstat and marks those that moved. It
+// reports false when there is nothing more to read of s in this refresh
+// (a process at first sight with Options.DeferNew, or one gone).
+func (r *Reader) checkThreads(s *procSlot) bool {
 	pid := s.p.PID
 	if s.deferred {
 		if s.bornGen == r.gen {
-			return // first sight: its stat is all there is
+			return false // first sight: its stat is all there is
 		}
 		// Seen again: read it in full now, stat first.
 		s.deferred = false
 		s.fresh = false
 		if !r.rereadStat(s) {
-			return
+			return false
 		}
 		s.fresh = true
 		r.readIdentity(s)
 	}
-	ran := s.fresh
-	anyGone := false
+	s.ran, s.anyGone = s.fresh, false
 	back := r.opts.IdleBackoff
 	tasks := s.tasks
+	ask := r.switchesFromTaskstats()
 	if s.tsSkip {
 		// Taskstats says no thread ran (Options.RanFromTaskstats).
 		r.stats.Idle += len(tasks)
@@ -654,7 +714,7 @@ func (r *Reader) refreshProc(s *procSlot, full bool) {
 		if err != nil {
 			if errors.Is(err, errGone) {
 				ts.gone = true
-				anyGone = true
+				s.anyGone = true
 			}
 			continue
 		}
@@ -668,13 +728,36 @@ func (r *Reader) refreshProc(s *procSlot, full bool) {
 		if moved {
 			ts.still = 0
 			r.stats.Changed++
-			if r.readTask(pid, ts) {
-				ran = true
-			} else {
-				anyGone = true
+			ts.moved = true
+			if ask {
+				ts.ans = int32(len(r.swTIDs))
+				r.swTIDs = append(r.swTIDs, ts.t.TID)
 			}
 		}
 	}
+	return true
+}
+
+// finishProc reads the threads of s that moved, then what else is due.
+func (r *Reader) finishProc(s *procSlot, full bool) {
+	pid := s.p.PID
+	// The one thread of a single-threaded process is read by its switch
+	// counts alone: the process's stat, read anyway when it ran, gives its
+	// stat's figures (see Task.UTime).
+	single := r.singleThreaded(s)
+	for _, ts := range s.tasks {
+		if !ts.moved {
+			continue
+		}
+		ts.moved = false
+		if r.readTask(pid, ts, !r.opts.SwitchesOnly && !single) {
+			s.ran = true
+		} else {
+			s.anyGone = true
+		}
+	}
+	ran, anyGone := s.ran, s.anyGone
+	back := r.opts.IdleBackoff
 	// Stat (for RSS) and limits are due although no thread ran at full
 	// passes, or with IdleStatEvery once in that many, spread over every
 	// refresh at a phase set by the PID.
@@ -694,6 +777,14 @@ func (r *Reader) refreshProc(s *procSlot, full bool) {
 	}
 	if s.fresh || anyGone || int(s.p.Threads) != r.liveTasks(s) {
 		r.rescanTasks(s)
+	}
+	if !r.opts.SwitchesOnly && r.singleThreaded(s) {
+		t := &s.tasks[0].t
+		if t.Comm != s.p.Comm {
+			t.Comm = s.p.Comm
+		}
+		t.State, t.Processor = s.p.State, s.cpu
+		t.UTime, t.STime, t.procTimes = s.p.UTime, s.p.STime, true
 	}
 	if ran || (statDue && (s.fdDenied || s.ioDenied)) {
 		r.readFDs(s)
@@ -761,10 +852,18 @@ func (r *Reader) liveTasks(s *procSlot) int {
 	return n
 }
 
-// readTask reads a thread's stat (unless Options.SwitchesOnly) and status.
-// It reports false when the thread exited.
-func (r *Reader) readTask(pid int32, ts *taskSlot) bool {
-	if !r.opts.SwitchesOnly {
+// singleThreaded reports whether s is a process of one thread, its leader,
+// as its last stat and task listing say.
+func (r *Reader) singleThreaded(s *procSlot) bool {
+	return s.p.Threads == 1 && len(s.tasks) == 1 && s.tasks[0].t.TID == s.p.PID && !s.tasks[0].gone
+}
+
+// readTask reads a thread's stat (when stat is true) and status. It
+// reports false when the thread exited.
+func (r *Reader) readTask(pid int32, ts *taskSlot, stat bool) bool {
+	ans := ts.ans // an answer is for this refresh only
+	ts.ans = -1
+	if stat {
 		b, err := r.read(&ts.statfd, false, pid, ts.t.TID, "stat")
 		if err != nil {
 			if errors.Is(err, errGone) {
@@ -780,15 +879,14 @@ func (r *Reader) readTask(pid int32, ts *taskSlot) bool {
 				t.Comm = string(sf.Comm)
 			}
 			t.State = sf.State
-			t.UTime, t.STime = sf.UTime, sf.STime
+			t.UTime, t.STime, t.procTimes = sf.UTime, sf.STime, false
 			t.Processor = int32(sf.Processor)
 		}
 	}
-	if r.opts.SwitchesOnly && r.ts != nil {
-		// The switch counts alone: taskstats gives them for less than
+	if ans >= 0 {
+		// The switch counts alone: taskstats gave them for less than
 		// procfs renders the whole status.
-		a := r.ts.queryThread(ts.t.TID)
-		r.stats.Reads += 2
+		a := r.swOut[ans]
 		if a.errno == unix.ESRCH {
 			ts.gone = true
 			return false
@@ -850,7 +948,7 @@ func (r *Reader) rescanTasks(s *procSlot) {
 			s.tasks[i].seen = mark
 			continue
 		}
-		ts := &taskSlot{schedfd: -1, statfd: -1, statusfd: -1, fresh: true, seen: mark}
+		ts := &taskSlot{schedfd: -1, statfd: -1, statusfd: -1, fresh: true, seen: mark, ans: -1}
 		ts.t.TID = tid
 		s.tasks = append(s.tasks, ts)
 		r.nTasks++
@@ -859,7 +957,10 @@ func (r *Reader) rescanTasks(s *procSlot) {
 	if added {
 		slices.SortFunc(s.tasks, func(a, b *taskSlot) int { return int(a.t.TID - b.t.TID) })
 	}
-	// Drop threads that exited; read new ones in full.
+	// Drop threads that exited; read new ones in full, but for the stat of
+	// a single-threaded process's thread (refreshProc gives it the
+	// process's).
+	single := s.p.Threads == 1 && len(s.tasks) == 1 && s.tasks[0].t.TID == pid
 	out := s.tasks[:0]
 	for _, ts := range s.tasks {
 		if ts.seen != mark || ts.gone {
@@ -870,7 +971,7 @@ func (r *Reader) rescanTasks(s *procSlot) {
 			if b, err := r.read(&ts.schedfd, true, pid, ts.t.TID, "schedstat"); err == nil {
 				ts.t.RunNS, ts.t.WaitNS, ts.t.Slices, _ = parseSchedstat(b)
 			}
-			if !r.readTask(pid, ts) {
+			if !r.readTask(pid, ts, !r.opts.SwitchesOnly && !single) {
 				r.closeTask(ts)
 				continue
 			}

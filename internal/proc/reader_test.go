@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -276,6 +277,18 @@ func startHelper(t *testing.T, mode string) *exec.Cmd {
 	return cmd
 }
 
+// startShell starts sh (a single-threaded process) running script; it is
+// killed in cleanup.
+func startShell(t *testing.T, script string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
 func requireProc(t *testing.T) {
 	t.Helper()
 	testenv.Require(t, testenv.Linux)
@@ -532,28 +545,40 @@ func TestReaderCloseReleases(t *testing.T) {
 	}
 }
 
-// BenchmarkSnapshot measures one steady-state refresh of the whole host;
+// BenchmarkSnapshot measures one steady-state refresh of the whole host,
+// as top reads it (taskstats asked for the switch counts where it can be);
 // allocs/op must stay at zero (goal: < 1 KB per refresh).
 func BenchmarkSnapshot(b *testing.B) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		b.Skip("needs /proc")
 	}
-	r, err := NewReader(Options{})
-	if err != nil {
-		b.Fatal(err)
+	for _, bc := range []struct {
+		name string
+		opts Options
+	}{
+		{"plain", Options{}},
+		{"top", Options{DeferNew: true, SkipKernelThreads: true, SwitchesFromTaskstats: true}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			r, err := NewReader(bc.opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			var s Snapshot
+			for range 2 {
+				r.Snapshot(&s)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := r.Snapshot(&s); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(s.Tasks)), "tasks")
+			b.ReportMetric(float64(s.Stats.TaskstatsThreads), "asked")
+		})
 	}
-	defer r.Close()
-	var s Snapshot
-	for range 2 {
-		r.Snapshot(&s)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := r.Snapshot(&s); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(len(s.Tasks)), "tasks")
 }
 
 func BenchmarkRates(b *testing.B) {
@@ -870,5 +895,91 @@ func TestReaderIdleStatEveryFDs(t *testing.T) {
 	}
 	if plain == 0 {
 		t.Errorf("without IdleStatEvery the third refresh opened nothing: the cap does not squeeze, the test checks nothing")
+	}
+}
+
+// TestReaderSingleThread: the one thread of a single-threaded process that
+// runs is given its process's stat figures, and its own stat file is never
+// opened; a multi-threaded process's threads are read on their own.
+func TestReaderSingleThread(t *testing.T) {
+	requireProc(t)
+	spin := startShell(t, "while :; do :; done")
+	multi := startHelper(t, "threads")
+	pid := spin.Process.Pid
+	r := newTestReader(t, Options{PIDs: []int{pid, multi.Process.Pid}})
+	var a, b Snapshot
+	mustSnapshot(t, r, &a)
+	time.Sleep(500 * time.Millisecond)
+	mustSnapshot(t, r, &b)
+	own, _ := ticks(t, pid) // the process's; its thread's below
+	tb, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tf statFields
+	if err := parseStat(tb, &tf); err != nil {
+		t.Fatal(err)
+	}
+	p := b.Find(int32(pid))
+	if p == nil || p.Threads != 1 || len(b.TasksOf(p)) != 1 {
+		t.Fatalf("spinner: %+v", p)
+	}
+	task := b.TasksOf(p)[0]
+	if task.UTime != p.UTime || task.STime != p.STime || task.State != p.State || task.Comm != "sh" || !task.procTimes {
+		t.Errorf("single thread %+v, process utime %d stime %d state %c", task, p.UTime, p.STime, p.State)
+	}
+	// The kernel's own figures for the thread, read just after: a spinner's
+	// times move on, by a few ticks at most.
+	if tf.UTime+tf.STime < task.UTime+task.STime || tf.UTime+tf.STime > task.UTime+task.STime+5 || own < task.UTime {
+		t.Errorf("thread's stat says utime %d stime %d, reader %d %d", tf.UTime, tf.STime, task.UTime, task.STime)
+	}
+	if fd := r.slots[int32(pid)].tasks[0].statfd; fd >= 0 {
+		t.Errorf("the single thread's stat was opened (fd %d)", fd)
+	}
+	var rates Rates
+	rates.Compute(&a, &b)
+	i := slices.IndexFunc(rates.Procs, func(pr ProcRate) bool { return pr.Proc.PID == int32(pid) })
+	lo, _ := b.TaskRange(p)
+	pr, tr := rates.Procs[i], rates.Tasks[lo]
+	if pr.UserPct+pr.SysPct < 1 || tr.UserPct != pr.UserPct || tr.SysPct != pr.SysPct {
+		t.Errorf("spinner cpu: process %.1f+%.1f%%, its thread %.1f+%.1f%%", pr.UserPct, pr.SysPct, tr.UserPct, tr.SysPct)
+	}
+	m := b.Find(int32(multi.Process.Pid))
+	if m == nil || m.Threads < helperThreadCount {
+		t.Fatalf("multi-threaded helper: %+v", m)
+	}
+	for _, mt := range b.TasksOf(m) {
+		if mt.procTimes || mt.Comm == "" || mt.State == 0 {
+			t.Errorf("tid %d of a multi-threaded process not read on its own: %+v", mt.TID, mt)
+		}
+	}
+}
+
+// TestRatesThreadTimesSource: a thread whose times changed source between
+// two readings (its process gained or lost threads) gets no CPU rate for
+// that interval; its switches still count.
+func TestRatesThreadTimesSource(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		before, after  bool // procTimes
+		wantUser, want float64
+	}{
+		{"process times both", true, true, 50, 5},
+		{"own times both", false, false, 50, 5},
+		{"process then own", true, false, 0, 5},
+		{"own then process", false, true, 0, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t0 := time.Unix(1000, 0)
+			prev := Snapshot{Time: t0, Procs: []Proc{{PID: 7, Threads: 1, taskHi: 1}},
+				Tasks: []Task{{TID: 7, UTime: 100, VolCtxsw: 10, procTimes: tc.before}}}
+			cur := Snapshot{Time: t0.Add(time.Second), Procs: []Proc{{PID: 7, Threads: 1, taskHi: 1}},
+				Tasks: []Task{{TID: 7, UTime: 150, VolCtxsw: 15, procTimes: tc.after}}}
+			var r Rates
+			r.Compute(&prev, &cur)
+			if got := r.Tasks[0]; got.UserPct != tc.wantUser || got.VolPerSec != tc.want || got.New {
+				t.Errorf("task rate %+v, want user %.0f%%, %.0f switches/s", got, tc.wantUser, tc.want)
+			}
+		})
 	}
 }

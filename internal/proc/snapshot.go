@@ -25,6 +25,11 @@ type Task struct {
 	Comm  string
 	State byte
 	// UTime and STime are CPU time in user and kernel mode, in ClockTicks.
+	// The one thread of a single-threaded process is given its process's
+	// stat figures (State, Comm, Processor, UTime, STime) rather than
+	// read on its own: the same counters, except that the process's times
+	// also hold those of threads that exited before, which a rate (a
+	// difference) cancels out.
 	UTime, STime uint64
 	// VolCtxsw counts voluntary switches (the thread blocked: each one is a
 	// wake-up later); InvolCtxsw counts preemptions.
@@ -34,6 +39,10 @@ type Task struct {
 	RunNS, WaitNS, Slices uint64
 	// Processor is the CPU the thread last ran on.
 	Processor int32
+	// procTimes: UTime and STime are the process's (see UTime). Rates
+	// give no CPU for a thread whose times changed source between two
+	// readings.
+	procTimes bool
 }
 
 // Proc is one process's cumulative counters and facts.
@@ -145,6 +154,10 @@ type ReadStats struct {
 	// without taskstats.
 	TaskstatsAsked, TaskstatsStill int
 	TaskstatsLost                  bool
+	// TaskstatsThreads counts the threads that ran whose switch counts
+	// were asked through taskstats (Options.SwitchesFromTaskstats) rather
+	// than read from their status.
+	TaskstatsThreads int
 	// TaskstatsOff, with Options.RanFromTaskstats, says why taskstats is
 	// not in use (every thread is then read as without it); empty when it
 	// is, or was not asked for.

@@ -20,6 +20,13 @@ import (
 // the last answer, no thread of the process ran, and none of its per-thread
 // files need reading.
 //
+// A TGID answer carries those sums (and the delay sums) and nothing else:
+// ac_comm, ac_ppid, ac_uid, ac_btime and hiwater_rss are zero in it (Linux
+// 6.18). They are filled in an answer about one thread
+// (TASKSTATS_CMD_ATTR_PID, fill_stats), from that thread alone, and no
+// answer says a process's state, current RSS or thread count: taskstats
+// cannot stand for a process's stat at first sight.
+//
 // The framing is written here by hand rather than with a netlink library
 // (mdlayher/genetlink is not among the module's dependencies): a refresh
 // sends one datagram carrying a request per process and drains the replies
@@ -230,7 +237,7 @@ func openTaskstats() (*taskstatsConn, error) {
 	}
 	self := []int32{int32(os.Getpid())}
 	var out [1]tsAnswer
-	if err := c.query(self, out[:]); err != nil {
+	if err := c.query(self, out[:], unix.TASKSTATS_CMD_ATTR_TGID); err != nil {
 		c.close()
 		return nil, err
 	}
@@ -304,27 +311,15 @@ type tsAnswer struct {
 	sig   ranSig
 }
 
-// queryThread asks about one thread (its own counts, not its process's),
-// one write and one read: a thread's status costs procfs about 8 us to
-// render, this about 3.
-func (c *taskstatsConn) queryThread(tid int32) tsAnswer {
-	var out [1]tsAnswer
-	err := c.batch([]int32{tid}, out[:], unix.TASKSTATS_CMD_ATTR_PID)
-	if err != nil {
-		return tsAnswer{}
-	}
-	return out[0]
-}
-
-// query asks about every tgid and fills out (parallel to tgids). A process
-// whose reply was lost (a full socket buffer) has neither ok nor errno: the
-// caller reads it as without taskstats. The error is for the socket
-// failing as a whole.
-func (c *taskstatsConn) query(tgids []int32, out []tsAnswer) error {
+// query asks about every id in ids by attr (see batch) and fills out
+// (parallel to ids). An id whose reply was lost (a full socket buffer) has
+// neither ok nor errno: the caller reads it as without taskstats. The
+// error is for the socket failing as a whole.
+func (c *taskstatsConn) query(ids []int32, out []tsAnswer, attr uint16) error {
 	c.lost = false
-	for lo := 0; lo < len(tgids); lo += tsBatch {
-		hi := min(lo+tsBatch, len(tgids))
-		if err := c.batch(tgids[lo:hi], out[lo:hi], unix.TASKSTATS_CMD_ATTR_TGID); err != nil {
+	for lo := 0; lo < len(ids); lo += tsBatch {
+		hi := min(lo+tsBatch, len(ids))
+		if err := c.batch(ids[lo:hi], out[lo:hi], attr); err != nil {
 			return err
 		}
 	}

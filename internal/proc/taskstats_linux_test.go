@@ -171,7 +171,7 @@ const testFeatureTaskstats testenv.Feature = "taskstats"
 func ask(t *testing.T, c *taskstatsConn, pid int) tsAnswer {
 	t.Helper()
 	var out [1]tsAnswer
-	if err := c.query([]int32{int32(pid)}, out[:]); err != nil {
+	if err := c.query([]int32{int32(pid)}, out[:], unix.TASKSTATS_CMD_ATTR_TGID); err != nil {
 		t.Fatal(err)
 	}
 	return out[0]
@@ -190,8 +190,9 @@ func TestTaskstatsLive(t *testing.T) {
 		t.Errorf("spinning process: answers %+v then %+v, want two that differ", a0, a1)
 	}
 	// One thread's own counts are its status's.
-	if a := c.queryThread(int32(os.Getpid())); !a.ok {
-		t.Errorf("this process's main thread: %+v", a)
+	var self [1]tsAnswer
+	if err := c.query([]int32{int32(os.Getpid())}, self[:], unix.TASKSTATS_CMD_ATTR_PID); err != nil || !self[0].ok {
+		t.Errorf("this process's main thread: %+v %v", self[0], err)
 	}
 
 	idle := startHelper(t, "threads")
@@ -235,7 +236,7 @@ func TestTaskstatsLive(t *testing.T) {
 		}
 	}
 	out := make([]tsAnswer, len(pids))
-	if err := c.query(pids, out); err != nil {
+	if err := c.query(pids, out, unix.TASKSTATS_CMD_ATTR_TGID); err != nil {
 		t.Fatal(err)
 	}
 	for i, a := range out {
@@ -343,20 +344,79 @@ func TestReaderRanFromTaskstats(t *testing.T) {
 // fixture tree, not a procfs of this PID namespace) the reader reads as
 // without it and says why.
 func TestReaderTaskstatsFallback(t *testing.T) {
-	r := newTestReader(t, Options{Root: "testdata/proc", RanFromTaskstats: true})
-	plain := newTestReader(t, Options{Root: "testdata/proc"})
-	var s, ps Snapshot
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"RanFromTaskstats", Options{Root: "testdata/proc", RanFromTaskstats: true}},
+		{"SwitchesFromTaskstats", Options{Root: "testdata/proc", SwitchesFromTaskstats: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestReader(t, tc.opts)
+			plain := newTestReader(t, Options{Root: "testdata/proc"})
+			var s, ps Snapshot
+			mustSnapshot(t, r, &s)
+			mustSnapshot(t, plain, &ps)
+			if !strings.Contains(s.Stats.TaskstatsOff, "PID namespace") {
+				t.Errorf("TaskstatsOff = %q, want the reason", s.Stats.TaskstatsOff)
+			}
+			if len(s.Procs) != len(ps.Procs) || len(s.Tasks) != len(ps.Tasks) {
+				t.Fatalf("%d processes %d tasks, without the option %d %d", len(s.Procs), len(s.Tasks), len(ps.Procs), len(ps.Tasks))
+			}
+			for i := range s.Procs {
+				if s.Procs[i] != ps.Procs[i] {
+					t.Errorf("process %d: %+v, without the option %+v", s.Procs[i].PID, s.Procs[i], ps.Procs[i])
+				}
+			}
+			for i := range s.Tasks {
+				if s.Tasks[i] != ps.Tasks[i] {
+					t.Errorf("thread %d: %+v, without the option %+v", s.Tasks[i].TID, s.Tasks[i], ps.Tasks[i])
+				}
+			}
+		})
+	}
+}
+
+// TestReaderSwitchesFromTaskstats: the switch counts of threads that ran,
+// asked through taskstats in one batch, are their status's: a
+// single-threaded shell and a multi-threaded Go process run between two
+// refreshes, are stopped (so their counts hold still), and each thread's
+// counts are compared with its status.
+func TestReaderSwitchesFromTaskstats(t *testing.T) {
+	openTestTaskstats(t)
+	sh := startShell(t, "while :; do sleep 0.01; done")
+	waker := startHelper(t, "wake")
+	pids := []int{sh.Process.Pid, waker.Process.Pid}
+	r := newTestReader(t, Options{PIDs: pids, SwitchesFromTaskstats: true})
+	var s Snapshot
 	mustSnapshot(t, r, &s)
-	mustSnapshot(t, plain, &ps)
-	if !strings.Contains(s.Stats.TaskstatsOff, "PID namespace") {
-		t.Errorf("TaskstatsOff = %q, want the reason", s.Stats.TaskstatsOff)
+	time.Sleep(200 * time.Millisecond)
+	for _, pid := range pids {
+		unix.Kill(pid, unix.SIGSTOP)
+		t.Cleanup(func() { unix.Kill(pid, unix.SIGCONT) })
 	}
-	if len(s.Procs) != len(ps.Procs) || len(s.Tasks) != len(ps.Tasks) {
-		t.Fatalf("%d processes %d tasks, without the option %d %d", len(s.Procs), len(s.Tasks), len(ps.Procs), len(ps.Tasks))
+	time.Sleep(100 * time.Millisecond)
+	mustSnapshot(t, r, &s)
+	if s.Stats.TaskstatsOff != "" || s.Stats.TaskstatsThreads < 2 {
+		t.Fatalf("taskstats off (%q) or not asked (%d threads)", s.Stats.TaskstatsOff, s.Stats.TaskstatsThreads)
 	}
-	for i := range s.Procs {
-		if s.Procs[i] != ps.Procs[i] {
-			t.Errorf("process %d: %+v, without the option %+v", s.Procs[i].PID, s.Procs[i], ps.Procs[i])
+	for _, pid := range pids {
+		p := s.Find(int32(pid))
+		if p == nil {
+			t.Fatalf("pid %d not read", pid)
+		}
+		for _, task := range s.TasksOf(p) {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(int(task.TID)) + "/status")
+			if err != nil {
+				t.Fatal(err)
+			}
+			vol, invol, err := parseStatusCtxsw(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if task.VolCtxsw != vol || task.InvolCtxsw != invol || vol == 0 {
+				t.Errorf("pid %d tid %d: switches %d/%d, its status %d/%d", pid, task.TID, task.VolCtxsw, task.InvolCtxsw, vol, invol)
+			}
 		}
 	}
 }
@@ -376,7 +436,7 @@ func BenchmarkTaskstatsAll(b *testing.B) {
 	out := make([]tsAnswer, len(tgids))
 	b.ReportAllocs()
 	for b.Loop() {
-		c.query(tgids, out)
+		c.query(tgids, out, unix.TASKSTATS_CMD_ATTR_TGID)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(tgids)), "ns/proc")
 }

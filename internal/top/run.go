@@ -61,6 +61,10 @@ func newSampler(cfg *Config) (*sampler, error) {
 		// before the next refresh: read them in full only when seen twice
 		// (their CPU and RSS still show at first sight).
 		DeferNew: len(cfg.PIDs) == 0,
+		// The switch counts of the threads that ran, in one taskstats
+		// question a refresh rather than a status read each (as root;
+		// otherwise the statuses are read).
+		SwitchesFromTaskstats: true,
 	})
 	if err != nil {
 		return nil, err
