@@ -621,10 +621,7 @@ func (r *Reader) readIdentity(s *procSlot) {
 		s.p.Known |= KnownExe
 		return
 	}
-	r.path = append(r.path[:0], r.root...)
-	r.path = append(r.path, '/')
-	r.path = strconv.AppendInt(r.path, int64(s.p.PID), 10)
-	r.path = append(r.path, "/exe\x00"...)
+	r.setPath(s.p.PID, 0, "exe")
 	var st unix.Statx_t
 	if err := rawStatx(r.path, &st); err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -1164,17 +1161,7 @@ func (r *Reader) ensure(fdp *int, hot bool, pid, tid int32, name string, flags i
 	if fdp != nil && *fdp >= 0 {
 		return *fdp, false, nil
 	}
-	r.path = r.path[:0]
-	r.path = append(r.path, r.root...)
-	r.path = append(r.path, '/')
-	r.path = strconv.AppendInt(r.path, int64(pid), 10)
-	if tid != 0 {
-		r.path = append(r.path, "/task/"...)
-		r.path = strconv.AppendInt(r.path, int64(tid), 10)
-	}
-	r.path = append(r.path, '/')
-	r.path = append(r.path, name...)
-	r.path = append(r.path, 0)
+	r.setPath(pid, tid, name)
 	r.stats.Opens++
 	fd, err = openBytes(r.path, unix.O_RDONLY|flags)
 	if err != nil {
@@ -1189,6 +1176,20 @@ func (r *Reader) ensure(fdp *int, hot bool, pid, tid int32, name string, flags i
 		r.warmKept++
 	}
 	return fd, false, nil
+}
+
+// setPath puts ROOT/PID[/task/TID]/NAME, NUL-terminated, in r.path.
+func (r *Reader) setPath(pid, tid int32, name string) {
+	r.path = append(r.path[:0], r.root...)
+	r.path = append(r.path, '/')
+	r.path = strconv.AppendInt(r.path, int64(pid), 10)
+	if tid != 0 {
+		r.path = append(r.path, "/task/"...)
+		r.path = strconv.AppendInt(r.path, int64(tid), 10)
+	}
+	r.path = append(r.path, '/')
+	r.path = append(r.path, name...)
+	r.path = append(r.path, 0)
 }
 
 // openBytes is openat(AT_FDCWD) on a NUL-terminated path held in a reused
