@@ -467,9 +467,17 @@ func TestReaderFDCap(t *testing.T) {
 	full := newTestReader(t, Options{})
 	var a, b Snapshot
 	before := listPIDs(t)
+	// The Go runtime may start a thread of this process between the two
+	// readers' snapshots, so each reader's thread count is checked against
+	// the kernel's count taken around its own snapshot.
+	var capLo, capHi, fullLo, fullHi int
 	for range 2 {
+		capLo = countTasks(t)
 		mustSnapshot(t, capped, &a)
+		capHi = countTasks(t)
+		fullLo = countTasks(t)
 		mustSnapshot(t, full, &b)
+		fullHi = countTasks(t)
 	}
 	after := listPIDs(t)
 	if capped.nTasks != len(a.Tasks) || full.nTasks != len(b.Tasks) {
@@ -483,8 +491,14 @@ func TestReaderFDCap(t *testing.T) {
 	}
 	self := int32(os.Getpid())
 	pa, pb := a.Find(self), b.Find(self)
-	if pa == nil || pb == nil || pa.Threads != pb.Threads || pa.StartTime != pb.StartTime || pa.FDLimit != pb.FDLimit {
-		t.Errorf("capped and uncapped readers disagree on this process: %+v vs %+v", pa, pb)
+	if pa == nil || pb == nil || pa.StartTime != pb.StartTime || pa.FDLimit != pb.FDLimit {
+		t.Fatalf("capped and uncapped readers disagree on this process: %+v vs %+v", pa, pb)
+	}
+	if int(pa.Threads) < capLo || int(pa.Threads) > capHi {
+		t.Errorf("capped reader: %d threads, the kernel listed %d before and %d after its snapshot", pa.Threads, capLo, capHi)
+	}
+	if int(pb.Threads) < fullLo || int(pb.Threads) > fullHi {
+		t.Errorf("uncapped reader: %d threads, the kernel listed %d before and %d after its snapshot", pb.Threads, fullLo, fullHi)
 	}
 	// Both see every process that lived through both snapshots (on a
 	// host starting thousands of processes a second, the two snapshots'
@@ -506,6 +520,16 @@ func TestReaderFDCap(t *testing.T) {
 }
 
 // listPIDs lists the processes in /proc now.
+// countTasks counts this process's threads in /proc/self/task.
+func countTasks(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatalf("list /proc/self/task: %v", err)
+	}
+	return len(ents)
+}
+
 func listPIDs(t *testing.T) map[int32]bool {
 	t.Helper()
 	ents, err := os.ReadDir("/proc")
