@@ -77,10 +77,10 @@ func main() {
 		{"gosleuth exporter", gs, func(p string) []string {
 			return []string{"exporter", "--listen", "127.0.0.1:" + p, "--group-by", "exe", "--doctor-every", "0"}
 		}},
-		// The same, checking every thread every second (before
-		// --idle-every): what the idle back-off saves.
-		{"gosleuth every thrd", gs, func(p string) []string {
-			return []string{"exporter", "--listen", "127.0.0.1:" + p, "--group-by", "exe", "--doctor-every", "0", "--idle-every", "1s"}
+		// The same reading /proc files only (no BPF task iterator): what
+		// the iterator saves, in the same run.
+		{"gosleuth -bpf=false", gs, func(p string) []string {
+			return []string{"exporter", "--listen", "127.0.0.1:" + p, "--group-by", "exe", "--doctor-every", "0", "--bpf=false"}
 		}},
 		{"process-exporter", pe, func(p string) []string {
 			return []string{"-config.path", cfg, "-threads=false", "-web.listen-address", "127.0.0.1:" + p}
@@ -88,9 +88,6 @@ func main() {
 		{"node-exporter", ne, func(p string) []string { return []string{"--web.listen-address=127.0.0.1:" + p} }},
 	}
 	if *together {
-		// The every-thread variant is an old comparison; side by side the
-		// question is gosleuth against its peers (and its base revision).
-		exporters = append(exporters[:1], exporters[2:]...)
 		if *base != "" {
 			src := filepath.Join(dir, "base")
 			check(os.MkdirAll(src, 0o755))

@@ -44,7 +44,7 @@ var (
 	descDropped = prometheus.NewDesc("gosleuth_exporter_processes_folded_total",
 		"Processes counted in the group \"other\" because --max-groups was reached when their group first appeared.", nil, nil)
 	descRanFrom = prometheus.NewDesc("gosleuth_exporter_ran_signal_info",
-		"How the exporter learns which threads ran since the last sample: source=\"taskstats\" (one kernel answer per process of three threads or more) or \"schedstat\" (a read per thread), with the reason taskstats is not used.", []string{"source", "reason"}, nil)
+		"How the exporter learns which threads ran since the last sample: source=\"bpf\" (one BPF task iterator read for every thread), \"taskstats\" (one kernel answer per process of three threads or more) or \"schedstat\" (a read per thread), with the reasons the cheaper ones are not used.", []string{"source", "reason"}, nil)
 	descStill = prometheus.NewDesc("gosleuth_exporter_taskstats_still_processes",
 		"Processes whose threads the last sample left unread because taskstats said none ran.", nil, nil)
 	descErrors = prometheus.NewDesc("gosleuth_exporter_errors_total",
@@ -125,10 +125,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descSeries, float64(len(s.Groups)))
 	counter(descDropped, float64(s.Dropped))
 	counter(descErrors, float64(s.Self.Errors))
-	if s.Self.TaskstatsOff == "" {
-		gauge(descRanFrom, 1, "taskstats", "")
-	} else {
-		gauge(descRanFrom, 1, "schedstat", s.Self.TaskstatsOff)
+	switch {
+	case s.Self.BPFOff == "":
+		gauge(descRanFrom, 1, "bpf", "")
+	case s.Self.TaskstatsOff == "":
+		gauge(descRanFrom, 1, "taskstats", s.Self.BPFOff)
+	default:
+		gauge(descRanFrom, 1, "schedstat", s.Self.BPFOff+"; "+s.Self.TaskstatsOff)
 	}
 	gauge(descStill, float64(s.Self.TaskstatsStill))
 	gauge(descAge, float64(s.Time.UnixNano())/1e9)

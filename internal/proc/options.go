@@ -105,4 +105,18 @@ type Options struct {
 	// needs what RanFromTaskstats needs; without it the statuses are read
 	// and ReadStats.TaskstatsOff says why.
 	SwitchesFromTaskstats bool
+	// TasksFromBPF, on a whole-host reader, reads every thread's
+	// scheduler counters (run time, wait time, timeslices) and switch
+	// counts with one BPF task iterator a refresh (a read(2) or two of
+	// fixed-size records, see iter_linux.go) instead of a schedstat read
+	// per thread, a status read or taskstats answer per thread that ran,
+	// and a listing of /proc: new processes and threads are found in its
+	// records. Every thread is then checked at every refresh (IdleBackoff,
+	// RanFromTaskstats, SwitchesFromTaskstats and NewPIDsOnly have nothing
+	// left to save). Stat, status of new threads, fds, io and limits are
+	// read as without it. It needs root (or CAP_BPF and CAP_PERFMON),
+	// kernel BTF and gosleuth in the initial PID namespace with its /proc;
+	// without them the reader reads as without it and
+	// ReadStats.TasksFromBPFOff says why.
+	TasksFromBPF bool
 }

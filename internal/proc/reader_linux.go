@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"bytes"
 	"debug/buildinfo"
 	"errors"
 	"fmt"
@@ -62,6 +63,13 @@ type Reader struct {
 	work   []*procSlot
 	swTIDs []int32
 	swOut  []tsAnswer
+	// Options.TasksFromBPF: the iterator (nil when not in use, itOff then
+	// says why) and the PIDs of processes it found that have no slot.
+	it     *taskIter
+	itOff  string
+	newPID []int32
+	// procScans counts listings of /proc (scanProc), for tests.
+	procScans int
 }
 
 type procSlot struct {
@@ -99,6 +107,11 @@ type procSlot struct {
 	// tsAll: it ran after IdleBackoff still answers or more, so its
 	// threads, all backed off by then, are all checked in this refresh.
 	tsAll bool
+	// newThreads: the task iterator found a thread of it that has no
+	// slot, so its task directory is listed in this refresh.
+	newThreads bool
+	// iterGen is the last refresh whose task iterator records held it.
+	iterGen uint64
 }
 
 type taskSlot struct {
@@ -116,6 +129,12 @@ type taskSlot struct {
 	// still counts the checks in a row that found the thread had not run
 	// (Options.IdleBackoff).
 	still int
+	// iterGen is the refresh whose task iterator records hold this
+	// thread, at index rec; start is its start_boottime there, which
+	// tells a reused TID.
+	iterGen uint64
+	rec     int32
+	start   uint64
 }
 
 // Errors a read can end in. errGone means the task exited (ENOENT, ESRCH);
@@ -180,7 +199,10 @@ func NewReader(opts Options) (*Reader, error) {
 			}
 		}
 	}
-	if opts.RanFromTaskstats || opts.SwitchesFromTaskstats {
+	if opts.TasksFromBPF {
+		r.openTaskIter()
+	}
+	if r.it == nil && (opts.RanFromTaskstats || opts.SwitchesFromTaskstats) {
 		r.openTaskstats()
 	}
 	var st unix.Stat_t
@@ -211,7 +233,87 @@ func (r *Reader) Close() error {
 	if r.ts != nil {
 		r.ts.close()
 	}
+	if r.it != nil {
+		r.it.close()
+	}
 	return nil
+}
+
+// openTaskIter sets up Options.TasksFromBPF, or says in r.itOff why it
+// cannot be used.
+func (r *Reader) openTaskIter() {
+	if r.procfd < 0 {
+		r.itOff = "task iterator: only for a whole-host reader"
+		return
+	}
+	// The iterator names tasks by their PIDs in the initial namespace:
+	// the /proc root must be this process's, and this process in it.
+	self, err := os.Readlink(r.root + "/self")
+	if err != nil || self != strconv.Itoa(os.Getpid()) {
+		r.itOff = "task iterator: " + r.root + " is not a procfs of this process's PID namespace"
+		return
+	}
+	if b, err := os.ReadFile(r.root + "/self/status"); err == nil {
+		if i := bytes.Index(b, []byte("\nNSpid:")); i >= 0 {
+			line := b[i+8:]
+			if j := bytes.IndexByte(line, '\n'); j >= 0 {
+				line = line[:j]
+			}
+			if len(bytes.Fields(line)) > 1 {
+				r.itOff = "task iterator: gosleuth runs in a PID namespace of its own"
+				return
+			}
+		}
+	}
+	it, err := newTaskIter(r.opts.SkipKernelThreads)
+	if err != nil {
+		r.itOff = err.Error()
+		return
+	}
+	r.it = it
+}
+
+// iterate reads every thread through the task iterator and matches the
+// records to the slots: a thread with a slot gets its record's index, a
+// process without one is listed in r.newPID, and a process with a thread
+// the slots lack is marked for a task listing. It reports false when the
+// iterator failed (it is then off for good, and the refresh reads /proc
+// as without it).
+func (r *Reader) iterate() bool {
+	if err := r.it.read(&r.stats.Reads); err != nil {
+		r.it.close()
+		r.it = nil
+		r.itOff = err.Error()
+		r.rescan = true
+		return false
+	}
+	r.stats.Iterated = len(r.it.recs)
+	r.newPID = r.newPID[:0]
+	var s *procSlot
+	for i := range r.it.recs {
+		rec := &r.it.recs[i]
+		if s == nil || s.p.PID != rec.tgid {
+			s = r.slots[rec.tgid]
+		}
+		if s == nil {
+			if rec.tid == rec.tgid {
+				r.newPID = append(r.newPID, rec.tgid)
+			}
+			continue
+		}
+		if s.skip {
+			continue
+		}
+		s.iterGen = r.gen
+		j, ok := slices.BinarySearchFunc(s.tasks, rec.tid, func(t *taskSlot, tid int32) int { return int(t.t.TID - tid) })
+		if !ok {
+			s.newThreads = true
+			continue
+		}
+		ts := s.tasks[j]
+		ts.iterGen, ts.rec = r.gen, int32(i)
+	}
+	return true
 }
 
 // tsMinThreads is the fewest live threads a process must have to be asked
@@ -348,7 +450,27 @@ func (r *Reader) Snapshot(dst *Snapshot) error {
 	full := r.refresh%r.opts.FullEvery == 0
 	r.refresh++
 	r.stats.Full = full
-	if r.procfd >= 0 && r.seekScan {
+	r.stats.TasksFromBPFOff = r.itOff
+	if r.it != nil && r.iterate() {
+		// The iterator finds new processes, and /proc is listed only at
+		// full passes: a kernel may keep a process from BPF iterators
+		// (this project's CI kernel hides its sandbox's PID 1), and such
+		// a process is read through /proc as without the iterator.
+		for _, pid := range r.newPID {
+			if r.addSlot(pid) {
+				r.slots[pid].iterGen = r.gen
+			}
+		}
+		if len(r.newPID) > 0 {
+			r.sortOrder()
+		}
+		r.stats.Listed += len(r.newPID)
+		if r.rescan || full {
+			if err := r.scanProc(0); err != nil {
+				return err
+			}
+		}
+	} else if r.procfd >= 0 && r.seekScan {
 		// The last PID is read at every refresh, full or not, so a counter
 		// that wrapped is told from one that moved on by one interval's
 		// forks, not by a full pass's.
@@ -385,8 +507,16 @@ func (r *Reader) Snapshot(dst *Snapshot) error {
 		r.askTaskstats()
 	}
 	r.work, r.swTIDs = r.work[:0], r.swTIDs[:0]
+	iter := r.it != nil
 	for _, s := range r.order {
-		if !s.skip && r.checkThreads(s) {
+		if s.skip {
+			continue
+		}
+		if iter && s.iterGen == r.gen {
+			if r.checkThreadsIter(s) {
+				r.work = append(r.work, s)
+			}
+		} else if r.checkThreads(s) {
 			r.work = append(r.work, s)
 		}
 	}
@@ -457,6 +587,7 @@ const tgidOffset = 258
 // (Options.NewPIDsOnly) and leaves the others as they are.
 func (r *Reader) scanProc(from int32) error {
 	r.stats.Rescans++
+	r.procScans++
 	off := int64(0)
 	buf := r.dbuf
 	if from > 0 {
@@ -678,18 +809,8 @@ func (r *Reader) applyStat(s *procSlot, sf *statFields) {
 // (a process at first sight with Options.DeferNew, or one gone).
 func (r *Reader) checkThreads(s *procSlot) bool {
 	pid := s.p.PID
-	if s.deferred {
-		if s.bornGen == r.gen {
-			return false // first sight: its stat is all there is
-		}
-		// Seen again: read it in full now, stat first.
-		s.deferred = false
-		s.fresh = false
-		if !r.rereadStat(s) {
-			return false
-		}
-		s.fresh = true
-		r.readIdentity(s)
+	if !r.undefer(s) {
+		return false
 	}
 	s.ran, s.anyGone = s.fresh, false
 	back := r.opts.IdleBackoff
@@ -735,6 +856,62 @@ func (r *Reader) checkThreads(s *procSlot) bool {
 	return true
 }
 
+// undefer reads in full a process first seen with Options.DeferNew when it
+// is seen again. It reports false when there is nothing more to read of s
+// in this refresh (first sight, or gone).
+func (r *Reader) undefer(s *procSlot) bool {
+	if !s.deferred {
+		return true
+	}
+	if s.bornGen == r.gen {
+		return false // first sight: its stat is all there is
+	}
+	// Seen again: read it in full now, stat first.
+	s.deferred = false
+	s.fresh = false
+	if !r.rereadStat(s) {
+		return false
+	}
+	s.fresh = true
+	r.readIdentity(s)
+	return true
+}
+
+// checkThreadsIter is checkThreads from the task iterator's records: a
+// thread without one exited (or its TID was reused), and the others get
+// their scheduler counters and switch counts from it, so a thread that ran
+// needs only its stat read, and no thread is backed off.
+func (r *Reader) checkThreadsIter(s *procSlot) bool {
+	if !r.undefer(s) {
+		return false
+	}
+	s.ran, s.anyGone = s.fresh, false
+	for _, ts := range s.tasks {
+		if ts.iterGen != r.gen {
+			ts.gone, s.anyGone = true, true
+			continue
+		}
+		rec := &r.it.recs[ts.rec]
+		if ts.start != 0 && rec.start != ts.start {
+			// The thread exited and its TID went to a new one.
+			ts.gone, s.anyGone, s.newThreads = true, true, true
+			ts.iterGen = 0
+			continue
+		}
+		ts.start = rec.start
+		t := &ts.t
+		moved := ts.fresh || rec.run != t.RunNS || rec.slices != t.Slices
+		t.RunNS, t.WaitNS, t.Slices = rec.run, rec.wait, rec.slices
+		t.VolCtxsw, t.InvolCtxsw = rec.nvcsw, rec.nivcsw
+		ts.still = 0
+		if moved {
+			r.stats.Changed++
+			ts.moved = true
+		}
+	}
+	return true
+}
+
 // finishProc reads the threads of s that moved, then what else is due.
 func (r *Reader) finishProc(s *procSlot, full bool) {
 	pid := s.p.PID
@@ -772,7 +949,7 @@ func (r *Reader) finishProc(s *procSlot, full bool) {
 	if !s.fresh && !r.rereadStat(s) {
 		return
 	}
-	if s.fresh || anyGone || int(s.p.Threads) != r.liveTasks(s) {
+	if s.fresh || anyGone || s.newThreads || int(s.p.Threads) != r.liveTasks(s) {
 		r.rescanTasks(s)
 	}
 	if !r.opts.SwitchesOnly && r.singleThreaded(s) {
@@ -880,6 +1057,11 @@ func (r *Reader) readTask(pid int32, ts *taskSlot, stat bool) bool {
 			t.Processor = int32(sf.Processor)
 		}
 	}
+	if ts.iterGen == r.gen {
+		// The task iterator gave its switch counts.
+		ts.fresh = false
+		return true
+	}
 	if ans >= 0 {
 		// The switch counts alone: taskstats gave them for less than
 		// procfs renders the whole status.
@@ -914,6 +1096,7 @@ func (r *Reader) readTask(pid int32, ts *taskSlot, stat bool) bool {
 // the ones that exited.
 func (r *Reader) rescanTasks(s *procSlot) {
 	r.stats.Rescans++
+	s.newThreads = false
 	pid := s.p.PID
 	fd, transient, err := r.ensure(&s.taskfd, r.procHot, pid, 0, "task", unix.O_DIRECTORY)
 	if err != nil {
@@ -965,7 +1148,11 @@ func (r *Reader) rescanTasks(s *procSlot) {
 			continue
 		}
 		if ts.fresh {
-			if b, err := r.read(&ts.schedfd, true, pid, ts.t.TID, "schedstat"); err == nil {
+			if rec := r.iterRec(pid, ts.t.TID); rec != nil {
+				ts.iterGen, ts.start = r.gen, rec.start
+				ts.t.RunNS, ts.t.WaitNS, ts.t.Slices = rec.run, rec.wait, rec.slices
+				ts.t.VolCtxsw, ts.t.InvolCtxsw = rec.nvcsw, rec.nivcsw
+			} else if b, err := r.read(&ts.schedfd, true, pid, ts.t.TID, "schedstat"); err == nil {
 				ts.t.RunNS, ts.t.WaitNS, ts.t.Slices, _ = parseSchedstat(b)
 			}
 			if !r.readTask(pid, ts, !r.opts.SwitchesOnly && !single) {
@@ -977,6 +1164,19 @@ func (r *Reader) rescanTasks(s *procSlot) {
 	}
 	clear(s.tasks[len(out):])
 	s.tasks = out
+}
+
+// iterRec returns the task iterator's record of thread tid of process pid
+// in this refresh, or nil.
+func (r *Reader) iterRec(pid, tid int32) *iterRec {
+	if r.it == nil {
+		return nil
+	}
+	rec := r.it.find(tid)
+	if rec == nil || rec.tgid != pid {
+		return nil
+	}
+	return rec
 }
 
 func (r *Reader) readFDs(s *procSlot) {

@@ -203,6 +203,8 @@ func TestMain(m *testing.M) {
 		helperSpin()
 	case "wake":
 		helperWake()
+	case "grow":
+		helperGrow()
 	}
 	os.Exit(0)
 }
@@ -228,6 +230,25 @@ func helperThreads() {
 	time.Sleep(200 * time.Millisecond)
 	fmt.Println("ready")
 	io.Copy(io.Discard, os.Stdin) // until the test closes stdin
+}
+
+// helperGrow starts one more OS thread, blocked in read(2) for good, for
+// each byte on its stdin.
+func helperGrow() {
+	var fds [2]int
+	syscall.Pipe(fds[:])
+	fmt.Println("ready")
+	var b [1]byte
+	for {
+		if n, _ := os.Stdin.Read(b[:]); n == 0 {
+			os.Exit(0)
+		}
+		go func() {
+			runtime.LockOSThread()
+			var b [1]byte
+			syscall.Read(fds[0], b[:])
+		}()
+	}
 }
 
 func helperSpin() {

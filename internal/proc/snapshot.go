@@ -162,6 +162,11 @@ type ReadStats struct {
 	// not in use (every thread is then read as without it); empty when it
 	// is, or was not asked for.
 	TaskstatsOff string
+	// Iterated counts the threads the task iterator returned
+	// (Options.TasksFromBPF), TasksFromBPFOff says why it is not in use
+	// (empty when it is, or was not asked for).
+	Iterated        int
+	TasksFromBPFOff string
 	// Full is true when every file was re-read regardless of change.
 	Full bool
 	// Denied is true when some files could not be read for lack of permission.
