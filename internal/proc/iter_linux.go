@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"unsafe"
 
@@ -36,10 +37,28 @@ type iterRec struct {
 	slices        uint64 // sched_info.pcount: timeslices run
 	nvcsw, nivcsw uint64
 	start         uint64 // start_boottime (ns): tells a reused TID
+	// A thread group leader's record carries what a process's stat gives
+	// at first sight but its CPU times (iterLeader), when the kernel's BTF
+	// has the fields (taskIter.leaders).
+	leader *iterLeader
 }
 
-// iterRecSize is the size of a record in the iterator's output.
-const iterRecSize = 56
+// iterLeader is the extension of a leader's record.
+type iterLeader struct {
+	comm     [16]byte
+	state    byte // as /proc shows it: R, S, D...
+	ppid     int32
+	threads  int32
+	rssPages uint64
+	euid     uint32
+}
+
+// iterRecSize is the size of a record in the iterator's output, and
+// iterExtSize that of a leader's extension, which follows it.
+const (
+	iterRecSize = 56
+	iterExtSize = 64
+)
 
 // pfKthreadFlag is PF_KTHREAD in task_struct.flags.
 const pfKthreadFlag = 0x00200000
@@ -67,11 +86,19 @@ type taskIter struct {
 	link *link.Iter
 	buf  []byte
 	recs []iterRec
+	// leaders: leaders' records are extended; ext holds the extensions of
+	// the last read, which recs point into.
+	leaders bool
+	ext     []iterLeader
+	// leadersOff says why leaders' records are not extended.
+	leadersOff string
 }
 
 // newTaskIter loads the iterator program. With skipKernel, kernel threads
-// are left out by the program itself.
-func newTaskIter(skipKernel bool) (*taskIter, error) {
+// are left out by the program itself. With leaders, a thread group
+// leader's record is extended where the kernel's BTF allows
+// (taskIter.leaders says whether it is).
+func newTaskIter(skipKernel, leaders bool) (*taskIter, error) {
 	spec, err := btf.LoadKernelSpec()
 	if err != nil {
 		return nil, fmt.Errorf("task iterator: kernel BTF: %w", err)
@@ -98,7 +125,8 @@ func newTaskIter(skipKernel bool) (*taskIter, error) {
 			asm.JNE.Imm(asm.R2, 0, "out"),
 		)
 	}
-	const frame = -iterRecSize
+	// The record, and a leader's extension after it, are built at frame.
+	const frame = -(iterRecSize + iterExtSize)
 	for _, f := range iterFields {
 		off, size, err := fieldOffset(task, f.path...)
 		if err != nil {
@@ -116,11 +144,24 @@ func newTaskIter(skipKernel bool) (*taskIter, error) {
 			asm.StoreMem(asm.RFP, frame+f.at, asm.R2, store),
 		)
 	}
+	it := &taskIter{buf: make([]byte, 64<<10)}
+	if leaders {
+		ext, err := leaderInsns(spec, task, frame)
+		if err != nil {
+			it.leadersOff = err.Error()
+		} else {
+			insns = append(insns, ext...)
+			it.leaders = true
+		}
+	}
+	if !it.leaders {
+		insns = append(insns, asm.Mov.Imm(asm.R3, iterRecSize))
+	}
+	// R3: the length to write.
 	insns = append(insns,
-		asm.LoadMem(asm.R1, asm.R6, 0, asm.DWord),
+		asm.LoadMem(asm.R1, asm.R6, 0, asm.DWord).WithSymbol("write"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, frame),
-		asm.Mov.Imm(asm.R3, iterRecSize),
 		asm.FnSeqWrite.Call(),
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
 		asm.Return(),
@@ -141,7 +182,101 @@ func newTaskIter(skipKernel bool) (*taskIter, error) {
 		prog.Close()
 		return nil, fmt.Errorf("task iterator: attach: %w", bpfErr(err))
 	}
-	return &taskIter{prog: prog, link: l, buf: make([]byte, 64<<10)}, nil
+	it.prog, it.link = prog, l
+	return it, nil
+}
+
+// The extension of a leader's record (iterExtSize bytes after the record):
+//
+//	0  comm[16]
+//	16 __state (u32)      20 exit_state (u32)
+//	24 real_parent->tgid  28 signal->nr_threads
+//	32 mm->rss_stat: file, anon and shmem pages (3 x s64; 0 without mm)
+//	56 cred->euid (u32)   60 zero
+//
+// leaderInsns returns the code that, for a leader (pid == tgid), fills it
+// at frame+iterRecSize and writes record and extension, and for any other
+// thread falls through to write the record alone.
+func leaderInsns(spec *btf.Spec, task *btf.Struct, frame int16) (asm.Instructions, error) {
+	var sigS, mmS, pcS, credS *btf.Struct
+	for _, x := range []struct {
+		dst  **btf.Struct
+		name string
+	}{{&sigS, "signal_struct"}, {&mmS, "mm_struct"}, {&pcS, "percpu_counter"}, {&credS, "cred"}} {
+		if err := spec.TypeByName(x.name, x.dst); err != nil {
+			return nil, fmt.Errorf("task iterator: kernel BTF: %s: %w", x.name, err)
+		}
+	}
+	type field struct {
+		st    *btf.Struct
+		path  []string
+		width int // 0: a pointer or array, width not checked
+	}
+	offs := map[string]int16{}
+	for key, f := range map[string]field{
+		"pid": {task, []string{"pid"}, 4}, "tgid": {task, []string{"tgid"}, 4}, "comm": {task, []string{"comm"}, 16},
+		"state": {task, []string{"__state"}, 4}, "exit": {task, []string{"exit_state"}, 4},
+		"parent": {task, []string{"real_parent"}, 8}, "signal": {task, []string{"signal"}, 8},
+		"mm": {task, []string{"mm"}, 8}, "cred": {task, []string{"cred"}, 8},
+		"threads": {sigS, []string{"nr_threads"}, 4}, "rss": {mmS, []string{"rss_stat"}, 0},
+		"count": {pcS, []string{"count"}, 8}, "euid": {credS, []string{"euid"}, 4},
+	} {
+		o, n, err := memberOffset(f.st, f.path...)
+		if err != nil {
+			return nil, err
+		}
+		if f.width != 0 && n != f.width {
+			return nil, fmt.Errorf("task iterator: %s.%v is %d bytes wide, want %d", f.st.Name, f.path, n, f.width)
+		}
+		offs[key] = o
+	}
+	pcSize, err := btf.Sizeof(pcS)
+	if err != nil {
+		return nil, fmt.Errorf("task iterator: percpu_counter: %w", err)
+	}
+	// MM_FILEPAGES, MM_ANONPAGES and MM_SHMEMPAGES are 0, 1 and 3 in
+	// every kernel whose rss_stat is an array of percpu_counter (6.2 and
+	// later); /proc's RSS is their sum, each read as its counter's count
+	// (clamped at 0 in Go), as get_mm_counter does.
+	rssAt := func(i int) int16 { return offs["rss"] + int16(i*pcSize) + offs["count"] }
+	x := func(o int16) int16 { return frame + iterRecSize + o }
+	return asm.Instructions{
+		asm.LoadMem(asm.R2, asm.R7, offs["tgid"], asm.Word),
+		asm.LoadMem(asm.R4, asm.R7, offs["pid"], asm.Word),
+		asm.Mov.Imm(asm.R3, iterRecSize),
+		asm.JNE.Reg(asm.R2, asm.R4, "write"),
+		asm.LoadMem(asm.R2, asm.R7, offs["comm"], asm.DWord),
+		asm.StoreMem(asm.RFP, x(0), asm.R2, asm.DWord),
+		asm.LoadMem(asm.R2, asm.R7, offs["comm"]+8, asm.DWord),
+		asm.StoreMem(asm.RFP, x(8), asm.R2, asm.DWord),
+		asm.LoadMem(asm.R2, asm.R7, offs["state"], asm.Word),
+		asm.StoreMem(asm.RFP, x(16), asm.R2, asm.Word),
+		asm.LoadMem(asm.R2, asm.R7, offs["exit"], asm.Word),
+		asm.StoreMem(asm.RFP, x(20), asm.R2, asm.Word),
+		asm.LoadMem(asm.R2, asm.R7, offs["parent"], asm.DWord),
+		asm.LoadMem(asm.R2, asm.R2, offs["tgid"], asm.Word),
+		asm.StoreMem(asm.RFP, x(24), asm.R2, asm.Word),
+		asm.LoadMem(asm.R2, asm.R7, offs["signal"], asm.DWord),
+		asm.LoadMem(asm.R2, asm.R2, offs["threads"], asm.Word),
+		asm.StoreMem(asm.RFP, x(28), asm.R2, asm.Word),
+		asm.LoadMem(asm.R2, asm.R7, offs["cred"], asm.DWord),
+		asm.LoadMem(asm.R2, asm.R2, offs["euid"], asm.Word),
+		asm.StoreMem(asm.RFP, x(56), asm.R2, asm.Word),
+		asm.Mov.Imm(asm.R2, 0),
+		asm.StoreMem(asm.RFP, x(60), asm.R2, asm.Word),
+		asm.StoreMem(asm.RFP, x(32), asm.R2, asm.DWord),
+		asm.StoreMem(asm.RFP, x(40), asm.R2, asm.DWord),
+		asm.StoreMem(asm.RFP, x(48), asm.R2, asm.DWord),
+		asm.Mov.Imm(asm.R3, iterRecSize+iterExtSize),
+		asm.LoadMem(asm.R4, asm.R7, offs["mm"], asm.DWord),
+		asm.JEq.Imm(asm.R4, 0, "write"),
+		asm.LoadMem(asm.R2, asm.R4, rssAt(0), asm.DWord),
+		asm.StoreMem(asm.RFP, x(32), asm.R2, asm.DWord),
+		asm.LoadMem(asm.R2, asm.R4, rssAt(1), asm.DWord),
+		asm.StoreMem(asm.RFP, x(40), asm.R2, asm.DWord),
+		asm.LoadMem(asm.R2, asm.R4, rssAt(3), asm.DWord),
+		asm.StoreMem(asm.RFP, x(48), asm.R2, asm.DWord),
+	}, nil
 }
 
 // bpfErr says what a missing privilege means.
@@ -155,40 +290,71 @@ func bpfErr(err error) error {
 // fieldOffset finds a (nested) member of a struct: its offset in bytes and
 // the width of a load of it.
 func fieldOffset(s *btf.Struct, path ...string) (int16, asm.Size, error) {
+	off, n, err := memberOffset(s, path...)
+	if err != nil {
+		return 0, 0, err
+	}
+	switch n {
+	case 4:
+		return off, asm.Word, nil
+	case 8:
+		return off, asm.DWord, nil
+	}
+	return 0, 0, fmt.Errorf("task iterator: %s.%v is %d bytes wide", s.Name, path, n)
+}
+
+// memberOffset finds a (nested) member of a struct: its offset and size in
+// bytes.
+func memberOffset(s *btf.Struct, path ...string) (int16, int, error) {
 	var off uint32
 	var cur btf.Type = s
 	for _, name := range path {
-		st, ok := btf.UnderlyingType(cur).(*btf.Struct)
-		if !ok {
-			return 0, 0, fmt.Errorf("task iterator: task_struct.%v: %s is not in a struct", path, name)
+		m, at := findMember(cur, name)
+		if m == nil || m.BitfieldSize != 0 || at%8 != 0 {
+			return 0, 0, fmt.Errorf("task iterator: %s has no field %v in this kernel", s.Name, path)
 		}
-		var m *btf.Member
-		for i := range st.Members {
-			if st.Members[i].Name == name {
-				m = &st.Members[i]
-				break
-			}
-		}
-		if m == nil || m.BitfieldSize != 0 || m.Offset%8 != 0 {
-			return 0, 0, fmt.Errorf("task iterator: task_struct has no field %v this kernel", path)
-		}
-		off += m.Offset.Bytes()
+		off += at / 8
 		cur = m.Type
 	}
 	n, err := btf.Sizeof(cur)
 	if err != nil {
-		return 0, 0, fmt.Errorf("task iterator: task_struct.%v: %w", path, err)
+		return 0, 0, fmt.Errorf("task iterator: %s.%v: %w", s.Name, path, err)
 	}
-	if off > 1<<15-8 {
-		return 0, 0, fmt.Errorf("task iterator: task_struct.%v at offset %d, beyond a load's reach", path, off)
+	if off > 1<<15-64 {
+		return 0, 0, fmt.Errorf("task iterator: %s.%v at offset %d, beyond a load's reach", s.Name, path, off)
 	}
-	switch n {
-	case 4:
-		return int16(off), asm.Word, nil
-	case 8:
-		return int16(off), asm.DWord, nil
+	return int16(off), n, nil
+}
+
+// findMember finds a member of a struct or union by name, looking into its
+// anonymous members (mm_struct keeps its fields in one), and returns it
+// with its offset in bits.
+func findMember(t btf.Type, name string) (*btf.Member, uint32) {
+	var members []btf.Member
+	switch u := btf.UnderlyingType(t).(type) {
+	case *btf.Struct:
+		members = u.Members
+	case *btf.Union:
+		members = u.Members
+	default:
+		return nil, 0
 	}
-	return 0, 0, fmt.Errorf("task iterator: task_struct.%v is %d bytes wide", path, n)
+	for i := range members {
+		m := &members[i]
+		if m.Name == name {
+			return m, uint32(m.Offset)
+		}
+	}
+	for i := range members {
+		m := &members[i]
+		if m.Name != "" {
+			continue
+		}
+		if found, at := findMember(m.Type, name); found != nil {
+			return found, uint32(m.Offset) + at
+		}
+	}
+	return nil, 0
 }
 
 // iterCreate is BPF_ITER_CREATE's attribute.
@@ -207,9 +373,9 @@ func (it *taskIter) read(reads *int) error {
 		return fmt.Errorf("task iterator: create: %w", e)
 	}
 	defer rawClose(int(fd))
-	it.recs = it.recs[:0]
-	// A record never straddles two reads: the kernel's seq_file hands out
-	// whole records, and a short tail is kept for the next read.
+	it.recs, it.ext = it.recs[:0], it.ext[:0]
+	// The kernel's seq_file hands out whole records; a short tail would be
+	// kept for the next read.
 	have := 0
 	for {
 		if have == len(it.buf) {
@@ -227,12 +393,19 @@ func (it *taskIter) read(reads *int) error {
 			break
 		}
 		have += n
-		full := have - have%iterRecSize
-		it.parse(it.buf[:full])
-		have = copy(it.buf, it.buf[full:have])
+		used := it.parse(it.buf[:have])
+		have = copy(it.buf, it.buf[used:have])
 	}
 	if have != 0 {
 		return fmt.Errorf("task iterator: read: %d bytes left over", have)
+	}
+	// The extensions are in place: point the leaders' records at them.
+	k := 0
+	for i := range it.recs {
+		if r := &it.recs[i]; it.leaders && r.tid == r.tgid {
+			r.leader = &it.ext[k]
+			k++
+		}
 	}
 	// The kernel walks tasks by TID; sort anyway should a kernel not.
 	for i := 1; i < len(it.recs); i++ {
@@ -244,21 +417,74 @@ func (it *taskIter) read(reads *int) error {
 	return nil
 }
 
-// parse appends the records of b, a whole number of them.
-func (it *taskIter) parse(b []byte) {
+// parse appends the whole records at the start of b and returns the bytes
+// they took.
+func (it *taskIter) parse(b []byte) int {
 	le := binary.NativeEndian
-	for ; len(b) >= iterRecSize; b = b[iterRecSize:] {
-		it.recs = append(it.recs, iterRec{
-			tid:    int32(le.Uint32(b[0:])),
-			tgid:   int32(le.Uint32(b[4:])),
-			run:    le.Uint64(b[8:]),
-			wait:   le.Uint64(b[16:]),
-			slices: le.Uint64(b[24:]),
-			nvcsw:  le.Uint64(b[32:]),
-			nivcsw: le.Uint64(b[40:]),
-			start:  le.Uint64(b[48:]),
-		})
+	used := 0
+	for len(b)-used >= iterRecSize {
+		r := b[used:]
+		rec := iterRec{
+			tid:    int32(le.Uint32(r[0:])),
+			tgid:   int32(le.Uint32(r[4:])),
+			run:    le.Uint64(r[8:]),
+			wait:   le.Uint64(r[16:]),
+			slices: le.Uint64(r[24:]),
+			nvcsw:  le.Uint64(r[32:]),
+			nivcsw: le.Uint64(r[40:]),
+			start:  le.Uint64(r[48:]),
+		}
+		size := iterRecSize
+		if it.leaders && rec.tid == rec.tgid {
+			size += iterExtSize
+			if len(r) < size {
+				break
+			}
+			it.ext = append(it.ext, parseLeader(r[iterRecSize:size]))
+		}
+		it.recs = append(it.recs, rec)
+		used += size
 	}
+	return used
+}
+
+// parseLeader decodes a leader's extension.
+func parseLeader(e []byte) iterLeader {
+	le := binary.NativeEndian
+	var l iterLeader
+	copy(l.comm[:], e[:16])
+	l.state = stateLetter(le.Uint32(e[16:]), le.Uint32(e[20:]))
+	l.ppid = int32(le.Uint32(e[24:]))
+	l.threads = int32(le.Uint32(e[28:]))
+	for _, o := range []int{32, 40, 48} {
+		if v := int64(le.Uint64(e[o:])); v > 0 {
+			l.rssPages += uint64(v)
+		}
+	}
+	l.euid = le.Uint32(e[56:])
+	return l
+}
+
+// stateLetter is the state letter /proc shows for a task's __state and
+// exit_state, as the kernel's task_state_index computes it (the TASK_*
+// values of include/linux/sched.h, stable since 5.14 and 6.1).
+func stateLetter(state, exit uint32) byte {
+	const (
+		report      = 0x7f   // TASK_REPORT
+		idle        = 0x402  // TASK_IDLE: uninterruptible, no load
+		rtlockWait  = 0x1000 // TASK_RTLOCK_WAIT
+		frozen      = 0x8000 // TASK_FROZEN
+		reportIdle  = 0x80   // TASK_REPORT_IDLE
+		uninterrupt = 0x2
+	)
+	v := (state | exit) & report
+	if state&idle == idle {
+		v = reportIdle
+	}
+	if state&(rtlockWait|frozen) != 0 {
+		v = uninterrupt
+	}
+	return "RSDTtXZPI"[bits.Len32(v)]
 }
 
 // close detaches the iterator (the kernel also does when gosleuth exits).

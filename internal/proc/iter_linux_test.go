@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,5 +177,120 @@ func TestTasksFromBPFOff(t *testing.T) {
 	mustSnapshot(t, r, &s)
 	if s.Stats.TasksFromBPFOff == "" || len(s.Procs) == 0 {
 		t.Errorf("fixture tree: %d processes, off: %q", len(s.Procs), s.Stats.TasksFromBPFOff)
+	}
+}
+
+// BenchmarkIterAll reads every thread of the host through the task
+// iterator, to set against BenchmarkSchedstatAll (a schedstat pread per
+// thread) and BenchmarkTaskstatsAll.
+func BenchmarkIterAll(b *testing.B) {
+	testenv.Require(b, testenv.Linux, testenv.Root, testenv.BPF)
+	it, err := newTaskIter(false, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer it.close()
+	reads := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := it.read(&reads); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(it.recs)), "ns/thread")
+	b.ReportMetric(float64(len(it.recs)), "threads")
+}
+
+// statFieldsOf parses /proc/PID/stat.
+func statFieldsOf(t *testing.T, pid int) statFields {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sf statFields
+	if err := parseStat(b, &sf); err != nil {
+		t.Fatal(err)
+	}
+	return sf
+}
+
+// TestTasksFromBPFFirstSight: with DeferNew, a process first seen after
+// the first refresh is built from its leader's record alone, with the
+// figures its stat shows (start time to the tick, so it is not taken for a
+// reused PID when read in full; state letters for a sleeping, a stopped
+// and a zombie process), and without CPU times until it is seen again.
+func TestTasksFromBPFFirstSight(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Root, testenv.BPF)
+	r := newTestReader(t, Options{SkipKernelThreads: true, TasksFromBPF: true, DeferNew: true})
+	if r.it == nil || !r.it.leaders {
+		off := r.itOff
+		if r.it != nil {
+			off = r.it.leadersOff
+		}
+		t.Fatalf("task iterator without leaders' records: %s", off)
+	}
+	var s Snapshot
+	mustSnapshot(t, r, &s)
+	mustSnapshot(t, r, &s)
+
+	start := func(name string, args ...string) *exec.Cmd {
+		c := exec.Command(name, args...)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		return c
+	}
+	sleeping := start("sleep", "30")
+	stopped := start("sleep", "30")
+	zombie := start("true") // not waited for until cleanup
+	grow := startHelper(t, "grow")
+	wakeHelper(t, grow.Process.Pid)
+	stopped.Process.Signal(syscall.SIGSTOP)
+	want := map[int]byte{sleeping.Process.Pid: 'S', stopped.Process.Pid: 'T', zombie.Process.Pid: 'Z'}
+	deadline := time.Now().Add(5 * time.Second)
+	for pid, st := range want {
+		for statFieldsOf(t, pid).State != st && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // the helper's new thread starts
+	// Each process's stat is read just before and just after the
+	// snapshot: the Go helper's RSS and state may move between them.
+	pids := []int{sleeping.Process.Pid, stopped.Process.Pid, zombie.Process.Pid, grow.Process.Pid}
+	before := map[int]statFields{}
+	for _, pid := range pids {
+		before[pid] = statFieldsOf(t, pid)
+	}
+	mustSnapshot(t, r, &s)
+	for _, pid := range pids {
+		p := s.Find(int32(pid))
+		if p == nil {
+			t.Fatalf("process %d not seen", pid)
+		}
+		sf, sb := statFieldsOf(t, pid), before[pid]
+		page := uint64(os.Getpagesize())
+		rssOK := p.RSSBytes >= min(sb.RSSPages, sf.RSSPages)*page && p.RSSBytes <= max(sb.RSSPages, sf.RSSPages)*page
+		if p.Known&KnownTimes != 0 || p.Comm != string(sf.Comm) || (p.State != sf.State && p.State != sb.State) ||
+			p.PPID != int32(sf.PPID) || p.StartTime != sf.StartTime || p.Threads != int32(sf.Threads) || !rssOK ||
+			p.UID != uint32(os.Geteuid()) {
+			t.Errorf("first sight of %d from the iterator: %+v; its stat: %s %c ppid %d start %d threads %d rss %d pages (%d before)",
+				pid, *p, sf.Comm, sf.State, sf.PPID, sf.StartTime, sf.Threads, sf.RSSPages, sb.RSSPages)
+		}
+		if want[pid] != 0 && p.State != want[pid] {
+			t.Errorf("process %d: state %c, want %c", pid, p.State, want[pid])
+		}
+	}
+	if p := s.Find(int32(grow.Process.Pid)); p == nil || p.Threads < 2 {
+		t.Errorf("growing helper at first sight: %+v", p)
+	}
+	// Seen again: read in full, the same process (not a reused PID).
+	mustSnapshot(t, r, &s)
+	for _, pid := range []int{sleeping.Process.Pid, grow.Process.Pid} {
+		p := s.Find(int32(pid))
+		if p == nil || p.Known&KnownTimes == 0 || p.Known&KnownCtxsw == 0 || len(s.TasksOf(p)) == 0 {
+			t.Errorf("process %d seen again: %+v", pid, p)
+		}
 	}
 }

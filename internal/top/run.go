@@ -65,6 +65,13 @@ func newSampler(cfg *Config) (*sampler, error) {
 		// question a refresh rather than a status read each (as root;
 		// otherwise the statuses are read).
 		SwitchesFromTaskstats: true,
+		// As root, one BPF task iterator read a refresh gives every
+		// thread's scheduler and switch counts and every new process's
+		// first sight (its stat's figures but CPU times), instead of a
+		// schedstat read per thread, the taskstats question and a /proc
+		// listing: 0.44 ms a refresh instead of 1.23 ms on a host of 570
+		// tasks (proc.TestTasksFromBPF*, bench/faults churn).
+		TasksFromBPF: len(cfg.PIDs) == 0,
 	})
 	if err != nil {
 		return nil, err
