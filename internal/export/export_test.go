@@ -79,9 +79,27 @@ func TestParseGroupBy(t *testing.T) {
 // running: its group's wake-ups counter rises at the ticker's pace while its
 // CPU stays small, the counters do not fall back when it exits, and a
 // scrape writes what the last sample holds in the exposition format.
+// tickerPatient copies the 1 ms ticker patient to a name of this test
+// process's own, so that no other run of these tests on the host (whose
+// patient would join its group, by executable name) disturbs it, and
+// returns its path and its group's name.
+func tickerPatient(t *testing.T) (path, name string) {
+	t.Helper()
+	b, err := os.ReadFile(testbin.Build(t, "./testdata/exportticker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name = fmt.Sprintf("tick%d", os.Getpid())
+	path = filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path, name
+}
+
 func TestLiveTickerGroup(t *testing.T) {
 	testenv.Require(t, testenv.Linux)
-	bin := testbin.Build(t, "./testdata/exportticker")
+	bin, name := tickerPatient(t)
 	cmd := exec.Command(bin)
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -103,11 +121,11 @@ func TestLiveTickerGroup(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, g := range s.Groups {
-			if g.Kind == KindExe && g.Name == "exportticker" {
+			if g.Kind == KindExe && g.Name == name {
 				return g
 			}
 		}
-		t.Fatalf("no group exe/exportticker among %d", len(s.Groups))
+		t.Fatalf("no group exe/%s among %d", name, len(s.Groups))
 		return GroupStats{}
 	}
 	sample := func() {
@@ -148,7 +166,7 @@ func TestLiveTickerGroup(t *testing.T) {
 	}
 	rate := (g1.Wakeups - g0.Wakeups) / t1.Sub(t0).Seconds()
 	cpu := (g1.UserSec + g1.SysSec - g0.UserSec - g0.SysSec) / t1.Sub(t0).Seconds()
-	t.Logf("exportticker: %.0f wake-ups/s, %.1f%% of a core, %d threads", rate, cpu*100, g1.Threads)
+	t.Logf("%s: %.0f wake-ups/s, %.1f%% of a core, %d threads", name, rate, cpu*100, g1.Threads)
 	// A 1 ms ticker wakes a thread at least once per tick.
 	if rate < 500 || rate > 20000 {
 		t.Errorf("wake-ups %.0f/s from a 1 ms ticker", rate)
@@ -161,7 +179,7 @@ func TestLiveTickerGroup(t *testing.T) {
 	ts := httptest.NewServer(e.Handler())
 	defer ts.Close()
 	fams := scrape(t, ts.URL+"/metrics")
-	if v := value(fams, "gosleuth_group_wakeups_total", "exportticker"); v != g1.Wakeups {
+	if v := value(fams, "gosleuth_group_wakeups_total", name); v != g1.Wakeups {
 		t.Errorf("scraped wake-ups %v, the sample holds %v", v, g1.Wakeups)
 	}
 	for _, name := range []string{"gosleuth_group_cpu_seconds_total", "gosleuth_group_processes", "gosleuth_group_threads",
@@ -181,13 +199,13 @@ func TestLiveTickerGroup(t *testing.T) {
 	for _, f := range s.Findings {
 		if f.PID == cmd.Process.Pid {
 			t.Logf("finding %s %s for pid %d in %s/%s", f.ID, f.Severity, f.PID, f.Kind, f.Name)
-			found = found || f.ID == "idle-wakeups" && f.Kind == KindExe && f.Name == "exportticker"
+			found = found || f.ID == "idle-wakeups" && f.Kind == KindExe && f.Name == name
 		}
 	}
 	if !found || s.DoctorRuns != 1 {
 		t.Errorf("no idle-wakeups finding for the ticker in %d findings (%d doctor runs)", len(s.Findings), s.DoctorRuns)
 	}
-	if fams := scrape(t, ts.URL+"/metrics"); value(fams, "gosleuth_finding", "exportticker") != 1 {
+	if fams := scrape(t, ts.URL+"/metrics"); value(fams, "gosleuth_finding", name) != 1 {
 		t.Errorf("no gosleuth_finding series for the ticker's group")
 	}
 
@@ -210,7 +228,7 @@ func TestLiveTickerGroup(t *testing.T) {
 // allocated, one per tick) that rises at its pace from a baseline of 0.
 func TestRuntimeSeries(t *testing.T) {
 	testenv.Require(t, testenv.Linux)
-	bin := testbin.Build(t, "./testdata/exportticker")
+	bin, name := tickerPatient(t)
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "PATIENT_AGENT=1")
 	out, _ := cmd.StdoutPipe()
@@ -229,7 +247,7 @@ func TestRuntimeSeries(t *testing.T) {
 	get := func(prom string) (float64, bool) {
 		s, _ := e.Last()
 		for _, r := range s.Runtime {
-			if r.Prom == prom && r.Name == "exportticker" {
+			if r.Prom == prom && r.Name == name {
 				return r.Value, true
 			}
 		}
@@ -259,7 +277,7 @@ func TestRuntimeSeries(t *testing.T) {
 	}
 	s, _ := e.Last()
 	for _, gr := range s.Groups {
-		if gr.Name == "exportticker" && gr.RuntimeSources != 1 {
+		if gr.Name == name && gr.RuntimeSources != 1 {
 			t.Errorf("runtime sources %d, want 1", gr.RuntimeSources)
 		}
 	}

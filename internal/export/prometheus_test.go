@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
@@ -42,7 +41,7 @@ func TestRulesWithPromtool(t *testing.T) {
 // idle-wakeups finding.
 func TestRealPrometheus(t *testing.T) {
 	testenv.Require(t, testenv.Linux, testenv.Prometheus)
-	bin := testbin.Build(t, "./testdata/exportticker")
+	bin, name := tickerPatient(t)
 	cmd := exec.Command(bin)
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -101,8 +100,8 @@ func TestRealPrometheus(t *testing.T) {
 		return len(r.Data.Result)
 	}
 	for _, q := range []string{
-		`rate(gosleuth_group_wakeups_total{group="exportticker"}[5s]) > 500`,
-		`gosleuth_finding{id="idle-wakeups", group="exportticker"} == 1`,
+		`rate(gosleuth_group_wakeups_total{group="` + name + `"}[5s]) > 500`,
+		`gosleuth_finding{id="idle-wakeups", group="` + name + `"} == 1`,
 	} {
 		deadline := time.Now().Add(60 * time.Second)
 		for query(q) < 1 {
