@@ -77,10 +77,9 @@ func main() {
 		{"gosleuth exporter", gs, func(p string) []string {
 			return []string{"exporter", "--listen", "127.0.0.1:" + p, "--group-by", "exe", "--doctor-every", "0"}
 		}},
-		// The same reading /proc files only (no BPF task iterator): what
-		// the iterator saves, in the same run.
-		{"gosleuth -bpf=false", gs, func(p string) []string {
-			return []string{"exporter", "--listen", "127.0.0.1:" + p, "--group-by", "exe", "--doctor-every", "0", "--bpf=false"}
+		// The same with the BPF task iterator (--bpf), in the same run.
+		{"gosleuth --bpf", gs, func(p string) []string {
+			return []string{"exporter", "--listen", "127.0.0.1:" + p, "--group-by", "exe", "--doctor-every", "0", "--bpf"}
 		}},
 		{"process-exporter", pe, func(p string) []string {
 			return []string{"-config.path", cfg, "-threads=false", "-web.listen-address", "127.0.0.1:" + p}

@@ -41,8 +41,8 @@ func init() {
 Serves /metrics in the Prometheus exposition format and a page at / saying
 what it exports. Every --interval, every process of the host is read once in
 the background (the /proc engine keeps its files open and reads only what
-moved, or, as root, asks the kernel for every thread's scheduler counters with
-one BPF task iterator read); a scrape only writes the last sample, so its cost grows with the
+moved, or with --bpf asks the kernel for every thread's scheduler counters
+with one BPF task iterator read); a scrape only writes the last sample, so its cost grows with the
 series, not with processes x files.
 
 Series are per group of processes, not per PID: a systemd unit (from the
@@ -80,7 +80,7 @@ It listens on loopback unless --listen names another address (for a fleet:
 			fs.IntVar(&f.maxSeries, "max-series", 5000, "cap on group series (about 10 per group)")
 			fs.IntVar(&f.topN, "top", 20, "processes by CPU named with their PID")
 			fs.StringVar(&f.procRoot, "proc", "/proc", "procfs mount `path`")
-			fs.BoolVar(&f.bpf, "bpf", true, "read every thread's scheduler and switch counts with one BPF task iterator a sample where it can (root); false: from /proc files")
+			fs.BoolVar(&f.bpf, "bpf", false, "read every thread's scheduler and switch counts with one BPF task iterator a sample (root): every thread exact at every sample, for the same CPU as the files' idle back-off and about 4 MB more RSS (the kernel's BTF, read once)")
 			fs.BoolVar(&f.runtime, "runtime", true, "read the Go runtime of processes that have gosleuth's agent (gosleuth_go_* series per group)")
 			fs.DurationVar(&f.doctorEvery, "doctor-every", 5*time.Minute, "run the doctor over the host this `often` (0: never)")
 			fs.DurationVar(&f.doctorWindow, "doctor-window", 10*time.Second, "the doctor's observation `window`")
