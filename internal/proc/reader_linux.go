@@ -1290,10 +1290,11 @@ func (r *Reader) dropGone() {
 		if s.gone {
 			r.closeSlot(s)
 			delete(r.slots, s.p.PID)
-			if r.procfd >= 0 && !r.seekScan {
+			if r.procfd >= 0 && !r.seekScan && r.it == nil {
 				// A PID may have been reused: look again next time. (With
 				// seekScan, a reused PID comes from the counter, which
-				// /proc/loadavg shows moving.)
+				// /proc/loadavg shows moving; with the task iterator, the
+				// new process is in its next records.)
 				r.rescan = true
 			}
 			continue
