@@ -1,5 +1,6 @@
 // Command reader-churn measures the /proc engine's steady-state cost per
-// refresh as `gosleuth top` configures it, reading files only and with the
+// refresh as `gosleuth top` (or, with -view exporter, the exporter)
+// configures it, reading files only and with the
 // BPF task iterator, side by side (the two readers alternate within each
 // refresh), on a quiet host and under 5,000 short-lived processes a second
 // (50 shells each forking two /bin/true and sleeping 20 ms, as
@@ -7,7 +8,8 @@
 // a warm-up of the reading thread's own CPU time (RUSAGE_THREAD), so
 // start-up costs (the iterator's 30 ms of BTF and verifier) stay out.
 //
-// Needs root (the iterator). Usage: go run ./bench/reader-churn [-refreshes 40] [-every 500ms]
+// Needs root (the iterator).
+// Usage: go run ./bench/reader-churn [-view top|exporter] [-refreshes 40] [-every 500ms]
 package main
 
 import (
@@ -25,6 +27,9 @@ import (
 	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
+// options are the view's reader options, without TasksFromBPF.
+var options proc.Options
+
 func threadCPU() time.Duration {
 	var ru unix.Rusage
 	unix.Getrusage(unix.RUSAGE_THREAD, &ru)
@@ -34,7 +39,20 @@ func threadCPU() time.Duration {
 func main() {
 	refreshes := flag.Int("refreshes", 40, "refreshes measured per reader and phase (after 4 of warm-up)")
 	every := flag.Duration("every", 500*time.Millisecond, "time between refreshes")
+	view := flag.String("view", "top", "whose reader options: top or exporter")
 	flag.Parse()
+	switch *view {
+	case "top":
+		// internal/top's whole-host reader.
+		options = proc.Options{SkipKernelThreads: true, DeferNew: true, SwitchesFromTaskstats: true}
+	case "exporter":
+		// internal/export's reader at the default --idle-every 5s, 1 s interval.
+		options = proc.Options{SkipKernelThreads: true, IdleBackoff: 5, SwitchesOnly: true, SkipIO: true, SkipCmdline: true,
+			NewPIDsOnly: true, IdleStatEvery: 3, RanFromTaskstats: true}
+	default:
+		fmt.Fprintln(os.Stderr, "reader-churn: -view is top or exporter")
+		os.Exit(2)
+	}
 	runtime.LockOSThread()
 	quiet := measure(*refreshes, *every)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -61,7 +79,9 @@ func main() {
 func measure(n int, every time.Duration) [2]float64 {
 	var readers [2]*proc.Reader
 	for i, bpf := range []bool{false, true} {
-		r, err := proc.NewReader(proc.Options{SkipKernelThreads: true, DeferNew: true, SwitchesFromTaskstats: true, TasksFromBPF: bpf})
+		o := options
+		o.TasksFromBPF = bpf
+		r, err := proc.NewReader(o)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "reader-churn:", err)
 			os.Exit(1)
