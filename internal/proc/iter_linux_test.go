@@ -136,11 +136,17 @@ func TestTasksFromBPFChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { sleep.Process.Kill(); sleep.Wait() }()
+	// One more thread: a goroutine locked to its thread may take an idle
+	// one the runtime kept, so ask until the count grows.
 	before := len(taskDir(t, grow.Process.Pid))
-	wakeHelper(t, grow.Process.Pid) // one more thread
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for len(taskDir(t, grow.Process.Pid)) == before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+		wakeHelper(t, grow.Process.Pid)
+		for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if len(taskDir(t, grow.Process.Pid)) > before {
+				break
+			}
+		}
 	}
 	// The new process's comm is set once it has exec'd sleep.
 	for time.Now().Before(deadline) {
