@@ -132,7 +132,7 @@ func runExporter(ctx context.Context, f *exporterFlags, stderr io.Writer, ready 
 	}
 	e, err := export.New(export.Config{ProcRoot: f.procRoot, Interval: f.interval, GroupBy: kinds,
 		TopN: max(f.topN, 0), MaxGroups: max(f.maxSeries/10, 1), Runtime: f.runtime,
-		IdleBackoff: int(f.idleEvery / f.interval), NoBPF: !f.bpf})
+		IdleBackoff: int(f.idleEvery / f.interval), BPF: f.bpf})
 	if err != nil {
 		return err
 	}

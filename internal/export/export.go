@@ -52,9 +52,9 @@ type Config struct {
 	// samples late; most threads of a host sleep, and their checks were
 	// most of the exporter's reads.
 	IdleBackoff int
-	// NoBPF reads threads from /proc files only (proc.Options.TasksFromBPF
-	// off).
-	NoBPF bool
+	// BPF reads every thread through the task iterator
+	// (proc.Options.TasksFromBPF) rather than its files.
+	BPF bool
 	// MaxGroups caps the groups with series of their own; processes of
 	// groups first seen beyond it are counted in the group "other" (default
 	// 500).
@@ -158,8 +158,10 @@ type SelfStats struct {
 	// processes whose threads the last sample left unread.
 	TaskstatsOff   string
 	TaskstatsStill int
-	// BPFOff says why the reader does not use the task iterator
-	// (proc.Options.TasksFromBPF); empty when it does.
+	// BPF is true when the reader uses the task iterator
+	// (proc.Options.TasksFromBPF, --bpf); BPFOff says why not when it was
+	// asked for.
+	BPF    bool
 	BPFOff string
 }
 
@@ -208,13 +210,13 @@ func New(cfg Config) (*Exporter, error) {
 	// in full at nearly every sample: the new PIDs are enough. A sleeping
 	// process's RSS is re-read every idleStatEvery full passes. Taskstats
 	// tells which processes of three threads or more ran, for one answer
-	// each instead of a read per thread. Where BPF serves (as root), one
-	// task iterator read a sample gives every thread's switch counts and
-	// finds new processes instead, and the options it makes moot apply
-	// where it does not.
+	// each instead of a read per thread. With cfg.BPF (as root), one task
+	// iterator read a sample gives every thread's switch counts and finds
+	// new processes instead, and the options it makes moot apply where it
+	// cannot serve.
 	r, err := proc.NewReader(proc.Options{Root: cfg.ProcRoot, SkipKernelThreads: true, IdleBackoff: cfg.IdleBackoff,
 		SwitchesOnly: true, SkipIO: true, SkipCmdline: true, NewPIDsOnly: true, IdleStatEvery: idleStatEvery, RanFromTaskstats: true,
-		TasksFromBPF: !cfg.NoBPF})
+		TasksFromBPF: cfg.BPF})
 	if err != nil {
 		return nil, fmt.Errorf("exporter: %w", err)
 	}
@@ -358,6 +360,7 @@ func (e *Exporter) Sample() error {
 	e.self.Tasks = len(e.cur.Tasks)
 	e.self.Processes = len(e.cur.Procs)
 	e.self.TaskstatsOff = e.cur.Stats.TaskstatsOff
+	e.self.BPF = e.cur.Stats.Iterated > 0
 	e.self.BPFOff = e.cur.Stats.TasksFromBPFOff
 	e.self.TaskstatsStill = e.cur.Stats.TaskstatsStill
 	e.publish(now)

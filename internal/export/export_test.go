@@ -549,3 +549,41 @@ func BenchmarkSample(b *testing.B) {
 		}
 	}
 }
+
+// TestReadSignal: the exporter says how it learns which threads ran: from
+// the files (taskstats as root) by default, through the task iterator
+// with BPF.
+func TestReadSignal(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Root, testenv.BPF)
+	for _, c := range []struct {
+		bpf  bool
+		want string
+	}{{false, "taskstats"}, {true, "bpf"}} {
+		e, err := New(Config{GroupBy: []string{KindExe}, BPF: c.bpf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := e.Sample(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ts := httptest.NewServer(e.Handler())
+		fams := scrape(t, ts.URL+"/metrics")
+		ts.Close()
+		e.reader.Close()
+		var got []string
+		if f := fams["gosleuth_exporter_ran_signal_info"]; f != nil {
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "source" {
+						got = append(got, l.GetValue())
+					}
+				}
+			}
+		}
+		if len(got) != 1 || got[0] != c.want {
+			t.Errorf("BPF %v: gosleuth_exporter_ran_signal_info sources %v, want [%s]", c.bpf, got, c.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -126,12 +127,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descDropped, float64(s.Dropped))
 	counter(descErrors, float64(s.Self.Errors))
 	switch {
-	case s.Self.BPFOff == "":
+	case s.Self.BPF:
 		gauge(descRanFrom, 1, "bpf", "")
 	case s.Self.TaskstatsOff == "":
 		gauge(descRanFrom, 1, "taskstats", s.Self.BPFOff)
 	default:
-		gauge(descRanFrom, 1, "schedstat", s.Self.BPFOff+"; "+s.Self.TaskstatsOff)
+		gauge(descRanFrom, 1, "schedstat", strings.TrimPrefix(s.Self.BPFOff+"; "+s.Self.TaskstatsOff, "; "))
 	}
 	gauge(descStill, float64(s.Self.TaskstatsStill))
 	gauge(descAge, float64(s.Time.UnixNano())/1e9)
