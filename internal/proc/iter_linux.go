@@ -99,6 +99,13 @@ type taskIter struct {
 // leader's record is extended where the kernel's BTF allows
 // (taskIter.leaders says whether it is).
 func newTaskIter(skipKernel, leaders bool) (*taskIter, error) {
+	// A map of one entry tells in microseconds whether bpf(2) is allowed
+	// here, before 30 ms of BTF are spent on a program that could not load.
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
+	if err != nil {
+		return nil, fmt.Errorf("task iterator: %w", bpfErr(err))
+	}
+	m.Close()
 	spec, err := btf.LoadKernelSpec()
 	if err != nil {
 		return nil, fmt.Errorf("task iterator: kernel BTF: %w", err)
@@ -279,10 +286,13 @@ func leaderInsns(spec *btf.Spec, task *btf.Struct, frame int16) (asm.Instruction
 	}, nil
 }
 
-// bpfErr says what a missing privilege means.
+// bpfErr says what a missing privilege means, in place of cilium/ebpf's
+// longer message (which suggests the memlock limit, not the cause here).
 func bpfErr(err error) error {
-	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-		return fmt.Errorf("%w (needs root, or CAP_BPF and CAP_PERFMON)", err)
+	for _, e := range []unix.Errno{unix.EPERM, unix.EACCES} {
+		if errors.Is(err, e) {
+			return fmt.Errorf("bpf(2): %w (needs root, or CAP_BPF and CAP_PERFMON)", e)
+		}
 	}
 	return err
 }

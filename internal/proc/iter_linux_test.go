@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -299,4 +300,44 @@ func TestTasksFromBPFFirstSight(t *testing.T) {
 			t.Errorf("process %d seen again: %+v", pid, p)
 		}
 	}
+}
+
+// TestTasksFromBPFUnprivileged: as a user without CAP_BPF the reader says
+// why it reads files, and reads them.
+func TestTasksFromBPFUnprivileged(t *testing.T) {
+	if os.Getenv("GOSLEUTH_PROC_NOBODY") == "" {
+		testenv.Require(t, testenv.Linux, testenv.Nobody)
+		// A copy of this test binary that user nobody can run.
+		dir, err := os.MkdirTemp("", "gosleuth-proc-nobody")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		b, err := os.ReadFile(os.Args[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin := dir + "/proc.test"
+		if err := os.WriteFile(bin, b, 0o755); err != nil || os.Chmod(dir, 0o755) != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "-test.run=^TestTasksFromBPFUnprivileged$", "-test.v")
+		cmd.Dir = "/"
+		cmd.Env = append(os.Environ(), "GOSLEUTH_PROC_NOBODY=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("as nobody: %v\n%s", err, out)
+		}
+		t.Logf("as nobody: %s", out)
+		return
+	}
+	r := newTestReader(t, Options{SkipKernelThreads: true, TasksFromBPF: true, DeferNew: true})
+	var s Snapshot
+	mustSnapshot(t, r, &s)
+	mustSnapshot(t, r, &s)
+	if r.it != nil || !strings.Contains(s.Stats.TasksFromBPFOff, "CAP_BPF") || s.Find(int32(os.Getpid())) == nil || r.procScans == 0 {
+		t.Errorf("as uid %d: iterator %v, off %q, %d processes", os.Getuid(), r.it != nil, s.Stats.TasksFromBPFOff, len(s.Procs))
+	}
+	t.Logf("off: %s", s.Stats.TasksFromBPFOff)
 }
