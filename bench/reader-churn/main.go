@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command reader-churn measures the /proc engine's steady-state cost per
 // refresh as `gosleuth top` (or, with -view exporter, the exporter)
 // configures it, reading files only and with the
