@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"runtime/debug"
 	"slices"
 	"unsafe"
 
@@ -110,6 +111,12 @@ func newTaskIter(skipKernel, leaders bool) (*taskIter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task iterator: kernel BTF: %w", err)
 	}
+	// Loading the program decodes struct task_struct and every type it
+	// reaches from the kernel's BTF: about 10 MB of heap, garbage once
+	// loaded. Returned to the system at once, it neither raises the peak
+	// RSS of a long-running view (the exporter's was 30.6 MB instead of
+	// 21 MB) nor the heap goal the collector works to.
+	defer debug.FreeOSMemory()
 	var task *btf.Struct
 	if err := spec.TypeByName("task_struct", &task); err != nil {
 		return nil, fmt.Errorf("task iterator: kernel BTF: %w", err)

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"time"
@@ -241,6 +240,13 @@ func (r *Reader) Close() error {
 	return nil
 }
 
+// ownPIDNamespace reports whether the /proc root is a procfs of this
+// process's PID namespace (its "self" names this process).
+func (r *Reader) ownPIDNamespace() bool {
+	self, err := os.Readlink(r.root + "/self")
+	return err == nil && self == strconv.Itoa(os.Getpid())
+}
+
 // openTaskIter sets up Options.TasksFromBPF, or says in r.itOff why it
 // cannot be used.
 func (r *Reader) openTaskIter() {
@@ -250,8 +256,7 @@ func (r *Reader) openTaskIter() {
 	}
 	// The iterator names tasks by their PIDs in the initial namespace:
 	// the /proc root must be this process's, and this process in it.
-	self, err := os.Readlink(r.root + "/self")
-	if err != nil || self != strconv.Itoa(os.Getpid()) {
+	if !r.ownPIDNamespace() {
 		r.itOff = "task iterator: " + r.root + " is not a procfs of this process's PID namespace"
 		return
 	}
@@ -268,12 +273,6 @@ func (r *Reader) openTaskIter() {
 		}
 	}
 	it, err := newTaskIter(r.opts.SkipKernelThreads, r.opts.DeferNew)
-	// Loading the program decodes struct task_struct and every type it
-	// reaches from the kernel's BTF: about 10 MB of heap, garbage once
-	// loaded. Returned to the system at once, it neither raises the peak
-	// RSS of a long-running view (the exporter's was 30.6 MB instead of
-	// 21 MB) nor the heap goal the collector works to.
-	debug.FreeOSMemory()
 	if err != nil {
 		r.itOff = err.Error()
 		return
@@ -336,8 +335,7 @@ const tsMinThreads = 3
 func (r *Reader) openTaskstats() {
 	// Taskstats names processes in this process's PID namespace: the
 	// /proc root must be one of it.
-	self, err := os.Readlink(r.root + "/self")
-	if err != nil || self != strconv.Itoa(os.Getpid()) {
+	if !r.ownPIDNamespace() {
 		r.tsOff = "taskstats: " + r.root + " is not a procfs of this process's PID namespace"
 		return
 	}
@@ -951,11 +949,8 @@ func (r *Reader) checkThreadsIter(s *procSlot) bool {
 			ts.iterGen = 0
 			continue
 		}
-		ts.start = rec.start
-		t := &ts.t
-		moved := ts.fresh || rec.run != t.RunNS || rec.slices != t.Slices
-		t.RunNS, t.WaitNS, t.Slices = rec.run, rec.wait, rec.slices
-		t.VolCtxsw, t.InvolCtxsw = rec.nvcsw, rec.nivcsw
+		moved := ts.fresh || rec.run != ts.t.RunNS || rec.slices != ts.t.Slices
+		ts.take(rec, r.gen)
 		ts.still = 0
 		if moved {
 			r.stats.Changed++
@@ -1191,9 +1186,9 @@ func (r *Reader) rescanTasks(s *procSlot) {
 		slices.SortFunc(s.tasks, func(a, b *taskSlot) int { return int(a.t.TID - b.t.TID) })
 	}
 	// Drop threads that exited; read new ones in full, but for the stat of
-	// a single-threaded process's thread (refreshProc gives it the
+	// a single-threaded process's thread (finishProc gives it the
 	// process's).
-	single := s.p.Threads == 1 && len(s.tasks) == 1 && s.tasks[0].t.TID == pid
+	single := r.singleThreaded(s)
 	out := s.tasks[:0]
 	for _, ts := range s.tasks {
 		if ts.seen != mark || ts.gone {
@@ -1202,9 +1197,7 @@ func (r *Reader) rescanTasks(s *procSlot) {
 		}
 		if ts.fresh {
 			if rec := r.iterRec(pid, ts.t.TID); rec != nil {
-				ts.iterGen, ts.start = r.gen, rec.start
-				ts.t.RunNS, ts.t.WaitNS, ts.t.Slices = rec.run, rec.wait, rec.slices
-				ts.t.VolCtxsw, ts.t.InvolCtxsw = rec.nvcsw, rec.nivcsw
+				ts.take(rec, r.gen)
 			} else if b, err := r.read(&ts.schedfd, true, pid, ts.t.TID, "schedstat"); err == nil {
 				ts.t.RunNS, ts.t.WaitNS, ts.t.Slices, _ = parseSchedstat(b)
 			}
@@ -1217,6 +1210,14 @@ func (r *Reader) rescanTasks(s *procSlot) {
 	}
 	clear(s.tasks[len(out):])
 	s.tasks = out
+}
+
+// take gives ts the scheduler counters and switch counts of its task
+// iterator record in refresh gen.
+func (ts *taskSlot) take(rec *iterRec, gen uint64) {
+	ts.iterGen, ts.start = gen, rec.start
+	ts.t.RunNS, ts.t.WaitNS, ts.t.Slices = rec.run, rec.wait, rec.slices
+	ts.t.VolCtxsw, ts.t.InvolCtxsw = rec.nvcsw, rec.nivcsw
 }
 
 // iterRec returns the task iterator's record of thread tid of process pid
