@@ -30,6 +30,11 @@ type Follower struct {
 	procs       map[int]bool // tracked processes (thread group IDs)
 	tasks       map[Task]bool
 	seen        map[Task]bool // scratch: tasks found by the current Poll
+	// listers keep each tracked process's task directory open, so a
+	// Poll lists threads without an ordinary system call (see
+	// proc.TaskLister); tids is their scratch.
+	listers map[int]*proc.TaskLister
+	tids    []int
 }
 
 // NewFollower returns a Follower for pid under the proc file system at
@@ -42,7 +47,19 @@ func NewFollower(procRoot string, pid int, descendants bool) *Follower {
 		procs:       map[int]bool{pid: true},
 		tasks:       map[Task]bool{},
 		seen:        map[Task]bool{},
+		listers:     map[int]*proc.TaskLister{},
 	}
+}
+
+// Close closes the descriptors the Follower keeps on the tracked
+// processes' task directories.
+func (f *Follower) Close() error {
+	var errs []error
+	for pid, l := range f.listers {
+		errs = append(errs, l.Close())
+		delete(f.listers, pid)
+	}
+	return errors.Join(errs...)
 }
 
 // Poll lists the tracked threads again. It returns the tasks that appeared
@@ -123,10 +140,25 @@ func (f *Follower) Processes() []int {
 	return out
 }
 
-// listTasks returns the threads of pid; a process gone (or an exited
-// leader awaiting its reaping) wraps proc.ErrProcessGone.
+// listTasks returns the threads of pid, in a slice valid until the next
+// call; a process gone (or an exited leader awaiting its reaping) wraps
+// proc.ErrProcessGone, and its lister is closed.
 func (f *Follower) listTasks(pid int) ([]int, error) {
-	return f.fs.TaskIDs(pid)
+	l := f.listers[pid]
+	if l == nil {
+		var err error
+		if l, err = f.fs.NewTaskLister(pid); err != nil {
+			return nil, err
+		}
+		f.listers[pid] = l
+	}
+	tids, err := l.List(f.tids)
+	f.tids = tids
+	if err != nil {
+		l.Close()
+		delete(f.listers, pid)
+	}
+	return tids, err
 }
 
 // children lists the live processes thread tid of pid forked.

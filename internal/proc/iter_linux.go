@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -31,54 +32,139 @@ import (
 // are read through BTF-typed pointers, which the verifier checks against
 // that same BTF).
 
-// iterRec is one thread's record, as the program writes it.
+// iterRec is one thread's record, as the program writes it: what the
+// thread's schedstat, status and stat show, unrendered.
 type iterRec struct {
 	tid, tgid     int32
 	run, wait     uint64 // se.sum_exec_runtime, sched_info.run_delay (ns)
 	slices        uint64 // sched_info.pcount: timeslices run
 	nvcsw, nivcsw uint64
 	start         uint64 // start_boottime (ns): tells a reused TID
-	// A thread group leader's record carries what a process's stat gives
-	// at first sight but its CPU times (iterLeader), when the kernel's BTF
-	// has the fields (taskIter.leaders).
+	// utime and stime are the tick-sampled user and system time (ns),
+	// prev the kernel's last split of run time between them (see
+	// cputime.adjust); zero where the kernel keeps none.
+	utime, stime   uint64
+	prev           cputime
+	minFlt, majFlt uint64
+	// syscr and syscw count read- and write-like system calls (ioac; zero
+	// without taskIter.io).
+	syscr, syscw uint64
+	state        byte // as /proc shows it: R, S, D...
+	kernel       bool
+	cpu          int32
+	comm         [16]byte
+	// leader is the extension of a thread group leader's record.
 	leader *iterLeader
 }
 
-// iterLeader is the extension of a leader's record.
+// iterLeader is the extension of a leader's record: the process's own
+// fields, and its counters that stat and io show summed over its threads.
+// The program writes the counters of the threads that exited (kept in
+// signal_struct); read adds those of every live thread's record.
 type iterLeader struct {
-	comm     [16]byte
-	state    byte // as /proc shows it: R, S, D...
-	ppid     int32
-	threads  int32
-	rssPages uint64
-	euid     uint32
+	ppid, threads int32
+	rssPages      uint64
+	euid          uint32
+	// utime, stime and run as iterRec's, summed; cutime and cstime the
+	// waited-for children's (ns).
+	utime, stime, run uint64
+	prev              cputime
+	cutime, cstime    uint64
+	minFlt, majFlt    uint64
+	syscr, syscw      uint64
+	// fdLimit is the soft RLIMIT_NOFILE (Unlimited when unlimited).
+	fdLimit int64
 }
 
 // iterRecSize is the size of a record in the iterator's output, and
 // iterExtSize that of a leader's extension, which follows it.
 const (
-	iterRecSize = 56
-	iterExtSize = 64
+	iterRecSize = 152
+	iterExtSize = 136
 )
+
+// rlimitNoFile is RLIMIT_NOFILE's index in signal_struct.rlim.
+const rlimitNoFile = 7
 
 // pfKthreadFlag is PF_KTHREAD in task_struct.flags.
 const pfKthreadFlag = 0x00200000
 
-// iterField is one task_struct field the program copies to a record.
-type iterField struct {
-	path []string
-	at   int16 // offset in the record
+// A record's layout (offsets in bytes):
+//
+//	0   pid, tgid (u32)       8   se.sum_exec_runtime  16 sched_info.run_delay
+//	24  sched_info.pcount     32  nvcsw                40 nivcsw
+//	48  start_boottime        56  utime                64 stime
+//	72  prev_cputime.utime    80  prev_cputime.stime   88 min_flt
+//	96  maj_flt               104 ioac.syscr           112 ioac.syscw
+//	120 __state (u32)         124 exit_state (u32)     128 cpu (u32)
+//	132 flags (u32)           136 comm[16]
+//
+// and a leader's extension, after it:
+//
+//	0   real_parent->tgid, signal->nr_threads (u32)
+//	8   mm->rss_stat: file, anon and shmem pages (3 x s64; 0 without mm)
+//	32  cred->euid (u32), zero (u32)
+//	40  signal->: utime, stime, sum_sched_runtime, prev_cputime.utime,
+//	    prev_cputime.stime, cutime, cstime, min_flt, maj_flt, ioac.syscr,
+//	    ioac.syscw (11 x u64)
+//	128 signal->rlim[RLIMIT_NOFILE].rlim_cur
+
+// recField is a field the program copies into a record: from the struct
+// at base (a register holding a pointer to it), the first of paths that
+// the kernel's BTF has, to offset at. A field of an optional group that
+// is missing is written as zero, and the group noted as missing.
+type recField struct {
+	base  asm.Register
+	st    *btf.Struct
+	paths [][]string
+	at    int16
+	width int // bytes: 4, 8 or 16 (comm)
+	group string
 }
 
-var iterFields = []iterField{
-	{[]string{"pid"}, 0},
-	{[]string{"tgid"}, 4},
-	{[]string{"se", "sum_exec_runtime"}, 8},
-	{[]string{"sched_info", "run_delay"}, 16},
-	{[]string{"sched_info", "pcount"}, 24},
-	{[]string{"nvcsw"}, 32},
-	{[]string{"nivcsw"}, 40},
-	{[]string{"start_boottime"}, 48},
+// progBuilder assembles the iterator program.
+type progBuilder struct {
+	insns   asm.Instructions
+	missing map[string]bool
+}
+
+// copy appends the loads and stores of f, relative to the record at frame.
+func (b *progBuilder) copy(f recField, frame int16) error {
+	var off int16
+	var err error
+	for _, path := range f.paths {
+		if off, err = memberAt(f.st, f.width, path...); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		if f.group == "" {
+			return err
+		}
+		b.missing[f.group] = true
+		size := asm.DWord
+		if f.width == 4 {
+			size = asm.Word
+		}
+		b.insns = append(b.insns, asm.Mov.Imm(asm.R2, 0))
+		for w := 0; w < f.width; w += size.Sizeof() {
+			b.insns = append(b.insns, asm.StoreMem(asm.RFP, frame+f.at+int16(w), asm.R2, size))
+		}
+		return nil
+	}
+	switch f.width {
+	case 4:
+		b.insns = append(b.insns,
+			asm.LoadMem(asm.R2, f.base, off, asm.Word),
+			asm.StoreMem(asm.RFP, frame+f.at, asm.R2, asm.Word))
+	default:
+		for w := 0; w < f.width; w += 8 {
+			b.insns = append(b.insns,
+				asm.LoadMem(asm.R2, f.base, off+int16(w), asm.DWord),
+				asm.StoreMem(asm.RFP, frame+f.at+int16(w), asm.R2, asm.DWord))
+		}
+	}
+	return nil
 }
 
 // taskIter is a loaded and attached task iterator.
@@ -87,19 +173,17 @@ type taskIter struct {
 	link *link.Iter
 	buf  []byte
 	recs []iterRec
-	// leaders: leaders' records are extended; ext holds the extensions of
-	// the last read, which recs point into.
-	leaders bool
-	ext     []iterLeader
-	// leadersOff says why leaders' records are not extended.
-	leadersOff string
+	// ext holds the leaders' extensions of the last read, which recs
+	// point into.
+	ext []iterLeader
+	// io: the kernel keeps per-task syscall counts (CONFIG_TASK_XACCT),
+	// and records carry them.
+	io bool
 }
 
 // newTaskIter loads the iterator program. With skipKernel, kernel threads
-// are left out by the program itself. With leaders, a thread group
-// leader's record is extended where the kernel's BTF allows
-// (taskIter.leaders says whether it is).
-func newTaskIter(skipKernel, leaders bool) (*taskIter, error) {
+// are left out by the program itself.
+func newTaskIter(skipKernel bool) (*taskIter, error) {
 	// A map of one entry tells in microseconds whether bpf(2) is allowed
 	// here, before 30 ms of BTF are spent on a program that could not load.
 	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
@@ -117,62 +201,151 @@ func newTaskIter(skipKernel, leaders bool) (*taskIter, error) {
 	// RSS of a long-running view (the exporter's was 30.6 MB instead of
 	// 21 MB) nor the heap goal the collector works to.
 	defer debug.FreeOSMemory()
-	var task *btf.Struct
-	if err := spec.TypeByName("task_struct", &task); err != nil {
-		return nil, fmt.Errorf("task iterator: kernel BTF: %w", err)
+	var task, sig, mm, pc, cred *btf.Struct
+	for _, x := range []struct {
+		dst  **btf.Struct
+		name string
+	}{{&task, "task_struct"}, {&sig, "signal_struct"}, {&mm, "mm_struct"}, {&pc, "percpu_counter"}, {&cred, "cred"}} {
+		if err := spec.TypeByName(x.name, x.dst); err != nil {
+			return nil, fmt.Errorf("task iterator: kernel BTF: %s: %w", x.name, err)
+		}
 	}
+	b := &progBuilder{missing: map[string]bool{}}
 	// R6: the iterator's meta (its seq_file at offset 0), R7: the task,
-	// NULL once after the last one. The record is built on the stack.
-	insns := asm.Instructions{
+	// NULL once after the last one; R8: its signal_struct. The record,
+	// and a leader's extension after it, are built on the stack at frame.
+	const frame = -(iterRecSize + iterExtSize)
+	b.insns = asm.Instructions{
 		asm.LoadMem(asm.R6, asm.R1, 0, asm.DWord),
 		asm.LoadMem(asm.R7, asm.R1, 8, asm.DWord),
 		asm.JEq.Imm(asm.R7, 0, "out"),
 	}
 	if skipKernel {
-		off, size, err := fieldOffset(task, "flags")
+		flags, err := memberAt(task, 4, "flags")
 		if err != nil {
 			return nil, err
 		}
-		insns = append(insns,
-			asm.LoadMem(asm.R2, asm.R7, off, size),
+		b.insns = append(b.insns,
+			asm.LoadMem(asm.R2, asm.R7, flags, asm.Word),
 			asm.And.Imm(asm.R2, pfKthreadFlag),
 			asm.JNE.Imm(asm.R2, 0, "out"),
 		)
 	}
-	// The record, and a leader's extension after it, are built at frame.
-	const frame = -(iterRecSize + iterExtSize)
-	for _, f := range iterFields {
-		off, size, err := fieldOffset(task, f.path...)
+	p := func(path ...string) [][]string { return [][]string{path} }
+	T := asm.R7
+	for _, f := range []recField{
+		{T, task, p("pid"), 0, 4, ""},
+		{T, task, p("tgid"), 4, 4, ""},
+		{T, task, p("se", "sum_exec_runtime"), 8, 8, ""},
+		{T, task, p("sched_info", "run_delay"), 16, 8, ""},
+		{T, task, p("sched_info", "pcount"), 24, 8, ""},
+		{T, task, p("nvcsw"), 32, 8, ""},
+		{T, task, p("nivcsw"), 40, 8, ""},
+		{T, task, p("start_boottime"), 48, 8, ""},
+		{T, task, p("utime"), 56, 8, ""},
+		{T, task, p("stime"), 64, 8, ""},
+		// Kept by every kernel but those with native virtual CPU
+		// accounting (powerpc, s390), whose times need no split.
+		{T, task, p("prev_cputime", "utime"), 72, 8, "prev"},
+		{T, task, p("prev_cputime", "stime"), 80, 8, "prev"},
+		{T, task, p("min_flt"), 88, 8, ""},
+		{T, task, p("maj_flt"), 96, 8, ""},
+		{T, task, p("ioac", "syscr"), 104, 8, "io"},
+		{T, task, p("ioac", "syscw"), 112, 8, "io"},
+		{T, task, p("__state"), 120, 4, ""},
+		{T, task, p("exit_state"), 124, 4, ""},
+		// The CPU is in thread_info since Linux 5.16, in the task before.
+		{T, task, [][]string{{"thread_info", "cpu"}, {"cpu"}}, 128, 4, ""},
+		{T, task, p("flags"), 132, 4, ""},
+		{T, task, p("comm"), 136, 16, ""},
+	} {
+		if err := b.copy(f, frame); err != nil {
+			return nil, err
+		}
+	}
+	// A leader (pid == tgid) gets its extension; any other thread its
+	// record alone. R3: the length to write.
+	tgidOff, _, _ := memberOffset(task, "tgid")
+	pidOff, _, _ := memberOffset(task, "pid")
+	b.insns = append(b.insns,
+		asm.LoadMem(asm.R2, asm.R7, tgidOff, asm.Word),
+		asm.LoadMem(asm.R4, asm.R7, pidOff, asm.Word),
+		asm.Mov.Imm(asm.R3, iterRecSize),
+		asm.JNE.Reg(asm.R2, asm.R4, "write"),
+	)
+	for _, ptr := range []struct {
+		reg  asm.Register
+		name string
+	}{{asm.R8, "signal"}, {asm.R9, "real_parent"}} {
+		off, err := memberAt(task, 8, ptr.name)
 		if err != nil {
 			return nil, err
 		}
-		store := asm.DWord
-		if f.at < 8 {
-			store = asm.Word
-		}
-		if size != store {
-			return nil, fmt.Errorf("task iterator: task_struct.%v is %d bytes wide, want %d", f.path, size.Sizeof(), store.Sizeof())
-		}
-		insns = append(insns,
-			asm.LoadMem(asm.R2, asm.R7, off, size),
-			asm.StoreMem(asm.RFP, frame+f.at, asm.R2, store),
-		)
+		b.insns = append(b.insns, asm.LoadMem(ptr.reg, asm.R7, off, asm.DWord))
 	}
-	it := &taskIter{buf: make([]byte, 64<<10)}
-	if leaders {
-		ext, err := leaderInsns(spec, task, frame)
-		if err != nil {
-			it.leadersOff = err.Error()
-		} else {
-			insns = append(insns, ext...)
-			it.leaders = true
+	x := func(o int16) int16 { return iterRecSize + o }
+	S := asm.R8
+	for _, f := range []recField{
+		{asm.R9, task, p("tgid"), x(0), 4, ""},
+		{S, sig, p("nr_threads"), x(4), 4, ""},
+		{S, sig, p("utime"), x(40), 8, ""},
+		{S, sig, p("stime"), x(48), 8, ""},
+		{S, sig, p("sum_sched_runtime"), x(56), 8, ""},
+		{S, sig, p("prev_cputime", "utime"), x(64), 8, "prev"},
+		{S, sig, p("prev_cputime", "stime"), x(72), 8, "prev"},
+		{S, sig, p("cutime"), x(80), 8, ""},
+		{S, sig, p("cstime"), x(88), 8, ""},
+		{S, sig, p("min_flt"), x(96), 8, ""},
+		{S, sig, p("maj_flt"), x(104), 8, ""},
+		{S, sig, p("ioac", "syscr"), x(112), 8, "io"},
+		{S, sig, p("ioac", "syscw"), x(120), 8, "io"},
+	} {
+		if err := b.copy(f, frame); err != nil {
+			return nil, err
 		}
 	}
-	if !it.leaders {
-		insns = append(insns, asm.Mov.Imm(asm.R3, iterRecSize))
+	// The soft fd limit: an element of an array, which memberOffset's
+	// paths do not index.
+	rlim, _, err := memberOffset(sig, "rlim")
+	if err != nil {
+		return nil, err
 	}
-	// R3: the length to write.
-	insns = append(insns,
+	var rl *btf.Struct
+	if err := spec.TypeByName("rlimit", &rl); err != nil {
+		return nil, fmt.Errorf("task iterator: kernel BTF: rlimit: %w", err)
+	}
+	rlSize, err := btf.Sizeof(rl)
+	if err != nil {
+		return nil, fmt.Errorf("task iterator: rlimit: %w", err)
+	}
+	cur, err := memberAt(rl, 8, "rlim_cur")
+	if err != nil {
+		return nil, err
+	}
+	b.insns = append(b.insns,
+		asm.LoadMem(asm.R2, S, rlim+int16(rlimitNoFile*rlSize)+cur, asm.DWord),
+		asm.StoreMem(asm.RFP, frame+x(128), asm.R2, asm.DWord))
+	credOff, err := memberAt(task, 8, "cred")
+	if err != nil {
+		return nil, err
+	}
+	euid, err := memberAt(cred, 4, "euid")
+	if err != nil {
+		return nil, err
+	}
+	b.insns = append(b.insns,
+		asm.LoadMem(asm.R2, asm.R7, credOff, asm.DWord),
+		asm.LoadMem(asm.R2, asm.R2, euid, asm.Word),
+		asm.StoreMem(asm.RFP, frame+x(32), asm.R2, asm.Word),
+		asm.StoreImm(asm.RFP, frame+x(36), 0, asm.Word),
+	)
+	rss, err := rssInsns(task, mm, pc, frame+x(8))
+	if err != nil {
+		return nil, err
+	}
+	b.insns = append(b.insns, rss...)
+	b.insns = append(b.insns,
+		asm.Mov.Imm(asm.R3, iterRecSize+iterExtSize),
 		asm.LoadMem(asm.R1, asm.R6, 0, asm.DWord).WithSymbol("write"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, frame),
@@ -185,7 +358,7 @@ func newTaskIter(skipKernel, leaders bool) (*taskIter, error) {
 		Type:         ebpf.Tracing,
 		AttachType:   ebpf.AttachTraceIter,
 		AttachTo:     "task",
-		Instructions: insns,
+		Instructions: b.insns,
 		License:      "GPL",
 	}, ebpf.ProgramOptions{KernelTypes: spec})
 	if err != nil {
@@ -196,55 +369,26 @@ func newTaskIter(skipKernel, leaders bool) (*taskIter, error) {
 		prog.Close()
 		return nil, fmt.Errorf("task iterator: attach: %w", bpfErr(err))
 	}
-	it.prog, it.link = prog, l
-	return it, nil
+	return &taskIter{prog: prog, link: l, buf: make([]byte, 64<<10), io: !b.missing["io"]}, nil
 }
 
-// The extension of a leader's record (iterExtSize bytes after the record):
-//
-//	0  comm[16]
-//	16 __state (u32)      20 exit_state (u32)
-//	24 real_parent->tgid  28 signal->nr_threads
-//	32 mm->rss_stat: file, anon and shmem pages (3 x s64; 0 without mm)
-//	56 cred->euid (u32)   60 zero
-//
-// leaderInsns returns the code that, for a leader (pid == tgid), fills it
-// at frame+iterRecSize and writes record and extension, and for any other
-// thread falls through to write the record alone.
-func leaderInsns(spec *btf.Spec, task *btf.Struct, frame int16) (asm.Instructions, error) {
-	var sigS, mmS, pcS, credS *btf.Struct
-	for _, x := range []struct {
-		dst  **btf.Struct
-		name string
-	}{{&sigS, "signal_struct"}, {&mmS, "mm_struct"}, {&pcS, "percpu_counter"}, {&credS, "cred"}} {
-		if err := spec.TypeByName(x.name, x.dst); err != nil {
-			return nil, fmt.Errorf("task iterator: kernel BTF: %s: %w", x.name, err)
-		}
+// rssInsns returns the code that stores a leader's resident pages at at:
+// the file, anon and shmem counters of its mm's rss_stat (zero for a task
+// without an mm: a zombie). R3 must stay untouched.
+func rssInsns(task, mm, pc *btf.Struct, at int16) (asm.Instructions, error) {
+	mmOff, err := memberAt(task, 8, "mm")
+	if err != nil {
+		return nil, err
 	}
-	type field struct {
-		st    *btf.Struct
-		path  []string
-		width int // 0: a pointer or array, width not checked
+	rss, _, err := memberOffset(mm, "rss_stat")
+	if err != nil {
+		return nil, err
 	}
-	offs := map[string]int16{}
-	for key, f := range map[string]field{
-		"pid": {task, []string{"pid"}, 4}, "tgid": {task, []string{"tgid"}, 4}, "comm": {task, []string{"comm"}, 16},
-		"state": {task, []string{"__state"}, 4}, "exit": {task, []string{"exit_state"}, 4},
-		"parent": {task, []string{"real_parent"}, 8}, "signal": {task, []string{"signal"}, 8},
-		"mm": {task, []string{"mm"}, 8}, "cred": {task, []string{"cred"}, 8},
-		"threads": {sigS, []string{"nr_threads"}, 4}, "rss": {mmS, []string{"rss_stat"}, 0},
-		"count": {pcS, []string{"count"}, 8}, "euid": {credS, []string{"euid"}, 4},
-	} {
-		o, n, err := memberOffset(f.st, f.path...)
-		if err != nil {
-			return nil, err
-		}
-		if f.width != 0 && n != f.width {
-			return nil, fmt.Errorf("task iterator: %s.%v is %d bytes wide, want %d", f.st.Name, f.path, n, f.width)
-		}
-		offs[key] = o
+	count, err := memberAt(pc, 8, "count")
+	if err != nil {
+		return nil, err
 	}
-	pcSize, err := btf.Sizeof(pcS)
+	pcSize, err := btf.Sizeof(pc)
 	if err != nil {
 		return nil, fmt.Errorf("task iterator: percpu_counter: %w", err)
 	}
@@ -252,45 +396,21 @@ func leaderInsns(spec *btf.Spec, task *btf.Struct, frame int16) (asm.Instruction
 	// every kernel whose rss_stat is an array of percpu_counter (6.2 and
 	// later); /proc's RSS is their sum, each read as its counter's count
 	// (clamped at 0 in Go), as get_mm_counter does.
-	rssAt := func(i int) int16 { return offs["rss"] + int16(i*pcSize) + offs["count"] }
-	x := func(o int16) int16 { return frame + iterRecSize + o }
-	return asm.Instructions{
-		asm.LoadMem(asm.R2, asm.R7, offs["tgid"], asm.Word),
-		asm.LoadMem(asm.R4, asm.R7, offs["pid"], asm.Word),
-		asm.Mov.Imm(asm.R3, iterRecSize),
-		asm.JNE.Reg(asm.R2, asm.R4, "write"),
-		asm.LoadMem(asm.R2, asm.R7, offs["comm"], asm.DWord),
-		asm.StoreMem(asm.RFP, x(0), asm.R2, asm.DWord),
-		asm.LoadMem(asm.R2, asm.R7, offs["comm"]+8, asm.DWord),
-		asm.StoreMem(asm.RFP, x(8), asm.R2, asm.DWord),
-		asm.LoadMem(asm.R2, asm.R7, offs["state"], asm.Word),
-		asm.StoreMem(asm.RFP, x(16), asm.R2, asm.Word),
-		asm.LoadMem(asm.R2, asm.R7, offs["exit"], asm.Word),
-		asm.StoreMem(asm.RFP, x(20), asm.R2, asm.Word),
-		asm.LoadMem(asm.R2, asm.R7, offs["parent"], asm.DWord),
-		asm.LoadMem(asm.R2, asm.R2, offs["tgid"], asm.Word),
-		asm.StoreMem(asm.RFP, x(24), asm.R2, asm.Word),
-		asm.LoadMem(asm.R2, asm.R7, offs["signal"], asm.DWord),
-		asm.LoadMem(asm.R2, asm.R2, offs["threads"], asm.Word),
-		asm.StoreMem(asm.RFP, x(28), asm.R2, asm.Word),
-		asm.LoadMem(asm.R2, asm.R7, offs["cred"], asm.DWord),
-		asm.LoadMem(asm.R2, asm.R2, offs["euid"], asm.Word),
-		asm.StoreMem(asm.RFP, x(56), asm.R2, asm.Word),
+	rssAt := func(i int) int16 { return rss + int16(i*pcSize) + count }
+	insns := asm.Instructions{
 		asm.Mov.Imm(asm.R2, 0),
-		asm.StoreMem(asm.RFP, x(60), asm.R2, asm.Word),
-		asm.StoreMem(asm.RFP, x(32), asm.R2, asm.DWord),
-		asm.StoreMem(asm.RFP, x(40), asm.R2, asm.DWord),
-		asm.StoreMem(asm.RFP, x(48), asm.R2, asm.DWord),
-		asm.Mov.Imm(asm.R3, iterRecSize+iterExtSize),
-		asm.LoadMem(asm.R4, asm.R7, offs["mm"], asm.DWord),
-		asm.JEq.Imm(asm.R4, 0, "write"),
-		asm.LoadMem(asm.R2, asm.R4, rssAt(0), asm.DWord),
-		asm.StoreMem(asm.RFP, x(32), asm.R2, asm.DWord),
-		asm.LoadMem(asm.R2, asm.R4, rssAt(1), asm.DWord),
-		asm.StoreMem(asm.RFP, x(40), asm.R2, asm.DWord),
-		asm.LoadMem(asm.R2, asm.R4, rssAt(3), asm.DWord),
-		asm.StoreMem(asm.RFP, x(48), asm.R2, asm.DWord),
-	}, nil
+		asm.StoreMem(asm.RFP, at, asm.R2, asm.DWord),
+		asm.StoreMem(asm.RFP, at+8, asm.R2, asm.DWord),
+		asm.StoreMem(asm.RFP, at+16, asm.R2, asm.DWord),
+		asm.LoadMem(asm.R4, asm.R7, mmOff, asm.DWord),
+		asm.JEq.Imm(asm.R4, 0, "rss_done"),
+	}
+	for i, k := range []int{0, 1, 3} {
+		insns = append(insns,
+			asm.LoadMem(asm.R2, asm.R4, rssAt(k), asm.DWord),
+			asm.StoreMem(asm.RFP, at+int16(8*i), asm.R2, asm.DWord))
+	}
+	return append(insns, asm.Mov.Imm(asm.R2, 0).WithSymbol("rss_done")), nil
 }
 
 // bpfErr says what a missing privilege means, in place of cilium/ebpf's
@@ -304,20 +424,14 @@ func bpfErr(err error) error {
 	return err
 }
 
-// fieldOffset finds a (nested) member of a struct: its offset in bytes and
-// the width of a load of it.
-func fieldOffset(s *btf.Struct, path ...string) (int16, asm.Size, error) {
+// memberAt is memberOffset for a member that must be width bytes wide,
+// the width the program loads.
+func memberAt(s *btf.Struct, width int, path ...string) (int16, error) {
 	off, n, err := memberOffset(s, path...)
-	if err != nil {
-		return 0, 0, err
+	if err == nil && n != width {
+		err = fmt.Errorf("task iterator: %s.%v is %d bytes wide, want %d", s.Name, path, n, width)
 	}
-	switch n {
-	case 4:
-		return off, asm.Word, nil
-	case 8:
-		return off, asm.DWord, nil
-	}
-	return 0, 0, fmt.Errorf("task iterator: %s.%v is %d bytes wide", s.Name, path, n)
+	return off, err
 }
 
 // memberOffset finds a (nested) member of a struct: its offset and size in
@@ -419,7 +533,7 @@ func (it *taskIter) read(reads *int) error {
 	// The extensions are in place: point the leaders' records at them.
 	k := 0
 	for i := range it.recs {
-		if r := &it.recs[i]; it.leaders && r.tid == r.tgid {
+		if r := &it.recs[i]; r.tid == r.tgid {
 			r.leader = &it.ext[k]
 			k++
 		}
@@ -431,6 +545,7 @@ func (it *taskIter) read(reads *int) error {
 			break
 		}
 	}
+	it.sumThreads()
 	return nil
 }
 
@@ -438,21 +553,33 @@ func (it *taskIter) read(reads *int) error {
 // they took.
 func (it *taskIter) parse(b []byte) int {
 	le := binary.NativeEndian
+	u64 := func(r []byte, o int) uint64 { return le.Uint64(r[o:]) }
 	used := 0
 	for len(b)-used >= iterRecSize {
 		r := b[used:]
 		rec := iterRec{
 			tid:    int32(le.Uint32(r[0:])),
 			tgid:   int32(le.Uint32(r[4:])),
-			run:    le.Uint64(r[8:]),
-			wait:   le.Uint64(r[16:]),
-			slices: le.Uint64(r[24:]),
-			nvcsw:  le.Uint64(r[32:]),
-			nivcsw: le.Uint64(r[40:]),
-			start:  le.Uint64(r[48:]),
+			run:    u64(r, 8),
+			wait:   u64(r, 16),
+			slices: u64(r, 24),
+			nvcsw:  u64(r, 32),
+			nivcsw: u64(r, 40),
+			start:  u64(r, 48),
+			utime:  u64(r, 56),
+			stime:  u64(r, 64),
+			prev:   cputime{u64(r, 72), u64(r, 80)},
+			minFlt: u64(r, 88),
+			majFlt: u64(r, 96),
+			syscr:  u64(r, 104),
+			syscw:  u64(r, 112),
+			state:  stateLetter(le.Uint32(r[120:]), le.Uint32(r[124:])),
+			cpu:    int32(le.Uint32(r[128:])),
+			kernel: le.Uint32(r[132:])&pfKthreadFlag != 0,
 		}
+		copy(rec.comm[:], r[136:152])
 		size := iterRecSize
-		if it.leaders && rec.tid == rec.tgid {
+		if rec.tid == rec.tgid {
 			size += iterExtSize
 			if len(r) < size {
 				break
@@ -468,18 +595,114 @@ func (it *taskIter) parse(b []byte) int {
 // parseLeader decodes a leader's extension.
 func parseLeader(e []byte) iterLeader {
 	le := binary.NativeEndian
-	var l iterLeader
-	copy(l.comm[:], e[:16])
-	l.state = stateLetter(le.Uint32(e[16:]), le.Uint32(e[20:]))
-	l.ppid = int32(le.Uint32(e[24:]))
-	l.threads = int32(le.Uint32(e[28:]))
-	for _, o := range []int{32, 40, 48} {
-		if v := int64(le.Uint64(e[o:])); v > 0 {
+	u64 := func(o int) uint64 { return le.Uint64(e[o:]) }
+	l := iterLeader{
+		ppid:    int32(le.Uint32(e[0:])),
+		threads: int32(le.Uint32(e[4:])),
+		euid:    le.Uint32(e[32:]),
+		utime:   u64(40),
+		stime:   u64(48),
+		run:     u64(56),
+		prev:    cputime{u64(64), u64(72)},
+		cutime:  u64(80),
+		cstime:  u64(88),
+		minFlt:  u64(96),
+		majFlt:  u64(104),
+		syscr:   u64(112),
+		syscw:   u64(120),
+		fdLimit: Unlimited,
+	}
+	if v := u64(128); v < uint64(Unlimited) {
+		l.fdLimit = int64(v) // RLIM_INFINITY is all ones
+	}
+	for _, o := range []int{8, 16, 24} {
+		if v := int64(u64(o)); v > 0 {
 			l.rssPages += uint64(v)
 		}
 	}
-	l.euid = le.Uint32(e[56:])
 	return l
+}
+
+// sumThreads adds every live thread's counters to its leader's extension,
+// which then holds what the process's stat and io show: the counters of
+// its exited threads (signal_struct's) plus its live ones'. A thread whose
+// leader has no record (none in a live group; possible only as a race
+// with exec) adds to nothing.
+func (it *taskIter) sumThreads() {
+	for i := range it.recs {
+		r := &it.recs[i]
+		l := r.leader
+		if l == nil {
+			if lr := it.find(r.tgid); lr != nil {
+				l = lr.leader
+			}
+			if l == nil {
+				continue
+			}
+		}
+		l.utime += r.utime
+		l.stime += r.stime
+		l.run += r.run
+		l.minFlt += r.minFlt
+		l.majFlt += r.majFlt
+		l.syscr += r.syscr
+		l.syscw += r.syscw
+	}
+}
+
+// name is the record's comm, up to its NUL.
+func (r *iterRec) name() []byte {
+	if i := bytes.IndexByte(r.comm[:], 0); i >= 0 {
+		return r.comm[:i]
+	}
+	return r.comm[:]
+}
+
+// nsTicks converts the kernel's nanoseconds to the ClockTicks /proc shows,
+// truncating as its nsec_to_clock_t does.
+func nsTicks(ns uint64) uint64 { return ns / (1e9 / ClockTicks) }
+
+// cputime is a task's run time split between user and system mode, in
+// nanoseconds.
+type cputime struct{ u, s uint64 }
+
+// adjust splits rtime, a task's exact run time, between user and system
+// mode in the ratio of its tick-sampled utime and stime, never moving
+// either back from the last split, prev, which it then updates; it returns
+// the new split. This is the kernel's cputime_adjust (kernel/sched/
+// cputime.c), the split /proc's stat shows: computed here because the
+// iterator reads the three counters, not stat's result, and kept per task
+// in gosleuth as the kernel keeps it per task (or per thread group) for
+// its readers.
+func (prev *cputime) adjust(rtime, utime, stime uint64) cputime {
+	if prev.u+prev.s >= rtime {
+		return *prev // no new run time (or a reading out of order)
+	}
+	switch {
+	case stime == 0:
+		// No system tick yet: all user time, until ticks say otherwise.
+	case utime == 0:
+		stime = rtime
+	default:
+		// stime * rtime / (stime + utime), in 128 bits: stime <=
+		// stime+utime, so the quotient fits in 64.
+		hi, lo := bits.Mul64(stime, rtime)
+		sum := stime + utime
+		if sum < stime || hi >= sum {
+			stime = rtime // sum overflowed: not in a real counter
+		} else {
+			stime, _ = bits.Div64(hi, lo, sum)
+		}
+		stime = min(stime, rtime)
+	}
+	stime = max(stime, prev.s)
+	utime = rtime - stime
+	if utime < prev.u {
+		utime = prev.u
+		stime = rtime - utime
+	}
+	*prev = cputime{utime, stime}
+	return *prev
 }
 
 // stateLetter is the state letter /proc shows for a task's __state and

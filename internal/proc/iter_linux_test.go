@@ -123,6 +123,93 @@ func TestTasksFromBPFExact(t *testing.T) {
 	}
 }
 
+// TestTasksFromBPFStat: the figures a process's stat and io show, and a
+// thread's stat, come from the iterator's records as /proc shows them.
+// Every process and thread that did not run between a files reader's
+// reading and the iterator reader's first has the same CPU times (split
+// between user and system as stat splits them), faults, children's times,
+// syscall counts, RSS, fd limit, thread count, state, parent and name in
+// both.
+func TestTasksFromBPFStat(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Root, testenv.BPF)
+	threadsHelper := startHelper(t, "threads")
+	startHelper(t, "wake")
+	burnt := int32(startHelper(t, "burnt").Process.Pid)
+	// The burnt helper's runtime wakes now and then (the scavenger, a
+	// GC): readings are taken again, by new readers, until it kept
+	// still between two of them.
+	var a, b Snapshot
+	burntThreads := 0
+	self := int32(os.Getpid())
+	for attempt := 1; attempt <= 10 && burntThreads < 3; attempt++ {
+		ref := newTestReader(t, Options{SkipKernelThreads: true})
+		mustSnapshot(t, ref, &a)
+		it := newIterReader(t)
+		mustSnapshot(t, it, &b)
+		if !it.it.io {
+			t.Fatalf("records without io counts: the kernel lacks CONFIG_TASK_XACCT?")
+		}
+		procs, threads, multi := 0, 0, 0
+		burntThreads = 0
+		for i := range b.Procs {
+			x := &b.Procs[i]
+			y := a.Find(x.PID)
+			if y == nil || y.StartTime != x.StartTime || y.RunNS != x.RunNS || x.Known&y.Known&KnownCtxsw == 0 {
+				continue // new, or it ran between the readings
+			}
+			if x.PID == self || x.State == 'R' || y.State == 'R' {
+				// The kernel adds a running thread's time to the run
+				// time schedstat shows only when it stops or at a
+				// tick, so an equal RunNS does not prove that a
+				// thread on a CPU kept still. The test itself ran
+				// between the readings (it took them): its faults
+				// moved with an equal RunNS.
+				continue
+			}
+			procs++
+			if x.UTime != y.UTime || x.STime != y.STime || x.CUTime != y.CUTime || x.CSTime != y.CSTime ||
+				x.MinFlt != y.MinFlt || x.MajFlt != y.MajFlt || x.RSSBytes != y.RSSBytes || x.Threads != y.Threads ||
+				x.State != y.State || x.PPID != y.PPID || x.Comm != y.Comm || x.FDLimit != y.FDLimit ||
+				x.Known&KnownIO != y.Known&KnownIO || x.SyscR != y.SyscR || x.SyscW != y.SyscW {
+				t.Errorf("process %d did not run, yet\niterator %+v\n/proc    %+v", x.PID, *x, *y)
+			}
+			tx, ty := b.TasksOf(x), a.TasksOf(y)
+			if len(tx) != len(ty) || len(tx) < 2 {
+				continue // a single thread is given its process's stat by the files reader
+			}
+			multi++
+			for k := range tx {
+				u, v := &tx[k], &ty[k]
+				if u.TID != v.TID || u.RunNS != v.RunNS || u.State == 'R' || v.State == 'R' {
+					continue
+				}
+				threads++
+				if x.PID == burnt && u.UTime > 0 && u.STime > 0 {
+					burntThreads++
+				}
+				if u.UTime != v.UTime || u.STime != v.STime || u.State != v.State || u.Comm != v.Comm || u.Processor != v.Processor {
+					t.Errorf("thread %d of %d did not run, yet\niterator %+v\n/proc    %+v", u.TID, x.PID, *u, *v)
+				}
+			}
+		}
+		t.Logf("reading %d: %d processes (%d multi-threaded, %d of their threads) kept still and were compared, %d of the burnt helper's threads",
+			attempt, procs, multi, threads, burntThreads)
+		if procs < 2 || threads < helperThreadCount {
+			t.Errorf("only %d processes and %d threads kept still: nothing to compare", procs, threads)
+		}
+	}
+	// The burnt helper's split was compared: its threads spent both
+	// user and system time.
+	if p := b.Find(burnt); p == nil || p.UTime < 5 || p.STime < 5 || burntThreads < 3 {
+		t.Errorf("burnt helper: %+v, %d of its threads with both times compared", p, burntThreads)
+	}
+	// The threads helper lowered its soft fd limit to 777; limits are
+	// never read from files with the iterator.
+	if p := b.Find(int32(threadsHelper.Process.Pid)); p == nil || p.FDLimit != 777 || p.Known&KnownFDLimit == 0 {
+		t.Errorf("threads helper's fd limit from the iterator: %+v", p)
+	}
+}
+
 // TestTasksFromBPFChanges: with no /proc listing, the iterator finds a new
 // process, a process's new thread and an exit.
 func TestTasksFromBPFChanges(t *testing.T) {
@@ -192,7 +279,7 @@ func TestTasksFromBPFOff(t *testing.T) {
 // thread) and BenchmarkTaskstatsAll.
 func BenchmarkIterAll(b *testing.B) {
 	testenv.Require(b, testenv.Linux, testenv.Root, testenv.BPF)
-	it, err := newTaskIter(false, true)
+	it, err := newTaskIter(false)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -226,16 +313,12 @@ func statFieldsOf(t *testing.T, pid int) statFields {
 // the first refresh is built from its leader's record alone, with the
 // figures its stat shows (start time to the tick, so it is not taken for a
 // reused PID when read in full; state letters for a sleeping, a stopped
-// and a zombie process), and without CPU times until it is seen again.
+// and a zombie process; CPU times and faults).
 func TestTasksFromBPFFirstSight(t *testing.T) {
 	testenv.Require(t, testenv.Linux, testenv.Root, testenv.BPF)
 	r := newTestReader(t, Options{SkipKernelThreads: true, TasksFromBPF: true, DeferNew: true})
-	if r.it == nil || !r.it.leaders {
-		off := r.itOff
-		if r.it != nil {
-			off = r.it.leadersOff
-		}
-		t.Fatalf("task iterator without leaders' records: %s", off)
+	if r.it == nil {
+		t.Fatalf("task iterator not in use: %s", r.itOff)
 	}
 	var s Snapshot
 	mustSnapshot(t, r, &s)
@@ -279,11 +362,18 @@ func TestTasksFromBPFFirstSight(t *testing.T) {
 		sf, sb := statFieldsOf(t, pid), before[pid]
 		page := uint64(os.Getpagesize())
 		rssOK := p.RSSBytes >= min(sb.RSSPages, sf.RSSPages)*page && p.RSSBytes <= max(sb.RSSPages, sf.RSSPages)*page
-		if p.Known&KnownTimes != 0 || p.Comm != string(sf.Comm) || (p.State != sf.State && p.State != sb.State) ||
+		// The times' split starts from the kernel's last one, which the
+		// read before the snapshot made: neither part is below it. The
+		// sum is at most the read after's, plus a tick: each part is
+		// truncated to ticks on its own.
+		timesOK := p.UTime >= sb.UTime && p.STime >= sb.STime && p.UTime+p.STime <= sf.UTime+sf.STime+1 &&
+			p.MinFlt >= sb.MinFlt && p.MinFlt <= sf.MinFlt
+		if !timesOK || p.Comm != string(sf.Comm) || (p.State != sf.State && p.State != sb.State) ||
 			p.PPID != int32(sf.PPID) || p.StartTime != sf.StartTime || p.Threads != int32(sf.Threads) || !rssOK ||
 			p.UID != uint32(os.Geteuid()) {
-			t.Errorf("first sight of %d from the iterator: %+v; its stat: %s %c ppid %d start %d threads %d rss %d pages (%d before)",
-				pid, *p, sf.Comm, sf.State, sf.PPID, sf.StartTime, sf.Threads, sf.RSSPages, sb.RSSPages)
+			t.Errorf("first sight of %d from the iterator: %+v; its stat: %s %c ppid %d start %d threads %d rss %d pages (%d before), utime %d stime %d minflt %d (%d %d %d before)",
+				pid, *p, sf.Comm, sf.State, sf.PPID, sf.StartTime, sf.Threads, sf.RSSPages, sb.RSSPages,
+				sf.UTime, sf.STime, sf.MinFlt, sb.UTime, sb.STime, sb.MinFlt)
 		}
 		if want[pid] != 0 && p.State != want[pid] {
 			t.Errorf("process %d: state %c, want %c", pid, p.State, want[pid])
@@ -296,7 +386,7 @@ func TestTasksFromBPFFirstSight(t *testing.T) {
 	mustSnapshot(t, r, &s)
 	for _, pid := range []int{sleeping.Process.Pid, grow.Process.Pid} {
 		p := s.Find(int32(pid))
-		if p == nil || p.Known&KnownTimes == 0 || p.Known&KnownCtxsw == 0 || len(s.TasksOf(p)) == 0 {
+		if p == nil || p.Known&KnownExe == 0 || p.Known&KnownCtxsw == 0 || len(s.TasksOf(p)) == 0 {
 			t.Errorf("process %d seen again: %+v", pid, p)
 		}
 	}
@@ -340,4 +430,36 @@ func TestTasksFromBPFUnprivileged(t *testing.T) {
 		t.Errorf("as uid %d: iterator %v, off %q, %d processes", os.Getuid(), r.it != nil, s.Stats.TasksFromBPFOff, len(s.Procs))
 	}
 	t.Logf("off: %s", s.Stats.TasksFromBPFOff)
+}
+
+// TestCputimeAdjust: run time is split in the ratio of the sampled times,
+// and neither part ever goes back.
+func TestCputimeAdjust(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		prev                cputime
+		rtime, utime, stime uint64
+		want                cputime
+	}{
+		{"no ticks yet: all user", cputime{}, 1000, 0, 0, cputime{1000, 0}},
+		{"user ticks only", cputime{}, 1000, 40, 0, cputime{1000, 0}},
+		{"system ticks only", cputime{}, 1000, 0, 40, cputime{0, 1000}},
+		{"in the ticks' ratio", cputime{}, 1000, 30, 10, cputime{750, 250}},
+		{"no new run time", cputime{600, 300}, 900, 10, 30, cputime{600, 300}},
+		{"run time behind the last split", cputime{600, 300}, 800, 10, 30, cputime{600, 300}},
+		// The ratio would put system time at 100, below the last 300:
+		// it stays, and user time takes the rest.
+		{"system time never goes back", cputime{100, 300}, 1000, 90, 10, cputime{700, 300}},
+		// The ratio would put user time at 100, below the last 600.
+		{"user time never goes back", cputime{600, 100}, 1000, 10, 90, cputime{600, 400}},
+		{"a product beyond 64 bits", cputime{}, 1 << 62, 1 << 40, 1 << 40, cputime{1 << 61, 1 << 61}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prev := c.prev
+			got := prev.adjust(c.rtime, c.utime, c.stime)
+			if got != c.want || prev != c.want {
+				t.Errorf("adjust(%d, %d, %d) from %v = %v (prev now %v), want %v", c.rtime, c.utime, c.stime, c.prev, got, prev, c.want)
+			}
+		})
+	}
 }

@@ -15,13 +15,25 @@ type Options struct {
 	// SkipKernelThreads leaves kernel threads out (and unread).
 	SkipKernelThreads bool
 	// DeferNew, on a whole-host reader, reads a process that appears after
-	// the first Snapshot by its stat alone (CPU, RSS, state, comm) until it
+	// the first Snapshot by its stat alone (CPU, RSS, state, comm; with
+	// TasksFromBPF, by its task iterator records and no file) until it
 	// is seen again: most processes a busy host starts exit within a second,
 	// and reading their threads, descriptors, limits and command line cost
 	// about 30 syscalls each. Such a process lacks KnownCtxsw, KnownFDs and
 	// KnownExe in its first Snapshot, and Rates take the next reading as
 	// its threads' baseline.
 	DeferNew bool
+	// LateIdentity, on a whole-host reader, reads a process that appears
+	// after the first Snapshot in full at first sight but for what
+	// identifies it (command line, cgroup, executable) and its descriptor
+	// count, which wait until it is seen again. Unlike DeferNew its CPU
+	// times, threads and switch counts are known at first sight, so a
+	// process that lives less than an interval still counts; such a
+	// process lacks KnownExe and KnownFDs (FDs -1) in its first Snapshot.
+	// Under 5,000 new processes a second, those reads were 60% of the
+	// exporter's CPU, for processes it puts in its short-lived group
+	// anyway.
+	LateIdentity bool
 	// FullEvery re-reads each process's stat and limits once in this many
 	// refreshes (default 10) even when none of its threads ran, because RSS
 	// (under reclaim) and limits (prlimit) change without the process
@@ -40,7 +52,8 @@ type Options struct {
 	IdleBackoff int
 	// SwitchesOnly reads a thread that ran by its status alone (its switch
 	// counts) and not by its stat too: Task's UTime, STime, State,
-	// Processor and Comm stay zero. Processes are read as without it. It
+	// Processor and Comm stay zero (but with TasksFromBPF, whose records
+	// hold them). Processes are read as without it. It
 	// suits a view that wants threads only for wake-ups summed per process
 	// (the exporter): a thread's stat costs a third of what its status
 	// does, and one kept descriptor per thread.
@@ -105,18 +118,22 @@ type Options struct {
 	// needs what RanFromTaskstats needs; without it the statuses are read
 	// and ReadStats.TaskstatsOff says why.
 	SwitchesFromTaskstats bool
-	// TasksFromBPF, on a whole-host reader, reads every thread's
-	// scheduler counters (run time, wait time, timeslices) and switch
-	// counts with one BPF task iterator a refresh (a read(2) or two of
-	// fixed-size records, see iter_linux.go) instead of a schedstat read
-	// per thread, a status read or taskstats answer per thread that ran,
-	// and a listing of /proc: new processes and threads are found in its
-	// records. Every thread is then checked at every refresh (IdleBackoff,
-	// RanFromTaskstats, SwitchesFromTaskstats and NewPIDsOnly have nothing
-	// left to save). Stat, status of new threads, fds, io and limits are
-	// read as without it. It needs root (or CAP_BPF and CAP_PERFMON),
-	// kernel BTF and gosleuth in the initial PID namespace with its /proc;
-	// without them the reader reads as without it and
-	// ReadStats.TasksFromBPFOff says why.
+	// TasksFromBPF, on a whole-host reader, reads every thread with one
+	// BPF task iterator a refresh (a read(2) or two of fixed-size records,
+	// see iter_linux.go): what each thread's schedstat, status and stat
+	// show, and what each process's stat and io show, instead of a
+	// schedstat read per thread, a stat and a status read (or taskstats
+	// answer) per thread that ran, a stat and an io read per process that
+	// ran or is due, and a listing of /proc: new processes and threads are
+	// found in its records. Every thread is then read at every refresh
+	// (IdleBackoff, IdleStatEvery, RanFromTaskstats, SwitchesFromTaskstats,
+	// SwitchesOnly and NewPIDsOnly have nothing left to save), and every
+	// process's RSS is current at every refresh. What is left for files:
+	// the descriptor count (an fstat) of a process that ran, the limits
+	// at full passes, the identity of a new process (cgroup, executable,
+	// command line) and a task listing when its threads change. It needs
+	// root (or CAP_BPF and CAP_PERFMON), kernel BTF and gosleuth in the
+	// initial PID namespace with its /proc; without them the reader reads
+	// as without it and ReadStats.TasksFromBPFOff says why.
 	TasksFromBPF bool
 }

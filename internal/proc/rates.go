@@ -76,14 +76,12 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 		if j < len(prev.Procs) && prev.Procs[j].PID == c.PID && prev.Procs[j].StartTime == c.StartTime {
 			p = &prev.Procs[j]
 			pr.New = false
-			if p.Known&c.Known&KnownTimes != 0 {
-				pr.UserPct = float64(Delta(p.UTime, c.UTime)) * tickPct
-				pr.SysPct = float64(Delta(p.STime, c.STime)) * tickPct
-				pr.ChildUserPct = float64(Delta(p.CUTime, c.CUTime)) * tickPct
-				pr.ChildSysPct = float64(Delta(p.CSTime, c.CSTime)) * tickPct
-				pr.MinFltPerSec = float64(Delta(p.MinFlt, c.MinFlt)) / sec
-				pr.MajFltPerSec = float64(Delta(p.MajFlt, c.MajFlt)) / sec
-			}
+			pr.UserPct = float64(Delta(p.UTime, c.UTime)) * tickPct
+			pr.SysPct = float64(Delta(p.STime, c.STime)) * tickPct
+			pr.ChildUserPct = float64(Delta(p.CUTime, c.CUTime)) * tickPct
+			pr.ChildSysPct = float64(Delta(p.CSTime, c.CSTime)) * tickPct
+			pr.MinFltPerSec = float64(Delta(p.MinFlt, c.MinFlt)) / sec
+			pr.MajFltPerSec = float64(Delta(p.MajFlt, c.MajFlt)) / sec
 			if p.Known&c.Known&KnownIO != 0 {
 				pr.SyscallsPerSec = float64(Delta(p.SyscR+p.SyscW, c.SyscR+c.SyscW)) / sec
 			}

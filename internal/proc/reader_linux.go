@@ -89,7 +89,12 @@ type procSlot struct {
 	// Options.DeferNew: only its stat was read, in generation bornGen.
 	deferred bool
 	bornGen  uint64
-	gone     bool
+	// lateID: Options.LateIdentity left its identity and descriptors
+	// unread at first sight, in generation bornGen.
+	lateID bool
+	// fdGen is the generation whose refresh last read its descriptors.
+	fdGen uint64
+	gone  bool
 	// ran and anyGone: what checkThreads found (a thread ran, one exited).
 	ran      bool
 	anyGone  bool
@@ -111,8 +116,13 @@ type procSlot struct {
 	// newThreads: the task iterator found a thread of it that has no
 	// slot, so its task directory is listed in this refresh.
 	newThreads bool
-	// iterGen is the last refresh whose task iterator records held it.
+	// iterGen is the last refresh whose task iterator records held it;
+	// lgen the last whose records held its leader's, at index lrec.
 	iterGen uint64
+	lgen    uint64
+	lrec    int32
+	// prev is the last split of its run time (see cputime.adjust).
+	prev cputime
 }
 
 type taskSlot struct {
@@ -136,6 +146,7 @@ type taskSlot struct {
 	iterGen uint64
 	rec     int32
 	start   uint64
+	prev    cputime
 }
 
 // Errors a read can end in. errGone means the task exited (ENOENT, ESRCH);
@@ -272,7 +283,7 @@ func (r *Reader) openTaskIter() {
 			}
 		}
 	}
-	it, err := newTaskIter(r.opts.SkipKernelThreads, r.opts.DeferNew)
+	it, err := newTaskIter(r.opts.SkipKernelThreads)
 	if err != nil {
 		r.itOff = err.Error()
 		return
@@ -312,6 +323,9 @@ func (r *Reader) iterate() bool {
 			continue
 		}
 		s.iterGen = r.gen
+		if rec.tid == rec.tgid {
+			s.lgen, s.lrec = r.gen, int32(i)
+		}
 		j, ok := slices.BinarySearchFunc(s.tasks, rec.tid, func(t *taskSlot, tid int32) int { return int(t.t.TID - tid) })
 		if !ok {
 			s.newThreads = true
@@ -465,9 +479,11 @@ func (r *Reader) Snapshot(dst *Snapshot) error {
 		// without the iterator.
 		for _, i := range r.newPID {
 			rec := &r.it.recs[i]
-			if rec.leader != nil && r.opts.DeferNew && r.refresh > 1 {
-				r.addSlotFromRec(rec)
+			if !rec.kernel {
+				r.addSlotFromRec(i, r.opts.DeferNew && r.refresh > 1)
 			} else if r.addSlot(rec.tgid) {
+				// A kernel thread's name is its stat's (a
+				// workqueue worker's shows its queue), read once.
 				r.slots[rec.tgid].iterGen = r.gen
 			}
 		}
@@ -741,8 +757,8 @@ func (r *Reader) addSlot(pid int32) bool {
 		r.closeFD(&s.statfd, r.procHot)
 		return true
 	}
-	var st unix.Stat_t
-	if s.statfd >= 0 && unix.Fstat(s.statfd, &st) == nil {
+	var st unix.Statx_t
+	if s.statfd >= 0 && rawFstatx(s.statfd, unix.STATX_UID, &st) == nil {
 		s.p.UID = st.Uid
 	}
 	if r.opts.DeferNew && r.procfd >= 0 && r.refresh > 1 {
@@ -752,35 +768,93 @@ func (r *Reader) addSlot(pid int32) bool {
 		s.deferred, s.bornGen = true, r.gen
 		return true
 	}
+	if r.lateIdentity() {
+		s.lateID, s.bornGen = true, r.gen
+		return true // refreshProc lists and reads its threads
+	}
 	r.readIdentity(s)
 	return true // refreshProc lists and reads its threads
 }
 
-// addSlotFromRec starts watching a process first seen after the first
-// Snapshot, with Options.DeferNew, from its leader's iterator record alone:
-// its stat's figures but the CPU times and fault counts (Known lacks
-// KnownTimes until it is seen again and read in full), and no file read
-// at all. Most processes a busy host starts exit before they are seen
-// again, and their first sight was the cost of a refresh under process
-// churn (an open, a read, an fstat and a close each).
-func (r *Reader) addSlotFromRec(rec *iterRec) {
-	l := rec.leader
+// lateIdentity reports whether a process that appears now has its
+// identity read only when seen again (Options.LateIdentity).
+func (r *Reader) lateIdentity() bool {
+	return r.opts.LateIdentity && r.procfd >= 0 && r.refresh > 1
+}
+
+// addSlotFromRec starts watching a process found in the task iterator's
+// records (recs[i] is its leader's), from the records alone: its stat's
+// and io's figures, with no file read. With deferred (Options.DeferNew),
+// it stops there until it is seen again (most processes a busy host starts
+// exit before, and their first sight was the cost of a refresh under
+// process churn); otherwise its identity is read now and its threads
+// listed when it is finished.
+func (r *Reader) addSlotFromRec(i int32, deferred bool) {
+	rec := &r.it.recs[i]
 	s := &procSlot{statfd: -1, taskfd: -1, fdfd: -1, iofd: -1, limfd: -1, fresh: true, seen: r.gen,
-		deferred: true, bornGen: r.gen, iterGen: r.gen}
+		deferred: deferred, bornGen: r.gen, iterGen: r.gen, lgen: r.gen, lrec: i}
 	p := &s.p
-	p.PID, p.PPID, p.UID = rec.tgid, l.ppid, l.euid
-	n := 0
-	for n < len(l.comm) && l.comm[n] != 0 {
-		n++
-	}
-	p.Comm = string(l.comm[:n])
-	p.State = l.state
-	p.StartTime = rec.start / (1e9 / ClockTicks)
-	p.RSSBytes = l.rssPages * r.pageSize
-	p.Threads = l.threads
+	p.PID, p.UID = rec.tgid, rec.leader.euid
+	p.StartTime = nsTicks(rec.start)
 	p.FDs, p.FDLimit = -1, -1
+	s.prev = rec.leader.prev
+	r.applyRec(s)
 	r.slots[p.PID] = s
 	r.order = append(r.order, s)
+	switch {
+	case deferred:
+	case r.lateIdentity():
+		s.lateID = true
+	default:
+		r.readIdentity(s)
+	}
+}
+
+// fromRec reports whether s's stat figures come from its leader's task
+// iterator record in this refresh: it has one, and is not a kernel thread
+// (whose name is its stat's).
+func (r *Reader) fromRec(s *procSlot) bool {
+	return s.lgen == r.gen && !s.p.Kernel
+}
+
+// applyRec gives s what its leader's record in this refresh holds: every
+// figure of its stat (the CPU times split as stat splits them), its soft
+// fd limit and, when the kernel keeps them, its io's syscall counts. It
+// reports false when the record is of another process with the same PID
+// (s is then gone).
+func (r *Reader) applyRec(s *procSlot) bool {
+	rec := &r.it.recs[s.lrec]
+	l := rec.leader
+	p := &s.p
+	if nsTicks(rec.start) != p.StartTime {
+		s.gone = true
+		return false
+	}
+	// A new command name on a user process means exec (or a rename
+	// through prctl): what exec changes is read again.
+	execd := false
+	if comm := rec.name(); string(comm) != p.Comm {
+		execd = p.Comm != "" && !s.fresh
+		p.Comm = string(comm)
+	}
+	p.PPID, p.State, p.Threads = l.ppid, rec.state, l.threads
+	t := s.prev.adjust(l.run, l.utime, l.stime)
+	p.UTime, p.STime = nsTicks(t.u), nsTicks(t.s)
+	p.CUTime, p.CSTime = nsTicks(l.cutime), nsTicks(l.cstime)
+	p.MinFlt, p.MajFlt = l.minFlt, l.majFlt
+	p.RSSBytes = l.rssPages * r.pageSize
+	s.cpu = rec.cpu
+	p.FDLimit = l.fdLimit
+	p.Known |= KnownFDLimit
+	if r.it.io && !r.opts.SkipIO {
+		p.SyscR, p.SyscW = l.syscr, l.syscw
+		p.Known |= KnownIO
+		s.ioDenied = false
+	}
+	if execd && !s.deferred && !s.lateID {
+		r.readIdentity(s)
+	}
+	return true
 }
 
 // readIdentity reads what changes only at exec: the command line and
@@ -841,7 +915,6 @@ func (r *Reader) applyStat(s *procSlot, sf *statFields) {
 	p.StartTime = sf.StartTime
 	p.RSSBytes = sf.RSSPages * r.pageSize
 	p.Threads = int32(sf.Threads)
-	p.Known |= KnownTimes
 	s.cpu = int32(sf.Processor)
 }
 
@@ -911,16 +984,24 @@ func (r *Reader) checkThreads(s *procSlot) bool {
 // is seen again. It reports false when there is nothing more to read of s
 // in this refresh (first sight, or gone).
 func (r *Reader) undefer(s *procSlot) bool {
+	if s.lateID && s.bornGen != r.gen {
+		// Seen again (Options.LateIdentity): what identifies it, and
+		// its descriptors, are read now.
+		s.lateID = false
+		r.readIdentity(s)
+		r.readFDs(s)
+	}
 	if !s.deferred {
 		return true
 	}
 	if s.bornGen == r.gen {
 		return false // first sight: its stat is all there is
 	}
-	// Seen again: read it in full now, stat first.
+	// Seen again: read it in full now, stat first (unless its leader's
+	// task iterator record gave it).
 	s.deferred = false
 	s.fresh = false
-	if !r.rereadStat(s) {
+	if !r.fromRec(s) && !r.rereadStat(s) {
 		return false
 	}
 	s.fresh = true
@@ -928,11 +1009,15 @@ func (r *Reader) undefer(s *procSlot) bool {
 	return true
 }
 
-// checkThreadsIter is checkThreads from the task iterator's records: a
-// thread without one exited (or its TID was reused), and the others get
-// their scheduler counters and switch counts from it, so a thread that ran
-// needs only its stat read, and no thread is backed off.
+// checkThreadsIter is checkThreads from the task iterator's records: the
+// process gets its leader's (applyRec), a thread without one exited (or
+// its TID was reused), and the others get what their schedstat, status
+// and stat show from theirs, so no thread file is read, and no thread is
+// backed off.
 func (r *Reader) checkThreadsIter(s *procSlot) bool {
+	if r.fromRec(s) && !r.applyRec(s) {
+		return false
+	}
 	if !r.undefer(s) {
 		return false
 	}
@@ -993,14 +1078,16 @@ func (r *Reader) finishProc(s *procSlot, full bool) {
 	if !ran && !anyGone && !statDue {
 		return
 	}
-	// A new process's stat was just read by addSlot.
-	if !s.fresh && !r.rereadStat(s) {
+	// A new process's stat was just read by addSlot, and a process in
+	// the task iterator's records has its stat's figures from them.
+	fromRec := r.fromRec(s)
+	if !s.fresh && !fromRec && !r.rereadStat(s) {
 		return
 	}
 	if s.fresh || anyGone || s.newThreads || int(s.p.Threads) != r.liveTasks(s) {
 		r.rescanTasks(s)
 	}
-	if !r.opts.SwitchesOnly && r.singleThreaded(s) {
+	if !r.opts.SwitchesOnly && r.singleThreaded(s) && s.tasks[0].iterGen != r.gen {
 		t := &s.tasks[0].t
 		if t.Comm != s.p.Comm {
 			t.Comm = s.p.Comm
@@ -1009,10 +1096,14 @@ func (r *Reader) finishProc(s *procSlot, full bool) {
 		t.UTime, t.STime, t.procTimes = s.p.UTime, s.p.STime, true
 	}
 	if ran || (statDue && (s.fdDenied || s.ioDenied)) {
-		r.readFDs(s)
-		r.readIO(s)
+		if !s.lateID {
+			r.readFDs(s)
+		}
+		if !fromRec || !r.it.io {
+			r.readIO(s)
+		}
 	}
-	if s.fresh || limDue {
+	if (s.fresh || limDue) && !fromRec {
 		if b, err := r.read(&s.limfd, false, pid, 0, "limits"); err == nil {
 			if v, err := parseLimitsNoFile(b); err == nil {
 				s.p.FDLimit = v
@@ -1085,7 +1176,7 @@ func (r *Reader) singleThreaded(s *procSlot) bool {
 func (r *Reader) readTask(pid int32, ts *taskSlot, stat bool) bool {
 	ans := ts.ans // an answer is for this refresh only
 	ts.ans = -1
-	if stat {
+	if stat && ts.iterGen != r.gen { // a record gives what stat does
 		b, err := r.read(&ts.statfd, false, pid, ts.t.TID, "stat")
 		if err != nil {
 			if errors.Is(err, errGone) {
@@ -1212,12 +1303,30 @@ func (r *Reader) rescanTasks(s *procSlot) {
 	s.tasks = out
 }
 
-// take gives ts the scheduler counters and switch counts of its task
-// iterator record in refresh gen.
+// take gives ts what its task iterator record in refresh gen holds: its
+// schedstat's counters, switch counts, and its stat's state, CPU, name and
+// CPU times (split as stat splits them).
 func (ts *taskSlot) take(rec *iterRec, gen uint64) {
+	if ts.start != rec.start {
+		ts.prev = rec.prev // first sight: the kernel's last split
+	}
 	ts.iterGen, ts.start = gen, rec.start
-	ts.t.RunNS, ts.t.WaitNS, ts.t.Slices = rec.run, rec.wait, rec.slices
-	ts.t.VolCtxsw, ts.t.InvolCtxsw = rec.nvcsw, rec.nivcsw
+	t := &ts.t
+	t.State = rec.state
+	if !ts.fresh && rec.run == t.RunNS && rec.slices == t.Slices {
+		// It has not run: nothing else of it moved (but a rename from
+		// outside, seen when it runs).
+		t.WaitNS = rec.wait
+		return
+	}
+	t.RunNS, t.WaitNS, t.Slices = rec.run, rec.wait, rec.slices
+	t.VolCtxsw, t.InvolCtxsw = rec.nvcsw, rec.nivcsw
+	if comm := rec.name(); string(comm) != t.Comm {
+		t.Comm = string(comm)
+	}
+	t.Processor = rec.cpu
+	c := ts.prev.adjust(rec.run, rec.utime, rec.stime)
+	t.UTime, t.STime, t.procTimes = nsTicks(c.u), nsTicks(c.s), false
 }
 
 // iterRec returns the task iterator's record of thread tid of process pid
@@ -1233,7 +1342,12 @@ func (r *Reader) iterRec(pid, tid int32) *iterRec {
 	return rec
 }
 
+// readFDs counts the open descriptors of s, at most once a refresh.
 func (r *Reader) readFDs(s *procSlot) {
+	if s.fdGen == r.gen {
+		return // read already in this refresh (a second sight, Options.LateIdentity)
+	}
+	s.fdGen = r.gen
 	fd, transient, err := r.ensure(&s.fdfd, false, s.p.PID, 0, "fd", unix.O_DIRECTORY)
 	if err != nil {
 		s.fdDenied = errors.Is(err, errDenied)
@@ -1243,8 +1357,8 @@ func (r *Reader) readFDs(s *procSlot) {
 	s.fdDenied = false
 	count := -1
 	if r.fdSize {
-		var st unix.Stat_t
-		if unix.Fstat(fd, &st) == nil {
+		var st unix.Statx_t
+		if rawFstatx(fd, unix.STATX_SIZE, &st) == nil {
 			count = int(st.Size)
 		}
 	} else if _, err := rawSeek(fd, 0, 0); err == nil {

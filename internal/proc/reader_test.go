@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -205,6 +206,8 @@ func TestMain(m *testing.M) {
 		helperWake()
 	case "grow":
 		helperGrow()
+	case "burnt":
+		helperBurnt()
 	}
 	os.Exit(0)
 }
@@ -249,6 +252,51 @@ func helperGrow() {
 			syscall.Read(fds[0], b[:])
 		}()
 	}
+}
+
+// helperBurnt spends user and system time on each of 3 locked threads
+// until each thread's stat shows at least 3 ticks of both (at most 2 s),
+// then keeps them blocked in read(2): a still process with CPU times to
+// split. The system time is reads of /dev/zero a megabyte at a time; how
+// the kernel's tick sampling splits it varies (under -race a thread's
+// 100 ms of such reads showed 1 to 4 ticks of system time), hence the
+// thread's own stat decides when it has burnt enough.
+func helperBurnt() {
+	var fds [2]int
+	syscall.Pipe(fds[:])
+	zero, err := os.Open("/dev/zero")
+	if err != nil {
+		panic(err)
+	}
+	var done sync.WaitGroup
+	for range 3 {
+		done.Add(1)
+		go func() {
+			runtime.LockOSThread()
+			buf := make([]byte, 1<<20)
+			x := 0
+			for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+				for end := time.Now().Add(10 * time.Millisecond); time.Now().Before(end); {
+					x++
+				}
+				for end := time.Now().Add(10 * time.Millisecond); time.Now().Before(end); {
+					syscall.Read(int(zero.Fd()), buf)
+				}
+				b, _ := os.ReadFile("/proc/thread-self/stat")
+				var sf statFields
+				if parseStat(b, &sf) == nil && sf.UTime >= 3 && sf.STime >= 3 {
+					break
+				}
+			}
+			done.Done()
+			var b [1]byte
+			syscall.Read(fds[0], b[:])
+		}()
+	}
+	done.Wait()
+	time.Sleep(20 * time.Millisecond)
+	fmt.Println("ready")
+	io.Copy(io.Discard, os.Stdin)
 }
 
 func helperSpin() {
@@ -603,6 +651,8 @@ func BenchmarkSnapshot(b *testing.B) {
 	}{
 		{"plain", Options{}},
 		{"top", Options{DeferNew: true, SkipKernelThreads: true, SwitchesFromTaskstats: true}},
+		// As top reads as root: with the task iterator.
+		{"top-bpf", Options{DeferNew: true, SkipKernelThreads: true, SwitchesFromTaskstats: true, TasksFromBPF: true}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			r, err := NewReader(bc.opts)
@@ -710,6 +760,47 @@ func TestReaderDeferNew(t *testing.T) {
 	self := c.Find(int32(os.Getpid()))
 	if self == nil || self.Known&KnownCtxsw == 0 {
 		t.Errorf("this test's own process was not read in full: %+v", self)
+	}
+}
+
+// TestReaderLateIdentity: with LateIdentity, a process that appears after
+// the first whole-host snapshot has its CPU times, threads and switch
+// counts at first sight, and its identity (cgroup, executable) and
+// descriptors at the next; a process there from the first snapshot has
+// them all at once. With the task iterator too, as root.
+func TestReaderLateIdentity(t *testing.T) {
+	requireProc(t)
+	for _, bpf := range []bool{false, true} {
+		t.Run(map[bool]string{false: "files", true: "iterator"}[bpf], func(t *testing.T) {
+			if bpf {
+				testenv.Require(t, testenv.Linux, testenv.Root, testenv.BPF)
+			}
+			r := newTestReader(t, Options{LateIdentity: true, SkipKernelThreads: true, SkipCmdline: true, TasksFromBPF: bpf})
+			var a, b, c Snapshot
+			mustSnapshot(t, r, &a)
+			if self := a.Find(int32(os.Getpid())); self == nil || self.Known&KnownExe == 0 || self.Cgroup == "" || self.FDs < 0 {
+				t.Fatalf("this test's own process at the first snapshot: %+v: want its identity and descriptors", self)
+			}
+			waker := startHelper(t, "wake")
+			pid := int32(waker.Process.Pid)
+			time.Sleep(300 * time.Millisecond) // the helper wakes ~150 times meanwhile
+			mustSnapshot(t, r, &b)
+			p := b.Find(pid)
+			if p == nil {
+				t.Fatal("the new process is missing from the second snapshot")
+			}
+			if p.Known&KnownCtxsw == 0 || p.VolCtxsw < 20 || len(b.TasksOf(p)) == 0 {
+				t.Errorf("first sight: known %b, %d voluntary switches, %d tasks: want its threads and switches", p.Known, p.VolCtxsw, len(b.TasksOf(p)))
+			}
+			if p.Known&KnownExe != 0 || p.GoVersion != "" || p.Cgroup != "" || p.FDs != -1 {
+				t.Errorf("first sight: known %b, Go %q, cgroup %q, %d fds: want no identity and no descriptors yet", p.Known, p.GoVersion, p.Cgroup, p.FDs)
+			}
+			mustSnapshot(t, r, &c)
+			p = c.Find(pid)
+			if p == nil || p.Known&KnownExe == 0 || p.GoVersion == "" || p.Cgroup == "" || p.FDs < 3 {
+				t.Fatalf("second sight: %+v: want its identity (a Go binary) and descriptors", p)
+			}
+		})
 	}
 }
 

@@ -17,10 +17,6 @@ const (
 	KnownIO                        // SyscR, SyscW (needs access to /proc/PID/io)
 	KnownExe                       // GoVersion was decided from the executable
 	KnownCtxsw                     // VolCtxsw, InvolCtxsw
-	// KnownTimes: UTime, STime, CUTime, CSTime, MinFlt and MajFlt were
-	// read (not so for a process first seen through the task iterator,
-	// Options.TasksFromBPF with DeferNew, until it is seen again).
-	KnownTimes
 )
 
 // Task is one thread's cumulative counters.

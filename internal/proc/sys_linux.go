@@ -17,11 +17,12 @@ import (
 // kernel, so only calls that cannot block for long are raw: reads of stat,
 // schedstat, status, io, limits and cgroup files, directory listings,
 // opens and closes of /proc files, and the taskstats socket, whose
-// replies are queued before the request's write returns, and the statx of
-// a new process's executable. Its command line is read through ordinary
-// calls (readCmdline): the kernel copies it from the target's memory under
-// its mmap_lock, which a process changing its mappings can hold for long
-// (the reason ps hangs on a process stuck in a page fault).
+// replies are queued before the request's write returns, the statx of
+// a new process's executable, and that of a descriptor (fstatx). Its
+// command line is read through ordinary calls (readCmdline): the kernel
+// copies it from the target's memory under its mmap_lock, which a process
+// changing its mappings can hold for long (the reason ps hangs on a
+// process stuck in a page fault).
 
 func rawErr(e unix.Errno) error {
 	if e == 0 {
@@ -70,5 +71,15 @@ func rawStatx(path []byte, st *unix.Statx_t) error {
 	dirfd := unix.AT_FDCWD
 	_, _, e := unix.RawSyscall6(unix.SYS_STATX, uintptr(dirfd), uintptr(unsafe.Pointer(&path[0])), 0,
 		unix.STATX_INO, uintptr(unsafe.Pointer(st)), 0)
+	return rawErr(e)
+}
+
+// emptyPath is the "" that statx takes with AT_EMPTY_PATH.
+var emptyPath = [1]byte{}
+
+// rawFstatx is statx(2) of an open descriptor, for the fields in mask.
+func rawFstatx(fd int, mask int, st *unix.Statx_t) error {
+	_, _, e := unix.RawSyscall6(unix.SYS_STATX, uintptr(fd), uintptr(unsafe.Pointer(&emptyPath[0])), unix.AT_EMPTY_PATH,
+		uintptr(mask), uintptr(unsafe.Pointer(st)), 0)
 	return rawErr(e)
 }

@@ -28,9 +28,7 @@ func CheckTarget(root string, pid int) error {
 	if err != nil {
 		return fmt.Errorf("read process %d: %w", pid, err)
 	}
-	// The state follows the last ')' (a comm may hold parentheses); it is
-	// read first, so a zombie is told even from a short stat line.
-	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X') {
+	if statExited(b) {
 		return fmt.Errorf("process %d %w", pid, ErrZombie)
 	}
 	var s statFields
@@ -41,6 +39,14 @@ func CheckTarget(root string, pid int) error {
 		return fmt.Errorf("process %d %w", pid, ErrKernelThread)
 	}
 	return nil
+}
+
+// statExited reports whether a stat line's state is zombie or dead. The
+// state follows the last ')' (a comm may hold parentheses); it is read
+// before the rest, so a zombie is told even from a short stat line.
+func statExited(b []byte) bool {
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X')
 }
 
 // Identity is what tells one process from another that later has its PID,

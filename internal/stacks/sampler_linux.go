@@ -123,6 +123,7 @@ func Sample(ctx context.Context, opts Options) (*Raw, error) {
 	unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
 	s.bootStart = time.Duration(ts.Nano())
 	fol := perf.NewFollower(opts.ProcRoot, pid, false)
+	defer fol.Close()
 	if err := s.follow(fol); err != nil {
 		if errors.Is(err, perf.ErrExited) {
 			return nil, fmt.Errorf("profile process %d: %w", pid, ErrNotFound)
@@ -155,18 +156,15 @@ loop:
 			break loop
 		case now := <-tick.C:
 			s.drain()
+			// An exited process not yet reaped (a zombie) ends the
+			// window here too: the Follower's thread listing tells it
+			// (proc.FS.TaskIDs) at no extra read.
 			if err := s.follow(fol); err != nil {
 				if errors.Is(err, perf.ErrExited) {
 					s.raw.Exited = true
 					break loop
 				}
 				return nil, err
-			}
-			if zombie(opts.ProcRoot, pid) {
-				// Exited but not yet reaped by its parent: /proc still
-				// lists the leader, so the Follower cannot tell.
-				s.raw.Exited = true
-				break loop
 			}
 			if now.After(nextSnap) {
 				if firstOK {
@@ -734,10 +732,4 @@ func (s *sampler) loadMaps(prev []mapping) []mapping {
 		m.obj = o
 	}
 	return ms
-}
-
-// zombie reports whether process pid has exited (a zombie, or gone).
-func zombie(root string, pid int) bool {
-	err := proc.CheckTarget(root, pid)
-	return errors.Is(err, proc.ErrZombie) || errors.Is(err, proc.ErrProcessGone)
 }

@@ -117,6 +117,7 @@ func countPatient(t *testing.T, perThread bool, args ...string) (map[string]uint
 	if perThread {
 		// Follow new threads the way the CLI does.
 		f := perf.NewFollower("", p.cmd.Process.Pid, false)
+		defer f.Close()
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Add(1)

@@ -363,6 +363,9 @@ func (s *exactSource) close() {
 	if s.sampler != nil {
 		s.sampler.Close()
 	}
+	if s.follower != nil {
+		s.follower.Close()
+	}
 	s.counter.Close()
 }
 
