@@ -41,8 +41,8 @@ func init() {
 Serves /metrics in the Prometheus exposition format and a page at / saying
 what it exports. Every --interval, every process of the host is read once in
 the background (the /proc engine keeps its files open and reads only what
-moved, or with --bpf asks the kernel for every thread's scheduler counters
-with one BPF task iterator read); a scrape only writes the last sample, so its cost grows with the
+moved, or as root asks the kernel for every thread's scheduler counters
+with one BPF task iterator read: --bpf); a scrape only writes the last sample, so its cost grows with the
 series, not with processes x files.
 
 Series are per group of processes, not per PID: a systemd unit (from the
@@ -80,7 +80,7 @@ It listens on loopback unless --listen names another address (for a fleet:
 			fs.IntVar(&f.maxSeries, "max-series", 5000, "cap on group series (about 10 per group)")
 			fs.IntVar(&f.topN, "top", 20, "processes by CPU named with their PID")
 			fs.StringVar(&f.procRoot, "proc", "/proc", "procfs mount `path`")
-			fs.BoolVar(&f.bpf, "bpf", false, "read every thread's scheduler and switch counts with one BPF task iterator a sample (root): every thread exact at every sample, for the same CPU as the files' idle back-off and about 4 MB more RSS (the kernel's BTF, read once)")
+			fs.BoolVar(&f.bpf, "bpf", true, "read every thread's scheduler and switch counts with one BPF task iterator a sample where allowed (root), else files: every thread exact at every sample, the same CPU as the files' idle back-off on a quiet host and half of it under process churn, for about 4 MB more RSS (the kernel's BTF, read once); --bpf=false: files only")
 			fs.BoolVar(&f.runtime, "runtime", true, "read the Go runtime of processes that have gosleuth's agent (gosleuth_go_* series per group)")
 			fs.DurationVar(&f.doctorEvery, "doctor-every", 5*time.Minute, "run the doctor over the host this `often` (0: never)")
 			fs.DurationVar(&f.doctorWindow, "doctor-window", 10*time.Second, "the doctor's observation `window`")
@@ -130,6 +130,15 @@ func runExporter(ctx context.Context, f *exporterFlags, stderr io.Writer, ready 
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
+	// The port is taken first: one in use fails at once, and a scrape
+	// that comes while the reader is set up (the kernel's BTF for the
+	// task iterator: seconds on a saturated host) waits in the listen
+	// backlog instead of being refused.
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("exporter: listen: %w", err)
+	}
+	defer ln.Close()
 	e, err := export.New(export.Config{ProcRoot: f.procRoot, Interval: f.interval, GroupBy: kinds,
 		TopN: max(f.topN, 0), MaxGroups: max(f.maxSeries/10, 1), Runtime: f.runtime,
 		IdleBackoff: int(f.idleEvery / f.interval), BPF: f.bpf})
@@ -146,10 +155,6 @@ func runExporter(ctx context.Context, f *exporterFlags, stderr io.Writer, ready 
 			dc.Looks = doctorLooks(f.procRoot, "", "")
 		}
 		go e.RunDoctor(ctx, dc)
-	}
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return fmt.Errorf("exporter: listen: %w", err)
 	}
 	hs := &http.Server{Handler: e.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "gosleuth exporter: serving http://%s/metrics\n", ln.Addr())

@@ -75,10 +75,6 @@ func TestParseGroupBy(t *testing.T) {
 	}
 }
 
-// TestLiveTickerGroup samples the real host with a 1 ms ticker patient
-// running: its group's wake-ups counter rises at the ticker's pace while its
-// CPU stays small, the counters do not fall back when it exits, and a
-// scrape writes what the last sample holds in the exposition format.
 // tickerPatient copies the 1 ms ticker patient to a name of this test
 // process's own, so that no other run of these tests on the host (whose
 // patient would join its group, by executable name) disturbs it, and
@@ -97,6 +93,10 @@ func tickerPatient(t *testing.T) (path, name string) {
 	return path, name
 }
 
+// TestLiveTickerGroup samples the real host with a 1 ms ticker patient
+// running: its group's wake-ups counter rises at the ticker's pace while its
+// CPU stays small, the counters do not fall back when it exits, and a
+// scrape writes what the last sample holds in the exposition format.
 func TestLiveTickerGroup(t *testing.T) {
 	testenv.Require(t, testenv.Linux)
 	bin, name := tickerPatient(t)

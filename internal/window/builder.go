@@ -64,11 +64,14 @@ type acc struct {
 	first, last   proc.Proc
 	firstT, lastT time.Time
 	initial       bool // seen in the first reading
-	gone          bool
-	vol, invol    uint64
-	waitNS        uint64
-	series        []Point
-	children      int
+	// partial: first read after the first reading without its descriptor
+	// count (proc.Options.DeferNew, or a process gosleuth may not read).
+	partial    bool
+	gone       bool
+	vol, invol uint64
+	waitNS     uint64
+	series     []Point
+	children   int
 	// intervals counts readings after the first; reaps those in which
 	// the children's CPU grew (some child was reaped).
 	intervals, reaps int
@@ -145,7 +148,7 @@ func (b *Builder) observe(rates *proc.Rates, s *proc.Snapshot) {
 		seen[k] = true
 		a := b.accs[k]
 		if a == nil {
-			a = &acc{first: *p, firstT: s.Time, initial: first}
+			a = &acc{first: *p, firstT: s.Time, initial: first, partial: !first && p.Known&proc.KnownFDs == 0}
 			b.accs[k] = a
 			if !first {
 				if parent := s.Find(p.PPID); parent != nil {
@@ -154,6 +157,13 @@ func (b *Builder) observe(rates *proc.Rates, s *proc.Snapshot) {
 					}
 				}
 			}
+		} else if a.partial && p.Known&proc.KnownFDs != 0 {
+			// First read by its stat alone (proc.Options.DeferNew): its
+			// window starts at this, its first full reading, so no series
+			// begins with an unknown descriptor count (which the rules
+			// would read as a rise). It loses at most one interval of a
+			// process born inside the window.
+			*a = acc{first: *p, firstT: s.Time, children: a.children}
 		} else if !first && a.lastT != s.Time {
 			a.intervals++
 			if p.CUTime+p.CSTime > a.last.CUTime+a.last.CSTime {

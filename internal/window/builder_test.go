@@ -184,3 +184,69 @@ func TestDelta(t *testing.T) {
 		}
 	}
 }
+
+// TestDeferredProcessWindow: a whole-host reader that reads a new process
+// by its stat alone until it is seen again (proc.Options.DeferNew, as the
+// doctor's) gives a process started inside the window a window that begins
+// at its first full reading, so its series never starts with an unknown
+// descriptor count, which the descriptor rules would read as a rise.
+func TestDeferredProcessWindow(t *testing.T) {
+	b := newBuilder(t, proc.Options{SkipKernelThreads: true, DeferNew: true}, Config{NoFacts: true})
+	if _, err := b.Read(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", "exec 3</dev/null 4</dev/null 5</dev/null; exec sleep 10")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	// Until it is sleep (the shell's own descriptors differ).
+	for i := 0; ; i++ {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		if strings.TrimSpace(string(b)) == "sleep" {
+			break
+		}
+		if i == 1000 {
+			t.Fatal("the child never became sleep")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var firstT time.Time
+	for i := range 4 {
+		s, err := b.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			p := s.Find(int32(pid))
+			if p == nil {
+				t.Fatal("the child is not in the reading after it started")
+			}
+			if p.Known&proc.KnownFDs != 0 {
+				t.Fatalf("first sight read the descriptors (%d): the reader did not defer it", p.FDs)
+			}
+		}
+		if i == 1 {
+			firstT = s.Time
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	w := b.Window(pid)
+	if w == nil {
+		t.Fatal("no window for the child")
+	}
+	t.Logf("series %+v", w.Series)
+	if !w.FDsKnown || len(w.Series) != 3 {
+		t.Fatalf("window of %d points (fds known %v), want the 3 full readings", len(w.Series), w.FDsKnown)
+	}
+	if !w.Start.Equal(firstT) {
+		t.Errorf("window starts at %v, want its first full reading at %v", w.Start, firstT)
+	}
+	for _, p := range w.Series {
+		if p.FDs < 6 || p.FDs != w.Series[0].FDs {
+			t.Errorf("descriptor series %+v: want the same count of at least 6 throughout", w.Series)
+			break
+		}
+	}
+}
