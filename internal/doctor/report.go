@@ -227,7 +227,20 @@ func (r *Report) WriteText(w io.Writer, colour bool) error {
 	if len(r.Processes) == 0 {
 		b.WriteString("\nNo findings.\n")
 	}
-	for _, p := range r.Processes {
+	keys := make([]string, len(r.Processes))
+	alike := map[string][]int{}
+	for i, p := range r.Processes {
+		if keys[i] = alikeKey(p); keys[i] != "" {
+			alike[keys[i]] = append(alike[keys[i]], i)
+		}
+	}
+	for i, p := range r.Processes {
+		group := alike[keys[i]]
+		if len(group) < alikeMin {
+			group = nil
+		} else if group[0] != i {
+			continue // written on its first member's line
+		}
 		goVer := ""
 		if p.GoVersion != "" {
 			goVer = " " + p.GoVersion
@@ -258,6 +271,16 @@ func (r *Report) WriteText(w io.Writer, colour bool) error {
 			fmt.Fprintf(&b, "           cause: %s\n", f.Cause)
 			fmt.Fprintf(&b, "           fix: %s\n", f.Fix)
 			fmt.Fprintf(&b, "           sources: %s; confidence %s\n", joinSources(f.Sources), f.Confidence)
+		}
+		if len(group) > 0 {
+			pids := make([]int, 0, len(group)-1)
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for _, j := range group[1:] {
+				pids = append(pids, r.Processes[j].PID)
+				lo, hi = math.Min(lo, r.Processes[j].CPUPct), math.Max(hi, r.Processes[j].CPUPct)
+			}
+			fmt.Fprintf(&b, "  and %d more %s processes with the same findings (their figures differ; cpu %.1f-%.1f%% each; --format json lists each): %s\n",
+				len(pids), p.Comm, lo, hi, pidList(pids))
 		}
 	}
 	if len(h.Costs) > 0 {
@@ -291,6 +314,31 @@ func (r *Report) WriteText(w io.Writer, colour bool) error {
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
+}
+
+// alikeMin is how many processes with findings that read alike (see
+// alikeKey) the text report writes as one: under 5,000 new processes a
+// second it had 50 blocks of the same exec-hot-path finding, one per
+// forking shell, with only their figures differing.
+const alikeMin = 3
+
+// alikeKey is what processes whose findings read alike share: name, Go
+// version, exit, sources, and each finding's rule and severity; "" for a
+// process whose findings name code (that is what tells them apart) or
+// that has none.
+func alikeKey(p ProcessReport) string {
+	if len(p.Findings) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%q %q %v %s", p.Comm, p.GoVersion, p.Exited, joinSources(p.Sources))
+	for _, f := range p.Findings {
+		if len(f.Code) > 0 {
+			return ""
+		}
+		fmt.Fprintf(&b, " %s/%s/%s/%s", f.ID, f.Severity, f.Kind, joinSources(f.Sources))
+	}
+	return b.String()
 }
 
 // WriteMarkdown writes the report for a ticket.

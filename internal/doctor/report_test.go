@@ -2,6 +2,9 @@ package doctor
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,5 +68,50 @@ func TestReportGolden(t *testing.T) {
 			}
 			golden.Check(t, tc.name, b.Bytes())
 		})
+	}
+}
+
+// TestReportAlike: processes whose findings read alike (a host's forking
+// shells) are written as one block and a line naming the others; a
+// process whose finding names code, or with another severity, keeps its
+// own block, and the JSON report keeps every process.
+func TestReportAlike(t *testing.T) {
+	shell := func(pid int, cpu float64, sev Severity, code []CodeRef) ProcessReport {
+		return ProcessReport{PID: pid, Comm: "sh", CPUPct: cpu, Sources: []Source{SourceProc}, Findings: []Finding{{
+			ID: "exec-hot-path", Severity: sev, Title: fmt.Sprintf("starts at least %.1f child processes a second", cpu*3),
+			Sources: []Source{SourceProc}, Confidence: "medium", Code: code}}}
+	}
+	r := &Report{Host: HostSummary{Processes: 60, CPUs: 2, DurationSeconds: 30}}
+	for i, cpu := range []float64{0.6, 0.5, 0.5, 0.4, 0.45} {
+		r.Processes = append(r.Processes, shell(1000+i, cpu, Warn, nil))
+	}
+	r.Processes = append(r.Processes, shell(2000, 0.3, Info, nil), shell(2001, 0.3, Warn, []CodeRef{{Func: "main.run", File: "run.go", Line: 7}}))
+	var b bytes.Buffer
+	if err := r.WriteText(&b, false); err != nil {
+		t.Fatal(err)
+	}
+	text := b.String()
+	if n := strings.Count(text, "exec-hot-path:"); n != 3 {
+		t.Errorf("%d finding blocks, want 3 (the first alike shell, the info one, the one with code):\n%s", n, text)
+	}
+	for _, want := range []string{
+		"\n1000 sh ",
+		"  and 4 more sh processes with the same findings (their figures differ; cpu 0.4-0.5% each; --format json lists each): pid 1001, 1002, 1003, 1004\n",
+		"\n2000 sh ", "\n2001 sh ",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing %q in:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "\n1001 sh ") {
+		t.Errorf("an alike shell written in full:\n%s", text)
+	}
+	b.Reset()
+	if err := r.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var back struct{ Processes []json.RawMessage }
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil || len(back.Processes) != 7 {
+		t.Errorf("JSON: %d processes, %v; want all 7", len(back.Processes), err)
 	}
 }

@@ -63,6 +63,20 @@ func TestRules(t *testing.T) {
 			w.Series[len(w.Series)-1].FDs = 2000
 		}), "file-reopen-churn", -1},
 
+		// Without syscall counts, kernel stack samples decide. A reading
+		// taken while the file is open sees one descriptor more: churn
+		// still (a CI run lost its finding so), a steady rise a leak.
+		{"reopen from stacks, a reading mid-open", win(10, func(w *Window) {
+			w.UserSec, w.SysSec = 0.4, 0.9
+			w.Stacks = &Stacks{Samples: 900, KernelShare: 0.7, KernelPaths: []Share{{Name: "syscall openat", Share: 0.15}, {Name: "syscall fcntl", Share: 0.08}, {Name: "syscall close", Share: 0.04}}}
+			w.Series[len(w.Series)-1].FDs++
+		}), "file-reopen-churn", Warn},
+		{"reopen from stacks, leaking", win(10, func(w *Window) {
+			w.UserSec, w.SysSec = 0.4, 0.9
+			w.Stacks = &Stacks{Samples: 900, KernelShare: 0.7, KernelPaths: []Share{{Name: "syscall openat", Share: 0.15}, {Name: "syscall fcntl", Share: 0.08}, {Name: "syscall close", Share: 0.04}}}
+			w.Series[len(w.Series)-1].FDs += 300
+		}), "file-reopen-churn", -1},
+
 		{"exec per request", win(10, func(w *Window) { w.ChildUserSec = 0.3; w.ReapShare = 1 }), "exec-hot-path", Warn},
 		{"exec counted by wait4", win(10, func(w *Window) {
 			w.Syscalls = &Syscalls{Seconds: 5, Counts: map[string]uint64{"wait4": 250}}
@@ -253,6 +267,37 @@ func TestSlope(t *testing.T) {
 	}
 	if b, r2 := slope([]float64{0, 1, 2}, []float64{5, 5, 5}); b != 0 || r2 != 0 {
 		t.Fatalf("flat: slope %v r2 %v", b, r2)
+	}
+}
+
+// TestExecTitle: a rate of children counted from /proc readings alone is a
+// floor (a child that lives less than an interval is rarely in one), and
+// the title says so; a rate of reaping calls is a count.
+func TestExecTitle(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		w    *Window
+		want string
+	}{
+		{"counted by wait4", win(10, func(w *Window) {
+			w.ChildrenSeen = 14
+			w.Syscalls = &Syscalls{Seconds: 5, Counts: map[string]uint64{"wait4": 500}}
+		}), "starts 100.0 child processes a second"},
+		{"seen in readings, steady", win(30, func(w *Window) { w.ChildrenSeen = 42; w.ChildSysSec = 1; w.ReapShare = 1 }),
+			"children started and reaped all the time use 3.3% of a core (at least 1.4 a second)"},
+		{"seen in readings", win(10, func(w *Window) { w.ChildrenSeen = 20 }), "starts at least 2.0 child processes a second"},
+		{"too few seen, steady", win(10, func(w *Window) { w.ChildrenSeen = 3; w.ChildUserSec = 0.3; w.ReapShare = 1 }),
+			"children started and reaped all the time use 3.0% of a core"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := checkExec(tc.w, &Host{CPUs: 2})
+			if f == nil {
+				t.Fatal("no finding")
+			}
+			if f.Title != tc.want {
+				t.Errorf("title %q, want %q", f.Title, tc.want)
+			}
+		})
 	}
 }
 
