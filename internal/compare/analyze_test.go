@@ -12,6 +12,41 @@ import (
 	"github.com/gosleuth/gosleuth/internal/golden"
 )
 
+// TestPlannedLooks: the looks a sequential run plans are the most it can
+// make. The run's loop is played with every round as short as it can be
+// (a CPU window a side, no syscall window), which makes the most rounds.
+func TestPlannedLooks(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		sides, maxPerSide   int
+		window, sys, budget time.Duration
+		want                int
+	}{
+		{"defaults: the cap a side decides", 2, 10, 10 * time.Second, time.Second, 5 * time.Minute, 8},
+		{"a short budget", 2, 10, 10 * time.Second, time.Second, time.Minute, 1},
+		{"3 a side at most", 2, 3, time.Second, 0, time.Hour, 1},
+		{"the budget decides", 2, 100, time.Second, 100 * time.Millisecond, time.Minute, 27},
+		{"four sides", 4, 20, time.Second, 100 * time.Millisecond, time.Minute, 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := plannedLooks(tc.sides, tc.maxPerSide, tc.window, tc.sys, tc.budget)
+			if got != tc.want {
+				t.Errorf("plannedLooks = %d, want %d", got, tc.want)
+			}
+			n := time.Duration(tc.sides)
+			rounds, spent, looks := 3, 3*n*tc.window, 1
+			for rounds < tc.maxPerSide && spent+n*(tc.window+tc.sys) <= tc.budget {
+				rounds++
+				spent += n * tc.window
+				looks++
+			}
+			if looks != got {
+				t.Errorf("the fastest run makes %d looks, plannedLooks says %d", looks, got)
+			}
+		})
+	}
+}
+
 func TestSchedule(t *testing.T) {
 	for _, tc := range []struct {
 		sides, perSide int

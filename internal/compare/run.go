@@ -275,6 +275,27 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// plannedLooks is the most analyses a sequential run (--until-decided) can
+// make, so that each may be held to Alpha over that many (Bonferroni over
+// the looks): the first after 3 rounds (a window of every side each), then
+// one after every round, until a side has maxPerSide windows or the next
+// round, reckoned at a CPU and a syscall window a side, could overrun the
+// budget. A round takes at least a CPU window a side (its syscall windows
+// may not be taken), so after round r at least r x sides x window is
+// spent, and round r+1 starts only if sides x (window + sysWindow) more
+// fit in the budget. Counting more looks than can happen would only cost
+// power; the earlier count, 1 + budget/(sides x (window + sysWindow +
+// 0.5 s)), ignored the cap a side and held the default run (10 s windows,
+// 5 minutes, at most 10 a side) to 0.05/14 where 8 looks can happen.
+func plannedLooks(sides, maxPerSide int, window, sysWindow, budget time.Duration) int {
+	rounds := maxPerSide
+	if window > 0 && sides > 0 {
+		n := time.Duration(sides)
+		rounds = min(rounds, 1+int(max(budget-n*(window+sysWindow), 0)/(n*window)))
+	}
+	return max(rounds, 3) - 2
+}
+
 // schedule orders perSide windows of each of n sides in randomized blocks:
 // for two sides ABBA or BAAB by a coin; for more, a random permutation and
 // its reverse. An odd count ends with one shuffled round.

@@ -150,8 +150,7 @@ func (r *runner) run(ctx context.Context) error {
 	perSide := c.Windows
 	if c.UntilDecided {
 		perSide = 3
-		round := c.Window + c.SyscallWindow + 500*time.Millisecond
-		p.Looks = 1 + int(c.Budget/(time.Duration(len(c.Sides))*round))
+		p.Looks = plannedLooks(len(c.Sides), c.Windows, c.Window, c.SyscallWindow, c.Budget)
 	}
 	order := schedule(len(c.Sides), perSide, rng)
 	// Kept processes start together and warm up in turn.
