@@ -25,10 +25,19 @@ func TestForkingTargetKeepsItsPace(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sh.Process.Kill(); sh.Wait() })
+	// The shell's redirection truncates the file before it writes the
+	// count, so a read can fall between the two and find it empty: read
+	// again until it holds a number.
 	forks := func() int {
-		b, _ := os.ReadFile(file)
-		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-		return n
+		for range 1000 {
+			b, _ := os.ReadFile(file)
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				return n
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.Fatal("the shell's count file never held a number")
+		return 0
 	}
 	rate := func(d time.Duration) float64 {
 		n0 := forks()
