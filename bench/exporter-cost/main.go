@@ -56,6 +56,7 @@ func main() {
 	only := flag.String("only", "rounds,idle,churn", "parts to run, comma list")
 	together := flag.Bool("together", false, "start every exporter at once and measure them over the same window")
 	base := flag.String("base", "", "with -together, also run gosleuth built from this git revision (A/B)")
+	slower := flag.String("intervals", "", "with -together, also run gosleuth exporter sampling at these periods, comma list (e.g. 2s,5s): where its CPU meets node-exporter's")
 	sleeper := flag.String("sleepers", "sleep", "what raises the task count: sleep (single-threaded processes) or threads (idle Go processes of about 12 threads, like a host of Go daemons)")
 	flag.Parse()
 	do := map[string]bool{}
@@ -77,9 +78,10 @@ func main() {
 		{"gosleuth exporter", gs, func(p string) []string {
 			return []string{"exporter", "--listen", "127.0.0.1:" + p, "--group-by", "exe", "--doctor-every", "0"}
 		}},
-		// The same with the BPF task iterator (--bpf), in the same run.
-		{"gosleuth --bpf", gs, func(p string) []string {
-			return []string{"exporter", "--listen", "127.0.0.1:" + p, "--group-by", "exe", "--doctor-every", "0", "--bpf"}
+		// The default reads through the BPF task iterator as root; the
+		// same with files only (--bpf=false), in the same run.
+		{"gosleuth files", gs, func(p string) []string {
+			return []string{"exporter", "--listen", "127.0.0.1:" + p, "--group-by", "exe", "--doctor-every", "0", "--bpf=false"}
 		}},
 		{"process-exporter", pe, func(p string) []string {
 			return []string{"-config.path", cfg, "-threads=false", "-web.listen-address", "127.0.0.1:" + p}
@@ -100,6 +102,17 @@ func main() {
 			b := exporters[0]
 			b.name, b.prog = "gosleuth "+*base, bs
 			exporters = append(exporters[:1], append([]exporter{b}, exporters[1:]...)...)
+		}
+	}
+
+	if *together && *slower != "" {
+		for _, iv := range strings.Split(*slower, ",") {
+			_, err := time.ParseDuration(iv)
+			check(err)
+			exporters = append(exporters, exporter{"gosleuth " + iv, gs, func(p string) []string {
+				return []string{"exporter", "--listen", "127.0.0.1:" + p, "--group-by", "exe", "--doctor-every", "0",
+					"--interval", iv, "--idle-every", iv}
+			}})
 		}
 	}
 

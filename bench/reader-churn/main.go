@@ -7,7 +7,7 @@
 // refresh), on a quiet host and under 5,000 short-lived processes a second
 // (50 shells each forking two /bin/true and sleeping 20 ms, as
 // bench/faults does). Each figure is the median over the refreshes after
-// a warm-up of the reading thread's own CPU time (RUSAGE_THREAD), so
+// a warm-up of the reading thread's own CPU time (CLOCK_THREAD_CPUTIME_ID), so
 // start-up costs (the iterator's 30 ms of BTF and verifier) stay out.
 //
 // Needs root (the iterator).
@@ -15,7 +15,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -32,10 +31,14 @@ import (
 // options are the view's reader options, without TasksFromBPF.
 var options proc.Options
 
+// threadCPU is the calling thread's CPU time. CLOCK_THREAD_CPUTIME_ID
+// adds the time since the thread was last accounted; getrusage's
+// RUSAGE_THREAD does not, so a refresh that never blocks reads as 0 unless
+// a scheduler tick (4 ms at HZ=250) falls inside it.
 func threadCPU() time.Duration {
-	var ru unix.Rusage
-	unix.Getrusage(unix.RUSAGE_THREAD, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	return time.Duration(ts.Nano())
 }
 
 func main() {
@@ -57,18 +60,23 @@ func main() {
 	}
 	runtime.LockOSThread()
 	quiet := measure(*refreshes, *every)
-	ctx, cancel := context.WithCancel(context.Background())
+	var shells []*exec.Cmd
 	for range 50 {
-		c := exec.CommandContext(ctx, "sh", "-c", "while :; do /bin/true & /bin/true & wait; sleep 0.02; done")
+		c := exec.Command("sh", "-c", "while :; do /bin/true & /bin/true & wait; sleep 0.02; done")
 		if err := c.Start(); err != nil {
 			fmt.Fprintln(os.Stderr, "reader-churn:", err)
 			os.Exit(1)
 		}
-		go c.Wait()
+		shells = append(shells, c)
 	}
 	time.Sleep(time.Second)
 	churn := measure(*refreshes, *every)
-	cancel()
+	// Killed and waited for before exiting: a context's kill would race
+	// with the exit and leave the shells forking.
+	for _, c := range shells {
+		c.Process.Kill()
+		c.Wait()
+	}
 	fmt.Printf("%-8s %12s %12s %8s\n", "reader", "quiet ms", "churn ms", "churn/quiet")
 	for i, name := range []string{"files", "bpf"} {
 		fmt.Printf("%-8s %12.2f %12.2f %8.2fx\n", name, quiet[i], churn[i], churn[i]/quiet[i])
@@ -93,6 +101,7 @@ func measure(n int, every time.Duration) [2]float64 {
 	}
 	var snaps [2]proc.Snapshot
 	var ms [2][]float64
+	var opens, reads, changed [2][]float64
 	for k := 0; k < n+4; k++ {
 		for i, r := range readers {
 			t0 := threadCPU()
@@ -102,6 +111,10 @@ func measure(n int, every time.Duration) [2]float64 {
 			}
 			if k >= 4 {
 				ms[i] = append(ms[i], float64(threadCPU()-t0)/1e6)
+				st := &snaps[i].Stats
+				opens[i] = append(opens[i], float64(st.Opens))
+				reads[i] = append(reads[i], float64(st.Reads))
+				changed[i] = append(changed[i], float64(st.Changed))
 			}
 		}
 		time.Sleep(every)
@@ -112,10 +125,19 @@ func measure(n int, every time.Duration) [2]float64 {
 	}
 	var med [2]float64
 	for i := range ms {
-		slices.Sort(ms[i])
-		med[i] = ms[i][len(ms[i])/2]
+		med[i] = median(ms[i])
 	}
 	fmt.Printf("%d processes, %d threads: files %.2f ms, bpf %.2f ms a refresh (medians of %d)\n",
 		len(snaps[1].Procs), len(snaps[1].Tasks), med[0], med[1], n)
+	for i, name := range []string{"files", "bpf"} {
+		fmt.Printf("  %-6s a refresh: %.0f opens, %.0f reads, %.0f threads that ran\n",
+			name, median(opens[i]), median(reads[i]), median(changed[i]))
+	}
 	return med
+}
+
+// median sorts v and returns its middle value.
+func median(v []float64) float64 {
+	slices.Sort(v)
+	return v[len(v)/2]
 }
