@@ -133,7 +133,11 @@ type Comparison struct {
 	P    float64 `json:"p"`
 	PAdj float64 `json:"p_holm"`
 	// Ratio is B/A with its confidence interval.
-	Ratio   Ratio  `json:"ratio"`
+	Ratio Ratio `json:"ratio"`
+	// Shift is B - A with its confidence interval, set only where A's
+	// median is 0 and so no ratio exists: the verdict is then taken from
+	// it (a change from nothing to something is outside any noise band).
+	Shift   *Shift `json:"shift,omitempty"`
 	Verdict string `json:"verdict"`
 	// More is, for an unknown verdict, about how many more windows a side
 	// would likely decide (0: unknown, see Why).
@@ -297,6 +301,10 @@ func compareOne(m Metric, a, b []float64, opts Options) Comparison {
 	c.KS = KolmogorovSmirnov(a, b)
 	c.P = min(c.MWU.P, c.KS.P)
 	c.Ratio = RatioCI(a, b, 1-opts.Alpha/float64(opts.Looks))
+	if math.IsNaN(c.Ratio.Est) {
+		sh := ShiftCI(a, b, 1-opts.Alpha/float64(opts.Looks))
+		c.Shift = &sh
+	}
 	if allEqual(a, b) {
 		c.P = 1
 	}
@@ -349,26 +357,29 @@ func decide(c *Comparison, m Metric, opts Options, share float64) {
 	band := opts.Noise
 	level := opts.Alpha / float64(opts.Looks)
 	r := c.Ratio
+	significant := c.PAdj <= opts.Alpha
 	if math.IsNaN(r.Est) {
 		c.Verdict = Unknown
-		if c.Why == "" {
+		sh := c.Shift
+		switch {
+		case sh != nil && significant && (sh.Lo > 0 || sh.Hi < 0):
+			// From nothing to something (or back): judged on the
+			// shift, whose interval clears 0.
+			c.Verdict = direction(m, sh.Lo > 0)
+			c.Why = "the baseline's median is 0: judged on the difference, not a ratio"
+		case c.Why != "":
+		case sh != nil:
+			c.Why = "the baseline's median is 0 and the difference is not decided"
+		default:
 			c.Why = "no ratio: the baseline's median is 0"
 		}
 		return
 	}
-	significant := c.PAdj <= opts.Alpha
 	outside := r.Est > 1+band || r.Est < 1-band
 	within := r.Lo >= 1-band && r.Hi <= 1+band
 	switch {
 	case significant && outside:
-		worse := r.Est > 1
-		if m.HigherIsBetter {
-			worse = !worse
-		}
-		c.Verdict = Better
-		if worse {
-			c.Verdict = Worse
-		}
+		c.Verdict = direction(m, r.Est > 1)
 	case within:
 		c.Verdict = Same
 	default:
@@ -381,6 +392,15 @@ func decide(c *Comparison, m Metric, opts Options, share float64) {
 			c.Why = "the change sits on the edge of the noise band: more windows may not decide"
 		}
 	}
+}
+
+// direction is the verdict of a decided change of m: Worse when B has more
+// of a cost (or less of a quantity where higher is better), else Better.
+func direction(m Metric, more bool) string {
+	if more != m.HigherIsBetter {
+		return Worse
+	}
+	return Better
 }
 
 // moreWindows estimates how many more windows a side would make the
@@ -469,6 +489,12 @@ func Sentences(sides []Side, results []MetricResult) []string {
 				}
 				switch c.Verdict {
 				case Better, Worse:
+					if math.IsNaN(c.Ratio.Est) {
+						out = append(out, fmt.Sprintf("%s: %s has a median of %s%s where %s's is 0 (%s, p=%s, n=%d+%d).",
+							mr.Metric.Label, sides[s].Name, fmtVal(mr.Sides[s].Median), withUnit(mr.Metric.Unit), sides[0].Name,
+							c.Verdict, fmtP(c.PAdj), c.N, c.M))
+						continue
+					}
 					out = append(out, fmt.Sprintf("%s than %s (%s, p=%s, n=%d+%d).",
 						mr.Metric.sentence(sides[s].Name, c.Ratio.Est), sides[0].Name, c.Verdict, fmtP(c.PAdj), c.N, c.M))
 				case Same:
@@ -542,6 +568,14 @@ func Best(sides []Side, results []MetricResult, name string) (best int, note str
 		return best, note, true
 	}
 	return 0, "", false
+}
+
+// withUnit is " unit", or "" for a count without one.
+func withUnit(u string) string {
+	if u == "" {
+		return ""
+	}
+	return " " + u
 }
 
 // fmtP prints a p-value the way benchstat does.

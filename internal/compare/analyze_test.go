@@ -121,6 +121,11 @@ func TestAnalyzeVerdicts(t *testing.T) {
 		{"too few windows", metricCPU, false, []float64{1}, []float64{2}, Unknown},
 		// 3 a side: rank tests cannot go below p=0.1, Welch on logs decides.
 		{"tiny but clear", metricWakeups, false, []float64{2000, 1990, 2010}, []float64{200, 198, 203}, Better},
+		// A syscall A never makes (GOMAXPROCS=1's futex): no ratio, the
+		// difference decides.
+		{"from none to many", syscallMetricCPU("futex"), false, []float64{0, 0, 0, 0, 0, 0}, []float64{810, 790, 845, 770, 802, 820}, Worse},
+		{"from none to a few, now and then", syscallMetricCPU("futex"), false, []float64{0, 0, 0, 1, 0, 0}, []float64{0, 2, 0, 0, 1, 0}, Unknown},
+		{"from many to none", syscallMetricCPU("futex"), false, []float64{810, 790, 845, 770, 802, 820}, []float64{0, 0, 0, 0, 0, 0}, Better},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ws := windowsOf(tc.metric.Name, tc.lives, tc.a, tc.b)
@@ -129,13 +134,40 @@ func TestAnalyzeVerdicts(t *testing.T) {
 			if c.Verdict != tc.verdict {
 				t.Fatalf("verdict %q, want %q (%+v)", c.Verdict, tc.verdict, c)
 			}
-			if tc.verdict == Unknown && len(tc.a) > 2 && c.More == 0 && !strings.Contains(c.Why, "edge") {
+			if c.Shift != nil && !strings.Contains(c.Why, "median is 0") {
+				t.Errorf("judged on the difference without saying why: %+v", c)
+			}
+			if tc.verdict == Unknown && len(tc.a) > 2 && c.Shift == nil && c.More == 0 && !strings.Contains(c.Why, "edge") {
 				t.Errorf("unknown without an estimate of the windows needed: %+v", c)
 			}
 			if tc.name == "tiny but clear" && c.Welch == nil {
 				t.Errorf("3+3 windows decided without Welch: %+v", c)
 			}
 		})
+	}
+}
+
+// syscallMetricCPU is a syscall metric measured in CPU windows, so that
+// windowsOf can build its windows.
+func syscallMetricCPU(name string) Metric {
+	m := syscallMetric(name)
+	m.Kind = kindCPU
+	return m
+}
+
+// TestSentenceFromZero: a change from a median of 0 is worded with B's
+// median, never as a percentage of nothing.
+func TestSentenceFromZero(t *testing.T) {
+	sides := []Side{{Name: "GOMAXPROCS=1"}, {Name: "GOMAXPROCS=8"}}
+	ws := windowsOf("syscall.futex", false, []float64{0, 0, 0, 0, 0, 0}, []float64{810, 790, 845, 770, 802, 820})
+	res := Analyze(sides, ws, []Metric{syscallMetricCPU("futex")}, Options{})
+	got := Sentences(sides, res)
+	want := "futex: GOMAXPROCS=8 has a median of 806.0 /s where GOMAXPROCS=1's is 0 (worse, p=0.002, n=6+6)."
+	if len(got) == 0 || got[0] != want {
+		t.Errorf("sentences %q, want first %q", got, want)
+	}
+	if d := delta(res[0].Comparisons[0]); !strings.HasPrefix(d, "+806 [") || !strings.Contains(d, "from 0") {
+		t.Errorf("delta %q, want the difference from 0", d)
 	}
 }
 

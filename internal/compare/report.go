@@ -96,6 +96,13 @@ func delta(c Comparison) string {
 	switch {
 	case c.Verdict == NotTested:
 		return "(not tested: one process a side)"
+	case math.IsNaN(c.Ratio.Est) && c.Shift != nil && !math.IsNaN(c.Shift.Est):
+		// No ratio from a median of 0: the difference, in the unit.
+		head := fmt.Sprintf("%+.4g", c.Shift.Est)
+		if c.Verdict != Better && c.Verdict != Worse {
+			head = "~"
+		}
+		return fmt.Sprintf("%s [%+.4g, %+.4g] (p=%s n=%d+%d, from 0)", head, c.Shift.Lo, c.Shift.Hi, fmtP(c.PAdj), c.N, c.M)
 	case math.IsNaN(c.Ratio.Est):
 		return fmt.Sprintf("? (n=%d+%d)", c.N, c.M)
 	}

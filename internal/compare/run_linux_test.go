@@ -162,7 +162,12 @@ func TestSweepGOMAXPROCS(t *testing.T) {
 		sides = append(sides, Side{Name: "GOMAXPROCS=" + v, Command: cmd, Env: []string{"GOMAXPROCS=" + v}})
 	}
 	cfg := quick(sides...)
-	cfg.Windows, cfg.Sweep = 6, "GOMAXPROCS"
+	// 10 windows a side, so the rounds pair up: a clean-clone CI run
+	// under the race detector had 6 a side overlap (GOMAXPROCS=1 2.8-4.3%,
+	// 8 4.0-7.0% of a core) and the unpaired tests left CPU undecided;
+	// with 10 pairs the signed-rank test takes out what moved between
+	// rounds.
+	cfg.Windows, cfg.Sweep = 10, "GOMAXPROCS"
 	// One process a value, kept: with a fresh process per 400 ms window the
 	// start-up weighed on each window (CPU spread 3.3-6.6% on both sides in
 	// a CI run, and 1 of 3 runs undecided with a second of warm-up).

@@ -589,20 +589,48 @@ func RatioCI(a, b []float64, conf float64) Ratio {
 			return Ratio{Est: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), Method: "none"}
 		}
 	}
-	diffs := make([]float64, 0, n*m)
-	for _, y := range lb {
-		for _, x := range la {
-			diffs = append(diffs, y-x)
-		}
-	}
-	sort.Float64s(diffs)
-	est := median(diffs)
-	k := hlRank(n, m, conf) // 1-based: the interval is diffs[k-1], diffs[nm-k]
-	lo, hi := diffs[k-1], diffs[n*m-k]
+	est, lo, hi := hlShift(la, lb, conf)
 	if useLog {
 		return Ratio{Est: math.Exp(est), Lo: math.Exp(lo), Hi: math.Exp(hi), Method: "hodges-lehmann-log"}
 	}
 	return Ratio{Est: 1 + est/scale, Lo: 1 + lo/scale, Hi: 1 + hi/scale, Method: "hodges-lehmann-shift"}
+}
+
+// Shift is B - A in the metric's own unit with its confidence interval:
+// the Hodges-Lehmann estimate of the shift and its distribution-free
+// interval (ShiftCI).
+type Shift struct {
+	Est float64 `json:"est"`
+	Lo  float64 `json:"lo"`
+	Hi  float64 `json:"hi"`
+}
+
+// ShiftCI estimates B - A with a confidence interval at level conf, the
+// way RatioCI does for the raw values. It stands in for the ratio where
+// A's median is 0 (a syscall one side never makes), which no ratio can
+// express. Either sample empty: NaN.
+func ShiftCI(a, b []float64, conf float64) Shift {
+	if len(a) == 0 || len(b) == 0 {
+		return Shift{Est: math.NaN(), Lo: math.NaN(), Hi: math.NaN()}
+	}
+	est, lo, hi := hlShift(a, b, conf)
+	return Shift{Est: est, Lo: lo, Hi: hi}
+}
+
+// hlShift is the Hodges-Lehmann estimate of the shift from a to b (the
+// median of all n*m differences b_j - a_i) and the interval between the
+// differences ranked k and n*m+1-k, k from hlRank. Both non-empty.
+func hlShift(a, b []float64, conf float64) (est, lo, hi float64) {
+	n, m := len(a), len(b)
+	diffs := make([]float64, 0, n*m)
+	for _, y := range b {
+		for _, x := range a {
+			diffs = append(diffs, y-x)
+		}
+	}
+	sort.Float64s(diffs)
+	k := hlRank(n, m, conf) // 1-based: the interval is diffs[k-1], diffs[nm-k]
+	return median(diffs), diffs[k-1], diffs[n*m-k]
 }
 
 // hlRank returns k (1-based, at least 1) such that the k-th smallest and
