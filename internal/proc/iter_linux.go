@@ -188,7 +188,7 @@ func newTaskIter(skipKernel bool) (*taskIter, error) {
 	// here, before 30 ms of BTF are spent on a program that could not load.
 	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
 	if err != nil {
-		return nil, fmt.Errorf("task iterator: %w", bpfErr(err))
+		return nil, fmt.Errorf("task iterator: %w", BPFErr(err))
 	}
 	m.Close()
 	spec, err := btf.LoadKernelSpec()
@@ -362,12 +362,12 @@ func newTaskIter(skipKernel bool) (*taskIter, error) {
 		License:      "GPL",
 	}, ebpf.ProgramOptions{KernelTypes: spec})
 	if err != nil {
-		return nil, fmt.Errorf("task iterator: load: %w", bpfErr(err))
+		return nil, fmt.Errorf("task iterator: load: %w", BPFErr(err))
 	}
 	l, err := link.AttachIter(link.IterOptions{Program: prog})
 	if err != nil {
 		prog.Close()
-		return nil, fmt.Errorf("task iterator: attach: %w", bpfErr(err))
+		return nil, fmt.Errorf("task iterator: attach: %w", BPFErr(err))
 	}
 	return &taskIter{prog: prog, link: l, buf: make([]byte, 64<<10), io: !b.missing["io"]}, nil
 }
@@ -413,9 +413,9 @@ func rssInsns(task, mm, pc *btf.Struct, at int16) (asm.Instructions, error) {
 	return append(insns, asm.Mov.Imm(asm.R2, 0).WithSymbol("rss_done")), nil
 }
 
-// bpfErr says what a missing privilege means, in place of cilium/ebpf's
+// BPFErr says what a missing privilege means, in place of cilium/ebpf's
 // longer message (which suggests the memlock limit, not the cause here).
-func bpfErr(err error) error {
+func BPFErr(err error) error {
 	for _, e := range []unix.Errno{unix.EPERM, unix.EACCES} {
 		if errors.Is(err, e) {
 			return fmt.Errorf("bpf(2): %w (needs root, or CAP_BPF and CAP_PERFMON)", e)

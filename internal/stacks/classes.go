@@ -64,6 +64,23 @@ var classRank = func() map[Class]int {
 	return m
 }()
 
+// syscallPrefixes begin the names of a system call's kernel functions: its
+// entry (__x64_sys_read) and, for a call defined with SYSCALL_DEFINE, its
+// body (__do_sys_gettid), which shares the entry's address when the entry
+// is only a jump to it. At a shared address the kernel's own lookup names
+// the first alias and /proc/kallsyms lists both.
+var syscallPrefixes = []string{"__x64_sys_", "__arm64_sys_", "__do_sys_", "__se_sys_"}
+
+// syscallFunc returns the system call a kernel function belongs to, or "".
+func syscallFunc(fn string) string {
+	for _, p := range syscallPrefixes {
+		if name, ok := strings.CutPrefix(fn, p); ok && name != "" {
+			return name
+		}
+	}
+	return ""
+}
+
 // classify returns the class of a stack given leaf first.
 func classify(frames []SymFrame, mode Mode) Class {
 	best, rank := Class(""), len(runtimeClasses)
@@ -74,10 +91,8 @@ func classify(frames []SymFrame, mode Mode) Class {
 			switch {
 			case f.Func == KernelTimeNotSampled:
 				return ClassNotSampled
-			case syscall == "" && strings.HasPrefix(f.Func, "__x64_sys_"):
-				syscall = strings.TrimPrefix(f.Func, "__x64_sys_")
-			case syscall == "" && strings.HasPrefix(f.Func, "__arm64_sys_"):
-				syscall = strings.TrimPrefix(f.Func, "__arm64_sys_")
+			case syscall == "" && syscallFunc(f.Func) != "":
+				syscall = syscallFunc(f.Func)
 			case strings.HasPrefix(f.Func, "entry_SYSCALL") || f.Func == "do_syscall_64":
 				entry = true
 			case strings.Contains(f.Func, "page_fault"):

@@ -278,8 +278,18 @@ func kallsymsLine(l string) (addr uint64, name, n int, ok bool) {
 // lookup returns the symbol containing addr (the closest one at or below
 // it).
 func (k *kernelSyms) lookup(addr uint64) (string, bool) {
-	if k.zero || len(k.syms) == 0 {
+	i := k.find(addr)
+	if i < 0 {
 		return "", false
+	}
+	s := k.syms[i]
+	return k.text[s.off : s.off+s.n], true
+}
+
+// find returns the index in k.syms of the symbol containing addr, or -1.
+func (k *kernelSyms) find(addr uint64) int {
+	if k.zero || len(k.syms) == 0 {
+		return -1
 	}
 	// The first symbol above addr; the one before it holds addr.
 	lo, hi := 0, len(k.syms)
@@ -291,11 +301,7 @@ func (k *kernelSyms) lookup(addr uint64) (string, bool) {
 			lo = m + 1
 		}
 	}
-	if lo == 0 {
-		return "", false
-	}
-	s := k.syms[lo-1]
-	return k.text[s.off : s.off+s.n], true
+	return lo - 1
 }
 
 // usable reports whether kernel addresses can be named, and if not why.

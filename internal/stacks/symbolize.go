@@ -59,11 +59,12 @@ type Profile struct {
 const KernelTimeNotSampled = "[kernel time, not sampled]"
 
 // Symbolize names every address of raw: Go code from pclntab (with inlined
-// frames), other code from ELF symbols, the kernel from /proc/kallsyms.
+// frames), other code from ELF symbols, the kernel through BPF or from
+// /proc/kallsyms (kernelNames).
 func Symbolize(raw *Raw) *Profile {
 	p := &Profile{Raw: raw}
-	ks := loadKallsyms()
-	if ok, why := ks.usable(); !ok && !raw.UserOnly {
+	kernNames, why := kernelNames(raw)
+	if why != "" {
 		raw.Notes = append(raw.Notes, why)
 	}
 	// Mappings: the executable's first, the kernel's last.
@@ -100,7 +101,7 @@ func Symbolize(raw *Raw) *Profile {
 			f, ok := kernCache[a]
 			if !ok {
 				f = SymFrame{Kernel: true, Addr: a, Map: -1}
-				if name, ok := ks.lookup(a); ok {
+				if name := kernNames[a]; name != "" {
 					f.Func = name
 				} else {
 					f.Func, f.Unknown = fmt.Sprintf("[kernel] %#x", a), true
@@ -223,3 +224,40 @@ func indexOf(ms []mapping, m *mapping) int {
 // not where goroutines wait (that happens in user space). Left out unless
 // Options.OffCPUAll.
 var idleOffCPU = map[Class]bool{ClassIdle: true, ClassSysmon: true, ClassScheduler: true, ClassNetpoll: true}
+
+// kernelNames names every distinct kernel address of raw's stacks ("" for
+// an address without a name): through the kernel's own lookup where BPF is
+// allowed (bpfKernelNames: microseconds for a profile's few hundred
+// addresses), else from /proc/kallsyms, read only when some stack has a
+// kernel frame. why says why kernel frames stay addresses, or is "".
+func kernelNames(raw *Raw) (names map[uint64]string, why string) {
+	names = map[uint64]string{}
+	var addrs []uint64
+	for _, list := range [][]*Stack{raw.Stacks, raw.OffCPU} {
+		for _, st := range list {
+			for _, a := range st.Kernel {
+				if _, ok := names[a]; !ok {
+					names[a] = ""
+					addrs = append(addrs, a)
+				}
+			}
+		}
+	}
+	if len(addrs) == 0 {
+		return names, ""
+	}
+	if got, err := bpfKernelNames(addrs); err == nil {
+		for i, a := range addrs {
+			names[a] = got[i]
+		}
+		return names, ""
+	}
+	ks := loadKallsyms()
+	if ok, why := ks.usable(); !ok {
+		return names, why
+	}
+	for _, a := range addrs {
+		names[a], _ = ks.lookup(a)
+	}
+	return names, ""
+}
