@@ -399,7 +399,7 @@ func (r *runner) setupSyscalls() {
 		p.Syscalls = "not counted (--syscalls off)"
 		return
 	}
-	all, err := syscalls.SyscallEvents(syscalls.HostArch)
+	all, err := syscalls.SyscallEventsNamed(syscalls.HostArch, countedSyscalls)
 	var tot syscalls.Event
 	if err == nil {
 		tot, err = syscalls.TotalEvent()
@@ -409,11 +409,7 @@ func (r *runner) setupSyscalls() {
 		r.sysWhy = err.Error()
 		return
 	}
-	for _, e := range all {
-		if slices.Contains(countedSyscalls, e.Name) {
-			r.events = append(r.events, e)
-		}
-	}
+	r.events = all
 	r.total = &tot
 	p.SyscallSeconds = r.cfg.SyscallWindow.Seconds()
 	// One BPF program per process costs one RCU grace period to release

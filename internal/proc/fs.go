@@ -66,9 +66,13 @@ func (fs FS) OnlineCPUs() (int, error) {
 	return n, nil
 }
 
-// AllowedCPUs returns the CPUs process pid may run on, from the
+// AllowedCPUs returns the CPUs process pid may run on: from
+// sched_getaffinity where ROOT is this process's procfs, else from the
 // Cpus_allowed_list line of ROOT/PID/status.
 func (fs FS) AllowedCPUs(pid int) ([]int, error) {
+	if cpus, ok := fs.affinity(pid); ok {
+		return cpus, nil
+	}
 	b, err := os.ReadFile(fs.PID(pid, "status"))
 	if err != nil {
 		return nil, fmt.Errorf("read allowed CPUs of process %d: %w", pid, goneErr(pid, err))

@@ -253,10 +253,7 @@ func (r *Reader) Close() error {
 
 // ownPIDNamespace reports whether the /proc root is a procfs of this
 // process's PID namespace (its "self" names this process).
-func (r *Reader) ownPIDNamespace() bool {
-	self, err := os.Readlink(r.root + "/self")
-	return err == nil && self == strconv.Itoa(os.Getpid())
-}
+func (r *Reader) ownPIDNamespace() bool { return NewFS(r.root).ownNamespace() }
 
 // openTaskIter sets up Options.TasksFromBPF, or says in r.itOff why it
 // cannot be used.

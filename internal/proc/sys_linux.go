@@ -56,6 +56,19 @@ func rawBuf(nr uintptr, fd int, p []byte) (int, error) {
 	return int(n), rawErr(e)
 }
 
+// rawExited reports whether the process pidfd refers to has exited (its
+// pidfd polls readable: a zombie, or reaped), with a ppoll that does not
+// wait.
+func rawExited(pidfd int) (bool, error) {
+	fds := [1]unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	var ts unix.Timespec
+	n, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	if e != 0 {
+		return false, e
+	}
+	return n > 0 && fds[0].Revents&(unix.POLLIN|unix.POLLHUP) != 0, nil
+}
+
 func rawClose(fd int) error {
 	_, _, e := unix.RawSyscall(unix.SYS_CLOSE, uintptr(fd), 0, 0)
 	return rawErr(e)

@@ -23,7 +23,13 @@ type TaskLister struct {
 	fs     FS
 	pid    int
 	taskfd int
-	statfd int // opened at the first listing that shows the leader alone
+	// pidfd refers to the process (pidfd_open, Linux 5.3): it polls
+	// readable once the process has exited, which tells an exited leader
+	// left alone in the listing without reading its stat. -1 where it
+	// could not be opened; statfd is then opened at the first listing
+	// that shows the leader alone.
+	pidfd  int
+	statfd int
 	buf    []byte
 }
 
@@ -42,7 +48,15 @@ func (fs FS) NewTaskLister(pid int) (*TaskLister, error) {
 		}
 		return nil, fmt.Errorf("list threads of process %d: %w", pid, err)
 	}
-	return &TaskLister{fs: fs, pid: pid, taskfd: fd, statfd: -1, buf: make([]byte, 4096)}, nil
+	l := &TaskLister{fs: fs, pid: pid, taskfd: fd, pidfd: -1, statfd: -1, buf: make([]byte, 4096)}
+	if fs.ownNamespace() {
+		// Opened after the directory, so it refers to the process listed
+		// or, were the PID reused in between, the listing fails first.
+		if pfd, err := unix.PidfdOpen(pid, 0); err == nil {
+			l.pidfd = pfd
+		}
+	}
+	return l, nil
 }
 
 // List appends the process's thread IDs to dst[:0], in the directory's
@@ -84,9 +98,20 @@ func (l *TaskLister) List(dst []int) ([]int, error) {
 	return dst, nil
 }
 
-// checkLeader reads the leader's state from its stat file: a leader left
-// alone that has exited (a zombie) means the process is gone.
+// checkLeader tells whether a leader left alone has exited (a zombie),
+// which means the process is gone: from its pidfd, else from its stat
+// file.
 func (l *TaskLister) checkLeader() error {
+	if l.pidfd >= 0 {
+		exited, err := rawExited(l.pidfd)
+		if err != nil {
+			return l.err(err)
+		}
+		if exited {
+			return fmt.Errorf("list threads of process %d: %w (%w)", l.pid, ErrProcessGone, ErrZombie)
+		}
+		return nil
+	}
 	if l.statfd < 0 {
 		fd, err := unix.Open(l.fs.PID(l.pid, "stat"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -116,7 +141,7 @@ func (l *TaskLister) err(err error) error {
 // Close closes the lister's descriptors.
 func (l *TaskLister) Close() error {
 	var errs []error
-	for _, fd := range []*int{&l.taskfd, &l.statfd} {
+	for _, fd := range []*int{&l.taskfd, &l.pidfd, &l.statfd} {
 		if *fd >= 0 {
 			if err := unix.Close(*fd); err != nil {
 				errs = append(errs, fmt.Errorf("close thread lister of process %d: %w", l.pid, err))

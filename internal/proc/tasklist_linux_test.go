@@ -102,6 +102,14 @@ func TestTaskLister(t *testing.T) {
 // a zombie, and after it is reaped (the lister's descriptors then refer to
 // a process that no longer exists, whatever takes its PID).
 func TestTaskListerGone(t *testing.T) {
+	// The exit is told from the process's pidfd, or from its stat file
+	// where no pidfd could be opened.
+	for _, mode := range []string{"pidfd", "stat"} {
+		t.Run(mode, func(t *testing.T) { taskListerGone(t, mode == "stat") })
+	}
+}
+
+func taskListerGone(t *testing.T, noPidfd bool) {
 	cmd := exec.Command("sh", "-c", "read x")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -116,8 +124,18 @@ func TestTaskListerGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	if l.pidfd < 0 {
+		t.Fatal("no pidfd opened for a process of this PID namespace")
+	}
+	if noPidfd {
+		unix.Close(l.pidfd)
+		l.pidfd = -1
+	}
 	if tids, err := l.List(nil); err != nil || !slices.Equal(tids, []int{pid}) {
 		t.Fatalf("a live shell: %v, %v", tids, err)
+	}
+	if (l.statfd >= 0) != noPidfd {
+		t.Errorf("stat file open %v with the pidfd %s", l.statfd >= 0, map[bool]string{true: "closed", false: "open"}[noPidfd])
 	}
 	stdin.Close()
 	// Unreaped: a zombie, once its stat says so.

@@ -23,21 +23,30 @@ var ErrTooManyFDs = errors.New("not enough file descriptors for one counter per 
 // SyscallEvents lists the kernel's syscalls:sys_enter_* tracepoints with
 // their perf ids, named with the table for a (tracepoint names the table
 // does not know keep the tracepoint's spelling and Nr -1).
-func SyscallEvents(a Arch) ([]Event, error) {
+func SyscallEvents(a Arch) ([]Event, error) { return SyscallEventsNamed(a, nil) }
+
+// SyscallEventsNamed is SyscallEvents for the syscalls named in keep only
+// (all with keep nil): a tracepoint's id is a tracefs file to read, and
+// reading the ~360 of them costs some 10 ms where a view counts a few
+// dozen.
+func SyscallEventsNamed(a Arch, keep []string) ([]Event, error) {
 	tps, err := perf.Tracepoints("syscalls", "sys_enter_")
 	if err != nil {
 		return nil, err
 	}
 	evs := make([]Event, 0, len(tps))
 	for _, tp := range tps {
-		id, err := perf.TracepointID("syscalls", tp)
-		if err != nil {
-			return nil, err
-		}
 		name := strings.TrimPrefix(tp, "sys_enter_")
 		nr, ok := Number(a, name)
 		if ok {
 			name = Name(a, nr)
+		}
+		if keep != nil && !slices.Contains(keep, name) {
+			continue
+		}
+		id, err := perf.TracepointID("syscalls", tp)
+		if err != nil {
+			return nil, err
 		}
 		evs = append(evs, Event{Name: name, Nr: nr, ID: id})
 	}

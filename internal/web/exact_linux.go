@@ -56,15 +56,9 @@ func (b *bpfCounter) close() { b.c.Close() }
 
 // newExactCounter attaches an exact counter to pid and names how it counts.
 func newExactCounter(pid int) (exactCounter, string, error) {
-	all, err := syscalls.SyscallEvents(syscalls.HostArch)
+	events, err := syscalls.SyscallEventsNamed(syscalls.HostArch, exactNames)
 	if err != nil {
 		return nil, "", fmt.Errorf("list syscall tracepoints: %w", err)
-	}
-	var events []syscalls.Event
-	for _, e := range all {
-		if slices.Contains(exactNames, e.Name) {
-			events = append(events, e)
-		}
 	}
 	total, err := syscalls.TotalEvent()
 	if err != nil {

@@ -28,15 +28,9 @@ var attachMu sync.Mutex
 
 // Look implements Look.
 func (l SyscallsLook) Look(ctx context.Context, pid int, d time.Duration, w *Window) error {
-	all, err := syscalls.SyscallEvents(syscalls.HostArch)
+	events, err := syscalls.SyscallEventsNamed(syscalls.HostArch, doctorSyscalls)
 	if err != nil {
 		return fmt.Errorf("list syscall tracepoints: %w", err)
-	}
-	var events []syscalls.Event
-	for _, e := range all {
-		if slices.Contains(doctorSyscalls, e.Name) {
-			events = append(events, e)
-		}
 	}
 	// Attaching can wait on the kernel's tracepoint mutex for as long as
 	// another process takes to release its own events (minutes were seen
