@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
 	"strings"
 
 	"github.com/gosleuth/gosleuth/internal/goruntime"
@@ -180,4 +182,16 @@ func checkURLs(pprofURL, metricsURL string) error {
 		}
 	}
 	return nil
+}
+
+// oneP runs the command's goroutines on one P unless GOMAXPROCS is set:
+// its loops wait far more than they compute, and more Ps only add threads
+// woken to run a goroutine another thread could have run, each wake-up a
+// thread switch (tens of microseconds on a virtual machine), which
+// gosleuth must not show the waste it looks for. The command sets it, not
+// the library: tests and other callers keep theirs.
+func oneP() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 }

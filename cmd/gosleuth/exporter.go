@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"runtime"
 	"time"
 
@@ -126,10 +125,7 @@ func runExporter(ctx context.Context, f *exporterFlags, stderr io.Writer, ready 
 	if runtime.GOOS != "linux" {
 		return errors.New("exporter reads /proc and runs on Linux only")
 	}
-	// One background sampler and a few scrapes need little parallelism.
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
+	oneP()
 	// The port is taken first: one in use fails at once, and a scrape
 	// that comes while the reader is set up (the kernel's BTF for the
 	// task iterator: seconds on a saturated host) waits in the listen

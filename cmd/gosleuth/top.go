@@ -129,13 +129,7 @@ func runTop(ctx context.Context, f *topFlags, args []string, stdout, stderr io.W
 	if err := checkTargets(f.root, f.pids...); err != nil {
 		return err
 	}
-	// One collector loop needs one P; more only add idle
-	// threads that spin and park (gosleuth must not show the
-	// waste it looks for). The command sets it, not the
-	// library: tests and other callers keep theirs.
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
+	oneP()
 	cfg := top.Config{
 		Interval: f.interval,
 		PIDs:     f.pids,

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"runtime"
 	"time"
 
@@ -91,12 +90,7 @@ func runWeb(ctx context.Context, f *webFlags, stderr io.Writer, ready chan<- str
 	if err := checkTargets(f.procRoot, f.pids...); err != nil {
 		return err
 	}
-	// One sampler per watched process and a few idle connections need
-	// little parallelism; more Ps only add idle threads that spin and
-	// park. The command sets it, not the library.
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
+	oneP()
 	srv, err := web.New(web.Config{PIDs: f.pids, ProcRoot: f.procRoot, History: f.history,
 		Linger: max(f.linger, time.Millisecond), AnyHost: !loopback})
 	if err != nil {
