@@ -33,10 +33,6 @@ type TaskLister struct {
 	buf    []byte
 }
 
-// direntMax is more than the largest entry getdents64 writes for a thread:
-// 19 bytes of header, 10 digits and a NUL, rounded up to 8.
-const direntMax = 64
-
 // NewTaskLister opens the task directory of process pid. A process that is
 // gone gives an error wrapping ErrProcessGone.
 func (fs FS) NewTaskLister(pid int) (*TaskLister, error) {
@@ -79,13 +75,11 @@ func (l *TaskLister) List(dst []int) ([]int, error) {
 		if n <= 0 {
 			break
 		}
+		// Only a call that returns nothing ends the listing: one that
+		// left room in the buffer need not have reached the end (the
+		// task directory of a process creating threads was seen to
+		// answer "." and ".." alone, then its threads at the next call).
 		forEachNumericDirent(l.buf[:n], func(id uint64) { dst = append(dst, int(id)) })
-		if n <= len(l.buf)-direntMax {
-			// The kernel fills the buffer until the next entry
-			// does not fit: with room for one left, the listing
-			// has ended (and a second call would only say so).
-			break
-		}
 	}
 	if len(dst) == 0 {
 		return dst, fmt.Errorf("list threads of process %d: %w", l.pid, ErrProcessGone)
