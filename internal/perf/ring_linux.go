@@ -133,6 +133,16 @@ func (r *Ring) Lost() uint64 { return r.lost }
 // Records returns how many records Read has passed to its callbacks.
 func (r *Ring) Records() uint64 { return r.records }
 
+// Fill is the share of the ring's data pages holding records not yet
+// read: a reader that finds it high polls too seldom to keep up.
+func (r *Ring) Fill() float64 {
+	if len(r.data) == 0 {
+		return 0
+	}
+	head := atomic.LoadUint64(&r.meta.Data_head)
+	return float64(head-r.meta.Data_tail) / float64(len(r.data))
+}
+
 // Wait blocks until the ring has data to read (as set by the attr's wakeup
 // fields), the event's thread exits (POLLHUP), or timeout passes. It reports
 // whether the descriptor became ready.

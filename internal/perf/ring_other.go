@@ -34,6 +34,9 @@ func (r *Ring) Lost() uint64 { return 0 }
 // Records returns 0.
 func (r *Ring) Records() uint64 { return 0 }
 
+// Fill returns 0.
+func (r *Ring) Fill() float64 { return 0 }
+
 // Wait fails.
 func (r *Ring) Wait(time.Duration) (bool, error) { return false, ErrNotSupportedOnOS }
 

@@ -18,12 +18,48 @@ import (
 )
 
 const (
-	ringPages    = 8   // data pages per thread: room for ~40 samples
-	stackDump    = 128 // bytes of user stack copied with each sample
-	pollInterval = 100 * time.Millisecond
+	ringPages = 8   // data pages per thread: room for ~40 samples
+	stackDump = 128 // bytes of user stack copied with each sample
 )
 
+// The sampler drains its rings and looks for new threads every
+// pollInterval, and adapts: sooner (down to pollMin) while a ring is found
+// more than half full, since a full ring loses samples; later (up to
+// pollMax) once quietPolls polls in a row found no thread come or go and
+// every ring under an eighth full. Each poll is a wake-up of gosleuth
+// (on a virtual machine some 50 us of thread switches and of the Go
+// runtime's sysmon, which wakes at each timer), and a target that barely
+// runs, such as a shell the doctor looks at, needs few; a thread that
+// appears after such a quiet spell is still picked up within pollMax.
+const (
+	pollInterval = 100 * time.Millisecond
+	pollMin      = 25 * time.Millisecond
+	pollMax      = 200 * time.Millisecond
+	quietPolls   = 10
+)
+
+// nextPoll returns the wait before the next poll after one that waited
+// cur, found the fullest ring at fill and changed threads or not; quiet
+// counts the polls in a row without a change, and is updated.
+func nextPoll(cur time.Duration, fill float64, changed bool, quiet *int) time.Duration {
+	switch {
+	case fill > 0.5:
+		*quiet = 0
+		return max(cur/2, pollMin)
+	case changed:
+		*quiet = 0
+		return min(cur, pollInterval)
+	}
+	*quiet++
+	if *quiet >= quietPolls && fill < 0.125 {
+		return pollMax
+	}
+	return cur
+}
+
 type sampler struct {
+	// gone counts the threads the Follower saw end.
+	gone     int
 	opts     Options
 	fs       proc.FS
 	raw      *Raw
@@ -143,7 +179,8 @@ func Sample(ctx context.Context, opts Options) (*Raw, error) {
 		defer timer.Stop()
 		deadline = timer.C
 	}
-	tick := time.NewTicker(pollInterval)
+	every, quiet := pollInterval, 0
+	tick := time.NewTimer(every)
 	defer tick.Stop()
 	lastOK := false
 	nextSnap, nextProgress := time.Now().Add(pollInterval), time.Now().Add(time.Second)
@@ -155,10 +192,12 @@ loop:
 		case <-deadline:
 			break loop
 		case now := <-tick.C:
-			s.drain()
+			fill := s.drain()
+			threads := s.raw.ThreadsSeen
 			// An exited process not yet reaped (a zombie) ends the
 			// window here too: the Follower's thread listing tells it
 			// (proc.FS.TaskIDs) at no extra read.
+			gone := s.gone
 			if err := s.follow(fol); err != nil {
 				if errors.Is(err, perf.ErrExited) {
 					s.raw.Exited = true
@@ -166,6 +205,8 @@ loop:
 				}
 				return nil, err
 			}
+			every = nextPoll(every, fill, s.raw.ThreadsSeen != threads || s.gone != gone, &quiet)
+			tick.Reset(every)
 			if now.After(nextSnap) {
 				if firstOK {
 					lastOK = takeLast() || lastOK
@@ -329,6 +370,7 @@ func (s *sampler) attr() unix.PerfEventAttr {
 // follow opens events on new threads and closes those of gone ones.
 func (s *sampler) follow(fol *perf.Follower) error {
 	added, gone, err := fol.Poll()
+	s.gone += len(gone)
 	for _, t := range gone {
 		if r := s.rings[t.TID]; r != nil {
 			s.read(r, false)
@@ -452,18 +494,25 @@ func (s *sampler) pages() int {
 	return ringPages
 }
 
-func (s *sampler) drain() {
+// drain reads every ring and returns the fill of the fullest before it was
+// read.
+func (s *sampler) drain() float64 {
+	var fill float64
 	for _, r := range s.cpuRings {
+		fill = max(fill, r.Fill())
 		s.read(r, true)
 	}
 	for _, r := range s.rings {
+		fill = max(fill, r.Fill())
 		s.read(r, false)
 	}
 	if s.off != nil {
 		for _, r := range s.off.rings {
+			fill = max(fill, r.Fill())
 			s.readOff(r)
 		}
 	}
+	return fill
 }
 
 func (s *sampler) closeAll() {

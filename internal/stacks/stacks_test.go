@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -678,4 +679,36 @@ func compareWithGosym(t *testing.T, bin string, funcStep int, pcStep uint64) (o 
 		}
 	}
 	return o, n, bad, inlined
+}
+
+// TestNextPoll: the sampler polls sooner while a ring fills, at the usual
+// pace while threads come and go, and later only after a quiet spell.
+func TestNextPoll(t *testing.T) {
+	type poll struct {
+		fill    float64
+		changed bool
+	}
+	quietSpell := make([]poll, quietPolls)
+	for _, tc := range []struct {
+		name  string
+		polls []poll
+		want  time.Duration
+	}{
+		{"first poll", []poll{{0, true}}, pollInterval},
+		{"a filling ring", []poll{{0.6, false}}, pollInterval / 2},
+		{"a ring filling poll after poll", []poll{{0.6, false}, {0.7, false}, {0.9, false}, {0.9, false}}, pollMin},
+		{"quiet, but not for long", quietSpell[1:], pollInterval},
+		{"a quiet spell", quietSpell, pollMax},
+		{"a quiet spell, then a new thread", append(slices.Clone(quietSpell), poll{0, true}), pollInterval},
+		{"a quiet spell with a ring a quarter full", append(slices.Clone(quietSpell[1:]), poll{0.25, false}), pollInterval},
+		{"back to quiet after a fill", append([]poll{{0.6, false}}, quietSpell...), pollMax},
+	} {
+		every, quiet := pollInterval, 0
+		for _, p := range tc.polls {
+			every = nextPoll(every, p.fill, p.changed, &quiet)
+		}
+		if every != tc.want {
+			t.Errorf("%s: next poll in %v, want %v", tc.name, every, tc.want)
+		}
+	}
 }
