@@ -63,6 +63,11 @@ func rawExited(pidfd int) (bool, error) {
 	fds := [1]unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
 	var ts unix.Timespec
 	n, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	for e == unix.EINTR {
+		// ppoll is not restarted after a signal handler ran (the Go
+		// runtime's preemption signal, for one), even without a wait.
+		n, _, e = unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	}
 	if e != 0 {
 		return false, e
 	}

@@ -69,6 +69,9 @@ func (l *TaskLister) List(dst []int) ([]int, error) {
 	}
 	for {
 		n, err := rawGetdents(l.taskfd, l.buf)
+		if err == unix.EINTR {
+			continue
+		}
 		if err != nil {
 			return dst, l.err(err)
 		}
