@@ -62,16 +62,19 @@ func rawBuf(nr uintptr, fd int, p []byte) (int, error) {
 func rawExited(pidfd int) (bool, error) {
 	fds := [1]unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
 	var ts unix.Timespec
-	n, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-	for e == unix.EINTR {
-		// ppoll is not restarted after a signal handler ran (the Go
-		// runtime's preemption signal, for one), even without a wait.
-		n, _, e = unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-	}
-	if e != 0 {
+	for {
+		n, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		switch e {
+		case unix.EINTR:
+			// ppoll is not restarted after a signal handler ran (the
+			// Go runtime's preemption signal, for one), even without
+			// a wait.
+			continue
+		case 0:
+			return n > 0 && fds[0].Revents&(unix.POLLIN|unix.POLLHUP) != 0, nil
+		}
 		return false, e
 	}
-	return n > 0 && fds[0].Revents&(unix.POLLIN|unix.POLLHUP) != 0, nil
 }
 
 func rawClose(fd int) error {

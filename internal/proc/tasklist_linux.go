@@ -99,31 +99,34 @@ func (l *TaskLister) List(dst []int) ([]int, error) {
 // which means the process is gone: from its pidfd, else from its stat
 // file.
 func (l *TaskLister) checkLeader() error {
+	exited, err := l.leaderExited()
+	if err != nil {
+		return l.err(err)
+	}
+	if exited {
+		return fmt.Errorf("list threads of process %d: %w (%w)", l.pid, ErrProcessGone, ErrZombie)
+	}
+	return nil
+}
+
+// leaderExited asks the pidfd, or where there is none the stat file,
+// whether the leader has exited.
+func (l *TaskLister) leaderExited() (bool, error) {
 	if l.pidfd >= 0 {
-		exited, err := rawExited(l.pidfd)
-		if err != nil {
-			return l.err(err)
-		}
-		if exited {
-			return fmt.Errorf("list threads of process %d: %w (%w)", l.pid, ErrProcessGone, ErrZombie)
-		}
-		return nil
+		return rawExited(l.pidfd)
 	}
 	if l.statfd < 0 {
 		fd, err := unix.Open(l.fs.PID(l.pid, "stat"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return l.err(err)
+			return false, err
 		}
 		l.statfd = fd
 	}
 	n, err := rawPread(l.statfd, l.buf, 0)
 	if err != nil {
-		return l.err(err)
+		return false, err
 	}
-	if statExited(l.buf[:max(n, 0)]) {
-		return fmt.Errorf("list threads of process %d: %w (%w)", l.pid, ErrProcessGone, ErrZombie)
-	}
-	return nil
+	return statExited(l.buf[:max(n, 0)]), nil
 }
 
 // err names an error of a listing; the errors a reaped process's
