@@ -79,7 +79,7 @@ It listens on loopback unless --listen names another address (for a fleet:
 			fs.IntVar(&f.maxSeries, "max-series", 5000, "cap on group series (about 10 per group)")
 			fs.IntVar(&f.topN, "top", 20, "processes by CPU named with their PID")
 			fs.StringVar(&f.procRoot, "proc", "/proc", "procfs mount `path`")
-			fs.BoolVar(&f.bpf, "bpf", true, "read every thread's scheduler and switch counts with one BPF task iterator a sample where allowed (root), else files: every thread exact at every sample, the same CPU as the files' idle back-off on a quiet host and half of it under process churn, for about 4 MB more RSS (the kernel's BTF, read once); --bpf=false: files only")
+			fs.BoolVar(&f.bpf, "bpf", true, "read threads' scheduler and switch counts through a BPF task iterator where allowed (root), else files: every task once in --idle-every and in between the processes that ran lately and new ones, one iterator read each; three quarters of the CPU of the files' idle back-off on a quiet host and half of it under process churn, for about 4 MB more RSS (the kernel's BTF, read once); --bpf=false: files only")
 			fs.BoolVar(&f.runtime, "runtime", true, "read the Go runtime of processes that have gosleuth's agent (gosleuth_go_* series per group)")
 			fs.DurationVar(&f.doctorEvery, "doctor-every", 5*time.Minute, "run the doctor over the host this `often` (0: never)")
 			fs.DurationVar(&f.doctorWindow, "doctor-window", 10*time.Second, "the doctor's observation `window`")

@@ -179,6 +179,10 @@ type taskIter struct {
 	// io: the kernel keeps per-task syscall counts (CONFIG_TASK_XACCT),
 	// and records carry them.
 	io bool
+	// pidLinks are links of the same program bound to one process's
+	// threads (the iterator's pid option, Linux 6.1), by PID: readPIDs
+	// keeps those of the processes it reads until dropLinks.
+	pidLinks map[int32]int
 }
 
 // newTaskIter loads the iterator program. With skipKernel, kernel threads
@@ -369,7 +373,7 @@ func newTaskIter(skipKernel bool) (*taskIter, error) {
 		prog.Close()
 		return nil, fmt.Errorf("task iterator: attach: %w", BPFErr(err))
 	}
-	return &taskIter{prog: prog, link: l, buf: make([]byte, 64<<10), io: !b.missing["io"]}, nil
+	return &taskIter{prog: prog, link: l, buf: make([]byte, 64<<10), io: !b.missing["io"], pidLinks: map[int32]int{}}, nil
 }
 
 // rssInsns returns the code that stores a leader's resident pages at at:
@@ -493,18 +497,82 @@ type iterCreate struct {
 	linkFD, flags uint32
 }
 
-const bpfIterCreate = 33 // BPF_ITER_CREATE
+// linkCreateIter is BPF_LINK_CREATE's attribute for an iterator, and
+// iterTaskInfo the task iterator's part of union bpf_iter_link_info.
+type linkCreateIter struct {
+	progFD, targetFD, attachType, flags uint32
+	iterInfo                            uint64
+	iterInfoLen                         uint32
+	_                                   uint32
+}
 
-// read runs the iterator and parses its records into it.recs, sorted by
-// TID. It counts its system calls in *reads.
+type iterTaskInfo struct {
+	tid, pid, pidFD, _ uint32
+}
+
+const (
+	bpfIterCreate = 33 // BPF_ITER_CREATE
+	bpfLinkCreate = 28 // BPF_LINK_CREATE
+)
+
+// read runs the iterator over every task and parses its records into
+// it.recs, sorted by TID. It counts its system calls in *reads.
 func (it *taskIter) read(reads *int) error {
-	attr := iterCreate{linkFD: uint32(it.link.FD())}
+	it.recs, it.ext = it.recs[:0], it.ext[:0]
+	if err := it.readLink(it.link.FD(), reads); err != nil {
+		return err
+	}
+	it.finish()
+	return nil
+}
+
+// readPIDs runs the iterator over the threads of pids only, through a link
+// of its own for each (kept until dropLinks), and parses their records as
+// read does. A process that exited has none: the iterator finds no task of
+// that PID (one that reused it is told by its start time).
+func (it *taskIter) readPIDs(pids []int32, reads *int) error {
+	it.recs, it.ext = it.recs[:0], it.ext[:0]
+	for _, pid := range pids {
+		fd, ok := it.pidLinks[pid]
+		if !ok {
+			info := iterTaskInfo{pid: uint32(pid)}
+			attr := linkCreateIter{progFD: uint32(it.prog.FD()), attachType: uint32(ebpf.AttachTraceIter),
+				iterInfo: uint64(uintptr(unsafe.Pointer(&info))), iterInfoLen: uint32(unsafe.Sizeof(info))}
+			*reads++
+			lfd, _, e := unix.RawSyscall(unix.SYS_BPF, bpfLinkCreate, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+			if e != 0 {
+				return fmt.Errorf("task iterator: link for process %d: %w", pid, e)
+			}
+			fd = int(lfd)
+			it.pidLinks[pid] = fd
+		}
+		if err := it.readLink(fd, reads); err != nil {
+			return err
+		}
+	}
+	it.finish()
+	return nil
+}
+
+// dropLinks closes the per-process links of the PIDs keep rejects.
+func (it *taskIter) dropLinks(keep func(pid int32) bool) {
+	for pid, fd := range it.pidLinks {
+		if !keep(pid) {
+			rawClose(fd)
+			delete(it.pidLinks, pid)
+		}
+	}
+}
+
+// readLink runs the iterator of the link linkFD and appends its records.
+func (it *taskIter) readLink(linkFD int, reads *int) error {
+	attr := iterCreate{linkFD: uint32(linkFD)}
+	*reads++
 	fd, _, e := unix.RawSyscall(unix.SYS_BPF, bpfIterCreate, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
 	if e != 0 {
 		return fmt.Errorf("task iterator: create: %w", e)
 	}
 	defer rawClose(int(fd))
-	it.recs, it.ext = it.recs[:0], it.ext[:0]
 	// The kernel's seq_file hands out whole records; a short tail would be
 	// kept for the next read.
 	have := 0
@@ -530,6 +598,12 @@ func (it *taskIter) read(reads *int) error {
 	if have != 0 {
 		return fmt.Errorf("task iterator: read: %d bytes left over", have)
 	}
+	return nil
+}
+
+// finish points the leaders' records at their extensions, sorts the
+// records by TID and sums each process's threads into its leader's.
+func (it *taskIter) finish() {
 	// The extensions are in place: point the leaders' records at them.
 	k := 0
 	for i := range it.recs {
@@ -538,7 +612,8 @@ func (it *taskIter) read(reads *int) error {
 			k++
 		}
 	}
-	// The kernel walks tasks by TID; sort anyway should a kernel not.
+	// The kernel walks tasks by TID (and readPIDs by process); sort
+	// anyway should a kernel not.
 	for i := 1; i < len(it.recs); i++ {
 		if it.recs[i].tid < it.recs[i-1].tid {
 			slices.SortFunc(it.recs, func(a, b iterRec) int { return int(a.tid - b.tid) })
@@ -546,7 +621,6 @@ func (it *taskIter) read(reads *int) error {
 		}
 	}
 	it.sumThreads()
-	return nil
 }
 
 // parse appends the whole records at the start of b and returns the bytes
@@ -729,6 +803,7 @@ func stateLetter(state, exit uint32) byte {
 
 // close detaches the iterator (the kernel also does when gosleuth exits).
 func (it *taskIter) close() {
+	it.dropLinks(func(int32) bool { return false })
 	it.link.Close()
 	it.prog.Close()
 }

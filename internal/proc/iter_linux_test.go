@@ -463,3 +463,107 @@ func TestCputimeAdjust(t *testing.T) {
 		})
 	}
 }
+
+// TestTasksFromBPFPartial: with IdleBackoff, the iterator walks every task
+// once in IdleBackoff refreshes and in between reads only the processes
+// that ran lately and the new ones. A busy process's counters move at
+// every refresh; a process started between two walks is there at the
+// next refresh; a sleeping one that runs again is seen within IdleBackoff
+// refreshes with its switch counts exact; an active one that exits is
+// gone at the next refresh.
+func TestTasksFromBPFPartial(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Root, testenv.BPF)
+	const back = 3
+	r := newTestReader(t, Options{SkipKernelThreads: true, TasksFromBPF: true, IdleBackoff: back, NewPIDsOnly: true})
+	if r.it == nil || !r.seekScan {
+		t.Fatalf("task iterator (%q) or a seekable /proc (%v) not in use", r.itOff, r.seekScan)
+	}
+	busy := startHelper(t, "wake")
+	still := startHelper(t, "threads")
+	busyPID, stillPID := int32(busy.Process.Pid), int32(still.Process.Pid)
+	var s Snapshot
+	partials := 0
+	var run uint64
+	for range 4 * back {
+		mustSnapshot(t, r, &s)
+		p := s.Find(busyPID)
+		if p == nil {
+			t.Fatalf("busy helper %d missing", busyPID)
+		}
+		if s.Stats.IterPartial {
+			partials++
+			if p.RunNS <= run {
+				t.Errorf("busy helper's run time %d in a partial read, %d before", p.RunNS, run)
+			}
+			if s.Stats.IteratedProcs >= len(s.Procs)/2 {
+				t.Errorf("a partial read asked for %d of %d processes", s.Stats.IteratedProcs, len(s.Procs))
+			}
+		}
+		run = p.RunNS
+		time.Sleep(20 * time.Millisecond)
+	}
+	if partials == 0 {
+		t.Fatalf("no partial read in %d refreshes", 4*back)
+	}
+
+	// A new process, started just after a full walk.
+	for r.refresh%back != 1 {
+		mustSnapshot(t, r, &s)
+	}
+	sleep := exec.Command("sleep", "30")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleep.Process.Kill(); sleep.Wait() }()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(sleep.Process.Pid) + "/comm"); string(b) == "sleep\n" {
+			break
+		}
+	}
+	mustSnapshot(t, r, &s)
+	if p := s.Find(int32(sleep.Process.Pid)); p == nil || p.Comm != "sleep" {
+		t.Errorf("process started between two walks: %+v (partial read: %v)", p, s.Stats.IterPartial)
+	}
+
+	// The sleeping helper runs once: seen within back refreshes, exact.
+	before := s.Find(stillPID).VolCtxsw
+	wakeHelper(t, int(stillPID))
+	time.Sleep(50 * time.Millisecond)
+	var want uint64
+	for _, tid := range taskDir(t, int(stillPID)) {
+		want += uint64(statusField(t, stillPID, tid, "voluntary_ctxt_switches:"))
+	}
+	got := before
+	for i := 0; i < back && got == before; i++ {
+		mustSnapshot(t, r, &s)
+		got = s.Find(stillPID).VolCtxsw
+	}
+	if got != want || got == before {
+		t.Errorf("sleeping helper woken: %d voluntary switches within %d refreshes, /proc shows %d (%d before)", got, back, want, before)
+	}
+
+	// The busy helper exits: gone at the next refresh, partial or not.
+	busy.Process.Kill()
+	busy.Wait()
+	mustSnapshot(t, r, &s)
+	if p := s.Find(busyPID); p != nil {
+		t.Errorf("exited busy helper still there (partial read: %v)", s.Stats.IterPartial)
+	}
+}
+
+// statusField reads a number field of a thread's status.
+func statusField(t *testing.T, pid, tid int32, field string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/task/" + strconv.Itoa(int(tid)) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, field); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	t.Fatalf("no %s in the status of %d/%d", field, pid, tid)
+	return 0
+}

@@ -69,6 +69,10 @@ type Reader struct {
 	it     *taskIter
 	itOff  string
 	newPID []int32 // indexes into it.recs
+	// partial: this refresh ran the iterator over the threads of the
+	// processes in iterPIDs only, not every task (Options.IdleBackoff).
+	partial  bool
+	iterPIDs []int32
 	// procScans counts listings of /proc (scanProc), for tests.
 	procScans int
 }
@@ -121,6 +125,11 @@ type procSlot struct {
 	iterGen uint64
 	lgen    uint64
 	lrec    int32
+	// askGen is the last refresh whose partial iterator read asked for
+	// its threads; still counts the iterator reads in a row that found
+	// none of them had run (Options.IdleBackoff).
+	askGen uint64
+	still  int
 	// prev is the last split of its run time (see cputime.adjust).
 	prev cputime
 }
@@ -295,7 +304,15 @@ func (r *Reader) openTaskIter() {
 // iterator failed (it is then off for good, and the refresh reads /proc
 // as without it).
 func (r *Reader) iterate() bool {
-	if err := r.it.read(&r.stats.Reads); err != nil {
+	r.partial = r.partialIter()
+	var err error
+	if r.partial {
+		err = r.it.readPIDs(r.iterPIDs, &r.stats.Reads)
+		r.stats.IterPartial, r.stats.IteratedProcs = true, len(r.iterPIDs)
+	} else {
+		err = r.it.read(&r.stats.Reads)
+	}
+	if err != nil {
 		r.it.close()
 		r.it = nil
 		r.itOff = err.Error()
@@ -330,6 +347,63 @@ func (r *Reader) iterate() bool {
 		}
 		ts := s.tasks[j]
 		ts.iterGen, ts.rec = r.gen, int32(i)
+	}
+	return true
+}
+
+// partialMax is the most processes a partial iterator read asks for, and
+// partialNew the most new ones: each costs a few system calls (an
+// iterator created, read and closed, and a link at first), and one walk
+// of every task costs about 0.9 ms at 650 tasks, as much as 40 or so.
+const (
+	partialMax = 48
+	partialNew = 16
+)
+
+// partialIter reports whether this refresh reads through the iterator the
+// threads of some processes only (listed in r.iterPIDs), and not every
+// task. With Options.IdleBackoff above 1, every task is read once in
+// IdleBackoff refreshes; in between, only the processes one of whose
+// threads ran in the last IdleBackoff reads, and the new ones, which
+// /proc/loadavg's last PID tells appeared and a listing of /proc from
+// there names. This is the files' idle back-off: a process that sleeps
+// longer is seen running again up to IdleBackoff refreshes late, its
+// counters exact; a thread created by such a process, and an exit, are
+// seen as late. Where it cannot tell (no seekable procfs, a PID counter
+// that wrapped, too many new or active processes) the refresh walks
+// every task.
+func (r *Reader) partialIter() bool {
+	back := r.opts.IdleBackoff
+	prev := r.lastPID
+	moved := r.seekScan && r.lastPIDMoved()
+	if back <= 1 || !r.seekScan || r.rescan || r.refresh%back == 1 || r.refresh%iterScanEvery == 1 {
+		return false
+	}
+	r.iterPIDs = r.iterPIDs[:0]
+	if moved {
+		if prev == 0 || r.lastPID < prev {
+			return false // wrapped: the new PIDs are not all above prev
+		}
+		if err := r.listPIDs(int32(prev)); err != nil {
+			return false
+		}
+		for _, pid := range r.pids {
+			if _, ok := r.slots[pid]; !ok {
+				r.iterPIDs = append(r.iterPIDs, pid)
+			}
+		}
+		if len(r.iterPIDs) > partialNew {
+			return false
+		}
+	}
+	for _, s := range r.order {
+		if !s.skip && s.iterGen != 0 && s.still < back {
+			if len(r.iterPIDs) == partialMax {
+				return false
+			}
+			s.askGen = r.gen
+			r.iterPIDs = append(r.iterPIDs, s.p.PID)
+		}
 	}
 	return true
 }
@@ -539,6 +613,8 @@ func (r *Reader) Snapshot(dst *Snapshot) error {
 			if r.checkThreadsIter(s) {
 				r.work = append(r.work, s)
 			}
+		} else if iter && r.partial && s.askGen != r.gen && s.iterGen != 0 {
+			// Not asked for in a partial read: as it was.
 		} else if iter && s.iterGen != 0 {
 			// The iterator showed it before and no longer does: it exited.
 			// Under process churn most slots end so, and trying their
@@ -555,6 +631,14 @@ func (r *Reader) Snapshot(dst *Snapshot) error {
 	r.dropGone()
 	if full {
 		r.rebalance()
+	}
+	if r.it != nil && len(r.it.pidLinks) > 0 {
+		// A process left out of the next partial reads has its link
+		// closed; one still active keeps it.
+		r.it.dropLinks(func(pid int32) bool {
+			s := r.slots[pid]
+			return s != nil && s.still < r.opts.IdleBackoff
+		})
 	}
 	dst.Procs = dst.Procs[:0]
 	dst.Tasks = dst.Tasks[:0]
@@ -624,36 +708,11 @@ const tgidOffset = 258
 func (r *Reader) scanProc(from int32) error {
 	r.stats.Rescans++
 	r.procScans++
-	off := int64(0)
-	buf := r.dbuf
-	if from > 0 {
-		off = tgidOffset + int64(from)
-		// The kernel renders as many entries as fit, and older processes
-		// sit above the new PIDs once the counter has wrapped: read in
-		// small steps and stop past the last PID.
-		buf = r.dbuf[:1024]
-	}
-	if _, err := rawSeek(r.procfd, off, 0); err != nil {
-		return fmt.Errorf("rewind %s: %w", r.root, err)
-	}
 	// Collect the PIDs first: adding a process lists its task directory
 	// through the same buffer.
-	r.pids = r.pids[:0]
-	for {
-		r.stats.Reads++
-		n, err := rawGetdents(r.procfd, buf)
-		if err != nil {
-			return fmt.Errorf("list %s: %w", r.root, err)
-		}
-		if n <= 0 {
-			break
-		}
-		forEachNumericDirent(buf[:n], func(id uint64) { r.pids = append(r.pids, int32(id)) })
-		if from > 0 && len(r.pids) > 0 && uint64(r.pids[len(r.pids)-1]) > r.lastPID {
-			break
-		}
+	if err := r.listPIDs(from); err != nil {
+		return err
 	}
-	r.stats.Listed += len(r.pids)
 	added := false
 	for _, pid := range r.pids {
 		if s, ok := r.slots[pid]; ok {
@@ -674,6 +733,40 @@ func (r *Reader) scanProc(from int32) error {
 	if added {
 		r.sortOrder()
 	}
+	return nil
+}
+
+// listPIDs lists the PIDs of /proc into r.pids: all of them, or with from
+// above 0 those from there up to r.lastPID (Options.NewPIDsOnly).
+func (r *Reader) listPIDs(from int32) error {
+	off := int64(0)
+	buf := r.dbuf
+	if from > 0 {
+		off = tgidOffset + int64(from)
+		// The kernel renders as many entries as fit, and older processes
+		// sit above the new PIDs once the counter has wrapped: read in
+		// small steps and stop past the last PID.
+		buf = r.dbuf[:1024]
+	}
+	if _, err := rawSeek(r.procfd, off, 0); err != nil {
+		return fmt.Errorf("rewind %s: %w", r.root, err)
+	}
+	r.pids = r.pids[:0]
+	for {
+		r.stats.Reads++
+		n, err := rawGetdents(r.procfd, buf)
+		if err != nil {
+			return fmt.Errorf("list %s: %w", r.root, err)
+		}
+		if n <= 0 {
+			break
+		}
+		forEachNumericDirent(buf[:n], func(id uint64) { r.pids = append(r.pids, int32(id)) })
+		if from > 0 && len(r.pids) > 0 && uint64(r.pids[len(r.pids)-1]) > r.lastPID {
+			break
+		}
+	}
+	r.stats.Listed += len(r.pids)
 	return nil
 }
 
@@ -1019,6 +1112,7 @@ func (r *Reader) checkThreadsIter(s *procSlot) bool {
 		return false
 	}
 	s.ran, s.anyGone = s.fresh, false
+	s.still++
 	for _, ts := range s.tasks {
 		if ts.iterGen != r.gen {
 			ts.gone, s.anyGone = true, true
@@ -1037,6 +1131,7 @@ func (r *Reader) checkThreadsIter(s *procSlot) bool {
 		if moved {
 			r.stats.Changed++
 			ts.moved = true
+			s.still = 0
 		}
 	}
 	return true

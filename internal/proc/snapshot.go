@@ -164,8 +164,12 @@ type ReadStats struct {
 	TaskstatsOff string
 	// Iterated counts the threads the task iterator returned
 	// (Options.TasksFromBPF), TasksFromBPFOff says why it is not in use
-	// (empty when it is, or was not asked for).
+	// (empty when it is, or was not asked for). IterPartial is true when
+	// the iterator read the threads of IteratedProcs processes only, not
+	// every task (see Options.IdleBackoff).
 	Iterated        int
+	IterPartial     bool
+	IteratedProcs   int
 	TasksFromBPFOff string
 	// Full is true when every file was re-read regardless of change.
 	Full bool
