@@ -147,7 +147,7 @@ func (e *Exporter) sampleRuntime(now time.Time) {
 		}
 	}
 	for id, rp := range e.rtProcs {
-		if !e.seen[id] {
+		if _, ok := e.procGroup[id]; !ok {
 			if rp.src != nil {
 				rp.src.Close()
 			}
