@@ -63,8 +63,12 @@ func main() {
 	for _, p := range strings.Split(*only, ",") {
 		do[p] = true
 	}
-	pe, err := exec.LookPath("prometheus-process-exporter")
-	check(err)
+	// process-exporter is left out where it is not installed (its row is
+	// then missing), node-exporter, the goal's yardstick, is not.
+	pe, peErr := exec.LookPath("prometheus-process-exporter")
+	if peErr != nil {
+		fmt.Fprintln(os.Stderr, "exporter-cost: prometheus-process-exporter not installed: its row is left out")
+	}
 	ne, err := exec.LookPath("prometheus-node-exporter")
 	check(err)
 	dir, err := os.MkdirTemp("", "exporter-cost-")
@@ -87,6 +91,9 @@ func main() {
 			return []string{"-config.path", cfg, "-threads=false", "-web.listen-address", "127.0.0.1:" + p}
 		}},
 		{"node-exporter", ne, func(p string) []string { return []string{"--web.listen-address=127.0.0.1:" + p} }},
+	}
+	if peErr != nil {
+		exporters = append(exporters[:2], exporters[3:]...)
 	}
 	if *together {
 		if *base != "" {
