@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"os"
 	"runtime/debug"
 	"slices"
 	"unsafe"
@@ -122,10 +123,13 @@ type recField struct {
 	group string
 }
 
-// progBuilder assembles the iterator program.
+// progBuilder assembles a program that copies tasks into records: the
+// record is written at frame bytes from the register dst (the frame
+// pointer, or a map value's).
 type progBuilder struct {
 	insns   asm.Instructions
 	missing map[string]bool
+	dst     asm.Register
 }
 
 // copy appends the loads and stores of f, relative to the record at frame.
@@ -148,7 +152,7 @@ func (b *progBuilder) copy(f recField, frame int16) error {
 		}
 		b.insns = append(b.insns, asm.Mov.Imm(asm.R2, 0))
 		for w := 0; w < f.width; w += size.Sizeof() {
-			b.insns = append(b.insns, asm.StoreMem(asm.RFP, frame+f.at+int16(w), asm.R2, size))
+			b.insns = append(b.insns, asm.StoreMem(b.dst, frame+f.at+int16(w), asm.R2, size))
 		}
 		return nil
 	}
@@ -156,12 +160,12 @@ func (b *progBuilder) copy(f recField, frame int16) error {
 	case 4:
 		b.insns = append(b.insns,
 			asm.LoadMem(asm.R2, f.base, off, asm.Word),
-			asm.StoreMem(asm.RFP, frame+f.at, asm.R2, asm.Word))
+			asm.StoreMem(b.dst, frame+f.at, asm.R2, asm.Word))
 	default:
 		for w := 0; w < f.width; w += 8 {
 			b.insns = append(b.insns,
 				asm.LoadMem(asm.R2, f.base, off+int16(w), asm.DWord),
-				asm.StoreMem(asm.RFP, frame+f.at+int16(w), asm.R2, asm.DWord))
+				asm.StoreMem(b.dst, frame+f.at+int16(w), asm.R2, asm.DWord))
 		}
 	}
 	return nil
@@ -183,6 +187,10 @@ type taskIter struct {
 	// threads (the iterator's pid option, Linux 6.1), by PID: readPIDs
 	// keeps those of the processes it reads until dropLinks.
 	pidLinks map[int32]int
+	// tids reads tasks by TID (nil where it could not load: tidOff says
+	// why).
+	tids   *tidReader
+	tidOff string
 }
 
 // newTaskIter loads the iterator program. With skipKernel, kernel threads
@@ -214,10 +222,11 @@ func newTaskIter(skipKernel bool) (*taskIter, error) {
 			return nil, fmt.Errorf("task iterator: kernel BTF: %s: %w", x.name, err)
 		}
 	}
-	b := &progBuilder{missing: map[string]bool{}}
+	kt := kernelTypes{task, sig, mm, pc, cred}
+	b := &progBuilder{missing: map[string]bool{}, dst: asm.RFP}
 	// R6: the iterator's meta (its seq_file at offset 0), R7: the task,
-	// NULL once after the last one; R8: its signal_struct. The record,
-	// and a leader's extension after it, are built on the stack at frame.
+	// NULL once after the last one. The record, and a leader's extension
+	// after it, are built on the stack at frame.
 	const frame = -(iterRecSize + iterExtSize)
 	b.insns = asm.Instructions{
 		asm.LoadMem(asm.R6, asm.R1, 0, asm.DWord),
@@ -235,6 +244,222 @@ func newTaskIter(skipKernel bool) (*taskIter, error) {
 			asm.JNE.Imm(asm.R2, 0, "out"),
 		)
 	}
+	if err := b.taskBody(spec, kt, frame); err != nil {
+		return nil, err
+	}
+	b.insns = append(b.insns,
+		asm.LoadMem(asm.R1, asm.R6, 0, asm.DWord).WithSymbol("write"),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, frame),
+		asm.FnSeqWrite.Call(),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
+		asm.Return(),
+	)
+	prog, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
+		Name:         "gosleuth_tasks",
+		Type:         ebpf.Tracing,
+		AttachType:   ebpf.AttachTraceIter,
+		AttachTo:     "task",
+		Instructions: b.insns,
+		License:      "GPL",
+	}, ebpf.ProgramOptions{KernelTypes: spec})
+	if err != nil {
+		return nil, fmt.Errorf("task iterator: load: %w", BPFErr(err))
+	}
+	l, err := link.AttachIter(link.IterOptions{Program: prog})
+	if err != nil {
+		prog.Close()
+		return nil, fmt.Errorf("task iterator: attach: %w", BPFErr(err))
+	}
+	it := &taskIter{prog: prog, link: l, buf: make([]byte, 64<<10), io: !b.missing["io"], pidLinks: map[int32]int{}}
+	// Without the program that reads tasks by TID (it needs Linux 6.10's
+	// bpf_task_from_pid for syscall programs), partial reads go through
+	// per-process links: tidOff says why.
+	if it.tids, err = newTIDReader(spec, kt); err != nil {
+		it.tidOff = err.Error()
+	}
+	return it, nil
+}
+
+// A TID reader reads the tasks of a list of TIDs, in one bpf(2) call: a
+// syscall program run by BPF_PROG_TEST_RUN looks each up
+// (bpf_task_from_pid) and copies it into a record, as the iterator's
+// program does, in a map that both sides share through mmap(2). Where the
+// task iterator costs the kernel an iterator, a file and a read per
+// process (about 9 us each), this costs about 0.5 us a task.
+type tidReader struct {
+	prog *ebpf.Program
+	m    *ebpf.Map
+	mem  []byte
+}
+
+// The TID reader's map holds one value: the number of TIDs asked (u32)
+// and the bytes of records written (u32), tidMax TIDs (u32 each), then
+// the records, as the iterator writes them.
+const (
+	tidMax    = 256
+	tidRecs   = 8 + 4*tidMax
+	tidValue  = tidRecs + tidMax*(iterRecSize+iterExtSize)
+	tidRecMax = iterRecSize + iterExtSize
+)
+
+// newTIDReader loads the TID reader's map and program.
+func newTIDReader(spec *btf.Spec, kt kernelTypes) (*tidReader, error) {
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: tidValue, MaxEntries: 1, Flags: unix.BPF_F_MMAPABLE})
+	if err != nil {
+		return nil, fmt.Errorf("task reader: map: %w", BPFErr(err))
+	}
+	size := (tidValue + os.Getpagesize() - 1) &^ (os.Getpagesize() - 1)
+	mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("task reader: mmap: %w", err)
+	}
+	fail := func(err error) (*tidReader, error) {
+		unix.Munmap(mem)
+		m.Close()
+		return nil, err
+	}
+	calls := map[string]asm.Instruction{}
+	for _, name := range []string{"bpf_task_from_pid", "bpf_task_release", "bpf_rcu_read_lock", "bpf_rcu_read_unlock",
+		"bpf_iter_num_new", "bpf_iter_num_next", "bpf_iter_num_destroy"} {
+		var fn *btf.Func
+		if err := spec.TypeByName(name, &fn); err != nil {
+			return fail(fmt.Errorf("task reader: kernel BTF: %s: %w", name, err))
+		}
+		id, err := spec.TypeID(fn)
+		if err != nil {
+			return fail(fmt.Errorf("task reader: kernel BTF: %s: %w", name, err))
+		}
+		calls[name] = asm.Instruction{OpCode: asm.OpCode(asm.JumpClass).SetJumpOp(asm.Call), Src: asm.PseudoKfuncCall, Constant: int64(id)}
+	}
+	// R6: the map's value; R7: the task; R5: where its record goes. The
+	// loop is an open-coded iterator (bpf_iter_num, its state at fp-8),
+	// which the verifier checks once, not once a turn.
+	b := &progBuilder{missing: map[string]bool{}, dst: asm.R5}
+	b.insns = asm.Instructions{
+		asm.Mov.Imm(asm.R2, 0),
+		asm.StoreMem(asm.RFP, -16, asm.R2, asm.DWord),
+		asm.LoadMapPtr(asm.R1, m.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -16),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "exit"),
+		asm.Mov.Reg(asm.R6, asm.R0),
+		asm.StoreImm(asm.R6, 4, 0, asm.Word),
+		asm.LoadMem(asm.R3, asm.R6, 0, asm.Word),
+		asm.JLE.Imm(asm.R3, tidMax, "count"),
+		asm.Mov.Imm(asm.R3, tidMax),
+		asm.Mov.Reg(asm.R1, asm.RFP).WithSymbol("count"),
+		asm.Add.Imm(asm.R1, -8),
+		asm.Mov.Imm(asm.R2, 0),
+		calls["bpf_iter_num_new"],
+		calls["bpf_rcu_read_lock"],
+		asm.Mov.Reg(asm.R1, asm.RFP).WithSymbol("loop"),
+		asm.Add.Imm(asm.R1, -8),
+		calls["bpf_iter_num_next"],
+		asm.JEq.Imm(asm.R0, 0, "done"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
+		asm.JGE.Imm(asm.R1, tidMax, "loop"),
+		asm.LSh.Imm(asm.R1, 2),
+		asm.Add.Reg(asm.R1, asm.R6),
+		asm.LoadMem(asm.R1, asm.R1, 8, asm.Word),
+		calls["bpf_task_from_pid"],
+		asm.JEq.Imm(asm.R0, 0, "loop"), // exited: no record
+		asm.Mov.Reg(asm.R7, asm.R0),
+		asm.LoadMem(asm.R2, asm.R6, 4, asm.Word),
+		asm.JGT.Imm(asm.R2, tidValue-tidRecs-tidRecMax, "full"),
+		asm.Mov.Reg(asm.R5, asm.R6),
+		asm.Add.Reg(asm.R5, asm.R2),
+		asm.Add.Imm(asm.R5, tidRecs),
+	}
+	if err := b.taskBody(spec, kt, 0); err != nil {
+		return fail(err)
+	}
+	b.insns = append(b.insns,
+		asm.LoadMem(asm.R2, asm.R6, 4, asm.Word).WithSymbol("write"),
+		asm.Add.Reg(asm.R2, asm.R3),
+		asm.StoreMem(asm.R6, 4, asm.R2, asm.Word),
+		asm.Mov.Reg(asm.R1, asm.R7),
+		calls["bpf_task_release"],
+		asm.Ja.Label("loop"),
+		asm.Mov.Reg(asm.R1, asm.R7).WithSymbol("full"),
+		calls["bpf_task_release"],
+		calls["bpf_rcu_read_unlock"].WithSymbol("done"),
+		asm.Mov.Reg(asm.R1, asm.RFP),
+		asm.Add.Imm(asm.R1, -8),
+		calls["bpf_iter_num_destroy"],
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("exit"),
+		asm.Return(),
+	)
+	prog, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
+		Name:         "gosleuth_tids",
+		Type:         ebpf.Syscall,
+		Flags:        unix.BPF_F_SLEEPABLE,
+		Instructions: b.insns,
+		License:      "GPL",
+	}, ebpf.ProgramOptions{KernelTypes: spec})
+	if err != nil {
+		return fail(fmt.Errorf("task reader: load: %w", BPFErr(err)))
+	}
+	return &tidReader{prog: prog, m: m, mem: mem}, nil
+}
+
+// progTestRun is BPF_PROG_TEST_RUN's attribute, as far as a syscall
+// program uses it.
+type progTestRun struct {
+	progFD, retval                          uint32
+	dataSizeIn, dataSizeOut                 uint32
+	dataIn, dataOut                         uint64
+	repeat, duration, ctxSizeIn, ctxSizeOut uint32
+	ctxIn, ctxOut                           uint64
+	flags, cpu, batchSize, _                uint32
+}
+
+const bpfProgTestRun = 10 // BPF_PROG_TEST_RUN
+
+// readTIDs reads the tasks of tids (at most tidMax) and appends their
+// records, as readLink does; an exited task has none.
+func (it *taskIter) readTIDs(tids []int32, reads *int) error {
+	t := it.tids
+	le := binary.NativeEndian
+	le.PutUint32(t.mem[0:], uint32(len(tids)))
+	le.PutUint32(t.mem[4:], 0)
+	for i, tid := range tids {
+		le.PutUint32(t.mem[8+4*i:], uint32(tid))
+	}
+	attr := progTestRun{progFD: uint32(t.prog.FD())}
+	*reads++
+	if _, _, e := unix.RawSyscall(unix.SYS_BPF, bpfProgTestRun, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr)); e != 0 {
+		return fmt.Errorf("task reader: run: %w", e)
+	}
+	n := int(le.Uint32(t.mem[4:]))
+	if n > tidValue-tidRecs {
+		return fmt.Errorf("task reader: %d bytes of records", n)
+	}
+	if used := it.parse(t.mem[tidRecs : tidRecs+n]); used != n {
+		return fmt.Errorf("task reader: %d bytes left over", n-used)
+	}
+	return nil
+}
+
+func (t *tidReader) close() {
+	unix.Munmap(t.mem)
+	t.prog.Close()
+	t.m.Close()
+}
+
+// kernelTypes are the kernel structures a task's record is copied from.
+type kernelTypes struct {
+	task, sig, mm, pc, cred *btf.Struct
+}
+
+// taskBody appends the code that copies the task at R7 into a record at
+// frame (from b.dst), and a leader's extension after it, and leaves the
+// length written in R3, at the label "write" that the caller appends. It
+// uses R2 to R4, R8 and R9.
+func (b *progBuilder) taskBody(spec *btf.Spec, kt kernelTypes, frame int16) error {
+	task, sig, mm, pc, cred := kt.task, kt.sig, kt.mm, kt.pc, kt.cred
 	p := func(path ...string) [][]string { return [][]string{path} }
 	T := asm.R7
 	for _, f := range []recField{
@@ -264,7 +489,7 @@ func newTaskIter(skipKernel bool) (*taskIter, error) {
 		{T, task, p("comm"), 136, 16, ""},
 	} {
 		if err := b.copy(f, frame); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// A leader (pid == tgid) gets its extension; any other thread its
@@ -283,7 +508,7 @@ func newTaskIter(skipKernel bool) (*taskIter, error) {
 	}{{asm.R8, "signal"}, {asm.R9, "real_parent"}} {
 		off, err := memberAt(task, 8, ptr.name)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		b.insns = append(b.insns, asm.LoadMem(ptr.reg, asm.R7, off, asm.DWord))
 	}
@@ -305,81 +530,57 @@ func newTaskIter(skipKernel bool) (*taskIter, error) {
 		{S, sig, p("ioac", "syscw"), x(120), 8, "io"},
 	} {
 		if err := b.copy(f, frame); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// The soft fd limit: an element of an array, which memberOffset's
 	// paths do not index.
 	rlim, _, err := memberOffset(sig, "rlim")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var rl *btf.Struct
 	if err := spec.TypeByName("rlimit", &rl); err != nil {
-		return nil, fmt.Errorf("task iterator: kernel BTF: rlimit: %w", err)
+		return fmt.Errorf("task iterator: kernel BTF: rlimit: %w", err)
 	}
 	rlSize, err := btf.Sizeof(rl)
 	if err != nil {
-		return nil, fmt.Errorf("task iterator: rlimit: %w", err)
+		return fmt.Errorf("task iterator: rlimit: %w", err)
 	}
 	cur, err := memberAt(rl, 8, "rlim_cur")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	b.insns = append(b.insns,
 		asm.LoadMem(asm.R2, S, rlim+int16(rlimitNoFile*rlSize)+cur, asm.DWord),
-		asm.StoreMem(asm.RFP, frame+x(128), asm.R2, asm.DWord))
+		asm.StoreMem(b.dst, frame+x(128), asm.R2, asm.DWord))
 	credOff, err := memberAt(task, 8, "cred")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	euid, err := memberAt(cred, 4, "euid")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	b.insns = append(b.insns,
 		asm.LoadMem(asm.R2, asm.R7, credOff, asm.DWord),
 		asm.LoadMem(asm.R2, asm.R2, euid, asm.Word),
-		asm.StoreMem(asm.RFP, frame+x(32), asm.R2, asm.Word),
-		asm.StoreImm(asm.RFP, frame+x(36), 0, asm.Word),
+		asm.StoreMem(b.dst, frame+x(32), asm.R2, asm.Word),
+		asm.StoreImm(b.dst, frame+x(36), 0, asm.Word),
 	)
-	rss, err := rssInsns(task, mm, pc, frame+x(8))
+	rss, err := rssInsns(b.dst, task, mm, pc, frame+x(8))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	b.insns = append(b.insns, rss...)
-	b.insns = append(b.insns,
-		asm.Mov.Imm(asm.R3, iterRecSize+iterExtSize),
-		asm.LoadMem(asm.R1, asm.R6, 0, asm.DWord).WithSymbol("write"),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, frame),
-		asm.FnSeqWrite.Call(),
-		asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
-		asm.Return(),
-	)
-	prog, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
-		Name:         "gosleuth_tasks",
-		Type:         ebpf.Tracing,
-		AttachType:   ebpf.AttachTraceIter,
-		AttachTo:     "task",
-		Instructions: b.insns,
-		License:      "GPL",
-	}, ebpf.ProgramOptions{KernelTypes: spec})
-	if err != nil {
-		return nil, fmt.Errorf("task iterator: load: %w", BPFErr(err))
-	}
-	l, err := link.AttachIter(link.IterOptions{Program: prog})
-	if err != nil {
-		prog.Close()
-		return nil, fmt.Errorf("task iterator: attach: %w", BPFErr(err))
-	}
-	return &taskIter{prog: prog, link: l, buf: make([]byte, 64<<10), io: !b.missing["io"], pidLinks: map[int32]int{}}, nil
+	b.insns = append(b.insns, asm.Mov.Imm(asm.R3, iterRecSize+iterExtSize))
+	return nil
 }
 
 // rssInsns returns the code that stores a leader's resident pages at at:
 // the file, anon and shmem counters of its mm's rss_stat (zero for a task
-// without an mm: a zombie). R3 must stay untouched.
-func rssInsns(task, mm, pc *btf.Struct, at int16) (asm.Instructions, error) {
+// without an mm: a zombie), from dst. It uses R2 and R4 only.
+func rssInsns(dst asm.Register, task, mm, pc *btf.Struct, at int16) (asm.Instructions, error) {
 	mmOff, err := memberAt(task, 8, "mm")
 	if err != nil {
 		return nil, err
@@ -403,16 +604,16 @@ func rssInsns(task, mm, pc *btf.Struct, at int16) (asm.Instructions, error) {
 	rssAt := func(i int) int16 { return rss + int16(i*pcSize) + count }
 	insns := asm.Instructions{
 		asm.Mov.Imm(asm.R2, 0),
-		asm.StoreMem(asm.RFP, at, asm.R2, asm.DWord),
-		asm.StoreMem(asm.RFP, at+8, asm.R2, asm.DWord),
-		asm.StoreMem(asm.RFP, at+16, asm.R2, asm.DWord),
+		asm.StoreMem(dst, at, asm.R2, asm.DWord),
+		asm.StoreMem(dst, at+8, asm.R2, asm.DWord),
+		asm.StoreMem(dst, at+16, asm.R2, asm.DWord),
 		asm.LoadMem(asm.R4, asm.R7, mmOff, asm.DWord),
 		asm.JEq.Imm(asm.R4, 0, "rss_done"),
 	}
 	for i, k := range []int{0, 1, 3} {
 		insns = append(insns,
 			asm.LoadMem(asm.R2, asm.R4, rssAt(k), asm.DWord),
-			asm.StoreMem(asm.RFP, at+int16(8*i), asm.R2, asm.DWord))
+			asm.StoreMem(dst, at+int16(8*i), asm.R2, asm.DWord))
 	}
 	return append(insns, asm.Mov.Imm(asm.R2, 0).WithSymbol("rss_done")), nil
 }
@@ -526,12 +727,18 @@ func (it *taskIter) read(reads *int) error {
 	return nil
 }
 
-// readPIDs runs the iterator over the threads of pids only, through a link
-// of its own for each (kept until dropLinks), and parses their records as
-// read does. A process that exited has none: the iterator finds no task of
-// that PID (one that reused it is told by its start time).
-func (it *taskIter) readPIDs(pids []int32, reads *int) error {
+// readPartial reads the tasks of tids (through the TID reader, at most
+// tidMax) and the threads of pids, through the iterator and a link of its
+// own for each (kept until dropLinks), and parses their records as read
+// does. A task or process that exited has none (one that reused its ID is
+// told by its start time).
+func (it *taskIter) readPartial(tids, pids []int32, reads *int) error {
 	it.recs, it.ext = it.recs[:0], it.ext[:0]
+	if len(tids) > 0 {
+		if err := it.readTIDs(tids, reads); err != nil {
+			return err
+		}
+	}
 	for _, pid := range pids {
 		fd, ok := it.pidLinks[pid]
 		if !ok {
@@ -804,6 +1011,9 @@ func stateLetter(state, exit uint32) byte {
 // close detaches the iterator (the kernel also does when gosleuth exits).
 func (it *taskIter) close() {
 	it.dropLinks(func(int32) bool { return false })
+	if it.tids != nil {
+		it.tids.close()
+	}
 	it.link.Close()
 	it.prog.Close()
 }

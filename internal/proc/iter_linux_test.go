@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -473,10 +474,26 @@ func TestCputimeAdjust(t *testing.T) {
 // gone at the next refresh.
 func TestTasksFromBPFPartial(t *testing.T) {
 	testenv.Require(t, testenv.Linux, testenv.Root, testenv.BPF)
+	for _, tc := range []struct {
+		name  string
+		links bool // the known processes read through links, not by TID
+	}{{"by TID", false}, {"by process links", true}} {
+		t.Run(tc.name, func(t *testing.T) { testPartial(t, tc.links) })
+	}
+}
+
+func testPartial(t *testing.T, links bool) {
 	const back = 3
 	r := newTestReader(t, Options{SkipKernelThreads: true, TasksFromBPF: true, IdleBackoff: back, NewPIDsOnly: true})
 	if r.it == nil || !r.seekScan {
 		t.Fatalf("task iterator (%q) or a seekable /proc (%v) not in use", r.itOff, r.seekScan)
+	}
+	if r.it.tids == nil {
+		t.Fatalf("TID reader not loaded: %s", r.it.tidOff)
+	}
+	if links {
+		r.it.tids.close()
+		r.it.tids = nil
 	}
 	busy := startHelper(t, "wake")
 	still := startHelper(t, "threads")
@@ -566,4 +583,69 @@ func statusField(t *testing.T, pid, tid int32, field string) int {
 	}
 	t.Fatalf("no %s in the status of %d/%d", field, pid, tid)
 	return 0
+}
+
+// TestTIDReader: the TID reader's records of a sleeping process's threads
+// are the iterator's, to the byte, leader's extension included (read again
+// should one of them run between the two reads); a TID that names no task
+// has none.
+func TestTIDReader(t *testing.T) {
+	r := newIterReader(t)
+	if r.it.tids == nil {
+		t.Fatalf("TID reader not loaded: %s", r.it.tidOff)
+	}
+	sleeper := startHelper(t, "threads")
+	tids := taskDir(t, sleeper.Process.Pid)
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	ask := append(slices.Clone(tids), int32(gone.Process.Pid))
+	var diffs []string
+	for try := 0; try < 3; try++ {
+		reads := 0
+		if err := r.it.read(&reads); err != nil {
+			t.Fatal(err)
+		}
+		var want []iterRec
+		var wantExt iterLeader
+		for _, tid := range tids {
+			rec := r.it.find(tid)
+			if rec == nil {
+				t.Fatalf("iterator: no record of thread %d", tid)
+			}
+			c := *rec
+			if c.leader != nil {
+				wantExt, c.leader = *c.leader, nil
+			}
+			want = append(want, c)
+		}
+		if err := r.it.readPartial(ask, nil, &reads); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.it.recs) != len(tids) {
+			t.Fatalf("%d records for %d live threads and an exited one", len(r.it.recs), len(tids))
+		}
+		diffs = diffs[:0]
+		for i, tid := range tids {
+			rec := r.it.find(tid)
+			if rec == nil {
+				t.Fatalf("TID reader: no record of thread %d", tid)
+			}
+			c := *rec
+			if c.leader != nil {
+				if *c.leader != wantExt {
+					diffs = append(diffs, fmt.Sprintf("leader's extension: %+v, the iterator's %+v", *c.leader, wantExt))
+				}
+				c.leader = nil
+			}
+			if c != want[i] {
+				diffs = append(diffs, fmt.Sprintf("thread %d: %+v, the iterator's %+v", tid, c, want[i]))
+			}
+		}
+		if len(diffs) == 0 {
+			return
+		}
+	}
+	t.Errorf("3 tries, the last:\n%s", strings.Join(diffs, "\n"))
 }

@@ -73,6 +73,7 @@ type Reader struct {
 	// processes in iterPIDs only, not every task (Options.IdleBackoff).
 	partial  bool
 	iterPIDs []int32
+	iterTIDs []int32
 	// procScans counts listings of /proc (scanProc), for tests.
 	procScans int
 }
@@ -307,8 +308,8 @@ func (r *Reader) iterate() bool {
 	r.partial = r.partialIter()
 	var err error
 	if r.partial {
-		err = r.it.readPIDs(r.iterPIDs, &r.stats.Reads)
-		r.stats.IterPartial, r.stats.IteratedProcs = true, len(r.iterPIDs)
+		err = r.it.readPartial(r.iterTIDs, r.iterPIDs, &r.stats.Reads)
+		r.stats.IterPartial = true
 	} else {
 		err = r.it.read(&r.stats.Reads)
 	}
@@ -333,7 +334,9 @@ func (r *Reader) iterate() bool {
 			}
 			continue
 		}
-		if s.skip {
+		if s.skip || (r.partial && s.askGen != r.gen) {
+			// (A record of a process not asked for: a TID asked for,
+			// reused by one of its threads.)
 			continue
 		}
 		s.iterGen = r.gen
@@ -351,10 +354,12 @@ func (r *Reader) iterate() bool {
 	return true
 }
 
-// partialMax is the most processes a partial iterator read asks for, and
-// partialNew the most new ones: each costs a few system calls (an
-// iterator created, read and closed, and a link at first), and one walk
-// of every task costs about 0.9 ms at 650 tasks, as much as 40 or so.
+// partialMax is the most processes a partial read asks for through the
+// task iterator, and partialNew the most new ones: each costs a few
+// system calls (an iterator created, read and closed, and a link at
+// first), and one walk of every task costs about 0.9 ms at 650 tasks, as
+// much as 40 or so. With the TID reader, the known processes' threads are
+// read by TID instead, tidMax at most, in one call.
 const (
 	partialMax = 48
 	partialNew = 16
@@ -379,7 +384,7 @@ func (r *Reader) partialIter() bool {
 	if back <= 1 || !r.seekScan || r.rescan || r.refresh%back == 1 || r.refresh%iterScanEvery == 1 {
 		return false
 	}
-	r.iterPIDs = r.iterPIDs[:0]
+	r.iterPIDs, r.iterTIDs = r.iterPIDs[:0], r.iterTIDs[:0]
 	if moved {
 		if prev == 0 || r.lastPID < prev {
 			return false // wrapped: the new PIDs are not all above prev
@@ -396,15 +401,39 @@ func (r *Reader) partialIter() bool {
 			return false
 		}
 	}
+	byTID := r.it.tids != nil
+	asked := len(r.iterPIDs)
 	for _, s := range r.order {
-		if !s.skip && s.iterGen != 0 && s.still < back {
-			if len(r.iterPIDs) == partialMax {
+		if s.skip || s.iterGen == 0 || s.still >= back {
+			continue
+		}
+		s.askGen = r.gen
+		asked++
+		if !byTID {
+			if asked > partialMax {
 				return false
 			}
-			s.askGen = r.gen
 			r.iterPIDs = append(r.iterPIDs, s.p.PID)
+			continue
+		}
+		// Its known threads, and its leader whatever they are: a thread
+		// created since is seen in the leader's count, and its task
+		// directory listed (finishProc).
+		leader := false
+		for _, ts := range s.tasks {
+			if !ts.gone {
+				leader = leader || ts.t.TID == s.p.PID
+				r.iterTIDs = append(r.iterTIDs, ts.t.TID)
+			}
+		}
+		if !leader {
+			r.iterTIDs = append(r.iterTIDs, s.p.PID)
+		}
+		if len(r.iterTIDs) > tidMax {
+			return false
 		}
 	}
+	r.stats.IteratedProcs = asked
 	return true
 }
 
@@ -637,7 +666,7 @@ func (r *Reader) Snapshot(dst *Snapshot) error {
 		// closed; one still active keeps it.
 		r.it.dropLinks(func(pid int32) bool {
 			s := r.slots[pid]
-			return s != nil && s.still < r.opts.IdleBackoff
+			return s != nil && s.still < r.opts.IdleBackoff && r.it.tids == nil
 		})
 	}
 	dst.Procs = dst.Procs[:0]
