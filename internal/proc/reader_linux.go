@@ -1009,12 +1009,17 @@ func (r *Reader) readIdentity(s *procSlot) {
 		s.p.Known |= KnownExe
 		return
 	}
-	exe := string(r.path[:len(r.path)-1])
-	bi, err := buildinfo.ReadFile(exe)
-	switch {
-	case err == nil:
-		s.p.GoVersion = bi.GoVersion
-	case errors.Is(err, os.ErrPermission):
+	// Read through raw calls (sys_linux.go): a host that builds and runs
+	// Go binaries shows a new executable every few seconds, and each read
+	// through os woke the runtime's sysmon for a millisecond of polling.
+	fd, err := openBytes(r.path, unix.O_RDONLY)
+	if err == nil {
+		var bi *buildinfo.BuildInfo
+		if bi, err = buildinfo.Read(rawReaderAt(fd)); err == nil {
+			s.p.GoVersion = bi.GoVersion
+		}
+		rawClose(fd)
+	} else if errors.Is(err, os.ErrPermission) {
 		return
 	}
 	// Not a Go binary (or unreadable as one): remember that too.

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"io"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -18,7 +19,9 @@ import (
 // schedstat, status, io, limits and cgroup files, directory listings,
 // opens and closes of /proc files, and the taskstats socket, whose
 // replies are queued before the request's write returns, the statx of
-// a new process's executable, and that of a descriptor (fstatx). Its
+// a new process's executable and the read of its build information (its
+// pages are in the page cache, the process having just started), and that
+// of a descriptor (fstatx). Its
 // command line is read through ordinary calls (readCmdline): the kernel
 // copies it from the target's memory under its mmap_lock, which a process
 // changing its mappings can hold for long (the reason ps hangs on a
@@ -103,4 +106,25 @@ func rawFstatx(fd int, mask int, st *unix.Statx_t) error {
 	_, _, e := unix.RawSyscall6(unix.SYS_STATX, uintptr(fd), uintptr(unsafe.Pointer(&emptyPath[0])), unix.AT_EMPTY_PATH,
 		uintptr(mask), uintptr(unsafe.Pointer(st)), 0)
 	return rawErr(e)
+}
+
+// rawReaderAt is an io.ReaderAt over a descriptor, read with raw pread(2).
+type rawReaderAt int
+
+func (f rawReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := rawPread(int(f), p[n:], off+int64(n))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			return n, io.EOF
+		}
+		n += m
+	}
+	return n, nil
 }
