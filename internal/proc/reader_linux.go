@@ -224,7 +224,9 @@ func NewReader(opts Options) (*Reader, error) {
 	if opts.TasksFromBPF {
 		r.openTaskIter()
 	}
-	if r.it == nil && (opts.RanFromTaskstats || opts.SwitchesFromTaskstats) {
+	// With the iterator, taskstats serves the processes it does not show
+	// (this project's CI kernel hides its sandbox's PID 1, 13 threads).
+	if opts.RanFromTaskstats || opts.SwitchesFromTaskstats {
 		r.openTaskstats()
 	}
 	var st unix.Stat_t
@@ -468,7 +470,7 @@ func (r *Reader) askTaskstats() {
 	r.tsPIDs, r.tsSlots = r.tsPIDs[:0], r.tsSlots[:0]
 	for _, s := range r.order {
 		s.tsSkip, s.tsAll = false, false
-		if s.skip || s.deferred || s.fresh || len(s.tasks) < tsMinThreads {
+		if s.skip || s.deferred || s.fresh || len(s.tasks) < tsMinThreads || (r.it != nil && s.iterGen != 0) {
 			s.tsHave, s.tsMoved = false, 0
 			continue
 		}
