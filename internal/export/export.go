@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -113,8 +114,8 @@ type GroupStats struct {
 	Processes, Threads   int
 	RSSBytes             uint64
 	FDs                  int64
-	WorstFDRatio         float64 // highest fds/limit of its processes
-	GoVersions           map[string]int
+	WorstFDRatio         float64        // highest fds/limit of its processes
+	GoVersions           map[string]int // processes by Go release (nil in a published Snapshot when none)
 	// RuntimeSources counts the processes whose Go runtime was read.
 	RuntimeSources        int
 	everSeen, lastTouched time.Time
@@ -487,12 +488,15 @@ func (e *Exporter) publish(now time.Time) {
 	s := &Snapshot{Time: now, Self: e.self, Dropped: e.dropped, Top: slices.Clone(e.top), Findings: e.findings}
 	rt, rtProcs := e.publishRuntime()
 	s.Runtime = rt
+	// A copy a sample, the exporter's garbage: the groups' slice made to
+	// size, and a map of Go versions only for the groups that have one.
+	s.Groups = make([]GroupStats, 0, len(e.groups))
 	for _, g := range e.groups {
 		c := *g
 		c.RuntimeSources = rtProcs[groupKey{g.Kind, g.Name}]
-		c.GoVersions = make(map[string]int, len(g.GoVersions))
-		for k, v := range g.GoVersions {
-			c.GoVersions[k] = v
+		c.GoVersions = nil
+		if len(g.GoVersions) > 0 {
+			c.GoVersions = maps.Clone(g.GoVersions)
 		}
 		s.Groups = append(s.Groups, c)
 	}

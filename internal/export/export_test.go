@@ -78,6 +78,23 @@ func TestParseGroupBy(t *testing.T) {
 // tickerPatient copies the 1 ms ticker patient to a name of this test
 // process's own, so that no other run of these tests on the host (whose
 // patient would join its group, by executable name) disturbs it, and
+// startTicker starts the ticker patient, waits until it runs and kills it
+// at the end of the test; it returns the process and its group's name.
+func startTicker(t *testing.T) (*exec.Cmd, string) {
+	t.Helper()
+	bin, name := tickerPatient(t)
+	cmd := exec.Command(bin)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if !bufio.NewScanner(out).Scan() {
+		t.Fatal("patient did not start")
+	}
+	return cmd, name
+}
+
 // returns its path and its group's name.
 func tickerPatient(t *testing.T) (path, name string) {
 	t.Helper()
@@ -99,71 +116,21 @@ func tickerPatient(t *testing.T) (path, name string) {
 // scrape writes what the last sample holds in the exposition format.
 func TestLiveTickerGroup(t *testing.T) {
 	testenv.Require(t, testenv.Linux)
-	bin, name := tickerPatient(t)
-	cmd := exec.Command(bin)
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	if !bufio.NewScanner(out).Scan() {
-		t.Fatal("patient did not start")
-	}
+	cmd, name := startTicker(t)
 	e, err := New(Config{GroupBy: []string{KindExe}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.reader.Close()
-	group := func() GroupStats {
-		t.Helper()
-		s, err := e.Last()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range s.Groups {
-			if g.Kind == KindExe && g.Name == name {
-				return g
-			}
-		}
-		t.Fatalf("no group exe/%s among %d", name, len(s.Groups))
-		return GroupStats{}
-	}
+	group := func() GroupStats { return groupOfExe(t, e, name) }
 	sample := func() {
 		t.Helper()
 		if err := e.Sample(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Read the patient's own counters from /proc just before and just
-	// after each sample: the group's delta must lie between the bracketing
-	// deltas (containment, exact: no tolerance to choose).
-	pid := cmd.Process.Pid
-	bracket := func() (before, after procCounters) {
-		t.Helper()
-		before = readCounters(t, pid)
-		sample()
-		after = readCounters(t, pid)
-		return
-	}
 	sample()
-	b0, a0 := bracket()
-	g0, t0 := group(), time.Now()
-	time.Sleep(2 * time.Second)
-	b1, a1 := bracket()
-	g1, t1 := group(), time.Now()
-	for _, c := range []struct {
-		what     string
-		got      float64
-		min, max float64
-	}{
-		{"wake-ups", g1.Wakeups - g0.Wakeups, b1.vol - a0.vol, a1.vol - b0.vol},
-		{"involuntary switches", g1.Involuntary - g0.Involuntary, b1.invol - a0.invol, a1.invol - b0.invol},
-		{"CPU seconds", g1.UserSec + g1.SysSec - g0.UserSec - g0.SysSec, b1.cpu - a0.cpu - 1e-9, a1.cpu - b0.cpu + 1e-9},
-	} {
-		if c.got < c.min || c.got > c.max {
-			t.Errorf("%s: the group counted %.3f, /proc brackets it in [%.3f, %.3f]", c.what, c.got, c.min, c.max)
-		}
-	}
+	g0, g1, t0, t1 := containedDeltas(t, e, cmd.Process.Pid, name, nil)
 	rate := (g1.Wakeups - g0.Wakeups) / t1.Sub(t0).Seconds()
 	cpu := (g1.UserSec + g1.SysSec - g0.UserSec - g0.SysSec) / t1.Sub(t0).Seconds()
 	t.Logf("%s: %.0f wake-ups/s, %.1f%% of a core, %d threads", name, rate, cpu*100, g1.Threads)
@@ -219,6 +186,103 @@ func TestLiveTickerGroup(t *testing.T) {
 	}
 	if g2.Processes != 0 || g2.Threads != 0 {
 		t.Errorf("after the exit: %d processes, %d threads", g2.Processes, g2.Threads)
+	}
+}
+
+// groupOfExe returns the exe group name of the exporter's last sample.
+func groupOfExe(t *testing.T, e *Exporter, name string) GroupStats {
+	t.Helper()
+	s, err := e.Last()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range s.Groups {
+		if g.Kind == KindExe && g.Name == name {
+			return g
+		}
+	}
+	t.Fatalf("no group exe/%s among %d", name, len(s.Groups))
+	return GroupStats{}
+}
+
+// containedDeltas takes two samples 2 s apart, each bracketed by reads of
+// process pid's own counters from /proc just before and just after it,
+// and checks that the group's deltas lie between the bracketing deltas
+// (containment, exact: no tolerance to choose). check, when not nil,
+// vets each bracketed sample. It returns the group at both samples and
+// their times.
+func containedDeltas(t *testing.T, e *Exporter, pid int, name string, check func()) (g0, g1 GroupStats, t0, t1 time.Time) {
+	t.Helper()
+	bracket := func() (before, after procCounters) {
+		t.Helper()
+		before = readCounters(t, pid)
+		if err := e.Sample(); err != nil {
+			t.Fatal(err)
+		}
+		after = readCounters(t, pid)
+		if check != nil {
+			check()
+		}
+		return
+	}
+	b0, a0 := bracket()
+	g0, t0 = groupOfExe(t, e, name), time.Now()
+	time.Sleep(2 * time.Second)
+	b1, a1 := bracket()
+	g1, t1 = groupOfExe(t, e, name), time.Now()
+	for _, c := range []struct {
+		what     string
+		got      float64
+		min, max float64
+	}{
+		{"wake-ups", g1.Wakeups - g0.Wakeups, b1.vol - a0.vol, a1.vol - b0.vol},
+		{"involuntary switches", g1.Involuntary - g0.Involuntary, b1.invol - a0.invol, a1.invol - b0.invol},
+		{"CPU seconds", g1.UserSec + g1.SysSec - g0.UserSec - g0.SysSec, b1.cpu - a0.cpu - 1e-9, a1.cpu - b0.cpu + 1e-9},
+	} {
+		if c.got < c.min || c.got > c.max {
+			t.Errorf("%s: the group counted %.3f, /proc brackets it in [%.3f, %.3f]", c.what, c.got, c.min, c.max)
+		}
+	}
+	return g0, g1, t0, t1
+}
+
+// TestLiveTickerGroupBPF: as root, with the task iterator and its idle
+// back-off (the exporter's defaults), a busy process is read by TID in
+// the samples between two walks of every task, and its group's counters
+// stay exact there too.
+func TestLiveTickerGroupBPF(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Root, testenv.BPF)
+	cmd, name := startTicker(t)
+	const back = 3
+	e, err := New(Config{GroupBy: []string{KindExe}, BPF: true, IdleBackoff: back})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.reader.Close()
+	// The first walks find every process just seen; past them, samples
+	// between two walks read the processes that ran lately only. Spaced
+	// as samples are (if less), so that the ticker runs between two.
+	for range 2*back + 1 {
+		if err := e.Sample(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if off := e.cur.Stats.TasksFromBPFOff; off != "" {
+		t.Fatalf("task iterator not in use: %s", off)
+	}
+	partials := 0
+	g0, g1, t0, t1 := containedDeltas(t, e, cmd.Process.Pid, name, func() {
+		if e.cur.Stats.IterPartial {
+			partials++
+		}
+	})
+	if partials == 0 {
+		t.Errorf("neither bracketed sample was a partial read")
+	}
+	rate := (g1.Wakeups - g0.Wakeups) / t1.Sub(t0).Seconds()
+	if rate < 500 || rate > 20000 {
+		t.Errorf("wake-ups %.0f/s from a 1 ms ticker", rate)
 	}
 }
 

@@ -1,7 +1,6 @@
 package export
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -41,16 +40,7 @@ func TestRulesWithPromtool(t *testing.T) {
 // idle-wakeups finding.
 func TestRealPrometheus(t *testing.T) {
 	testenv.Require(t, testenv.Linux, testenv.Prometheus)
-	bin, name := tickerPatient(t)
-	cmd := exec.Command(bin)
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	if !bufio.NewScanner(out).Scan() {
-		t.Fatal("patient did not start")
-	}
+	_, name := startTicker(t)
 
 	e, err := New(Config{GroupBy: []string{KindExe}, Interval: 500 * time.Millisecond})
 	if err != nil {
