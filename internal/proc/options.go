@@ -126,17 +126,16 @@ type Options struct {
 	// answer) per thread that ran, a stat and an io read per process that
 	// ran or is due, and a listing of /proc: new processes and threads are
 	// found in its records. Every thread is then read at every refresh
-	// (IdleStatEvery and SwitchesOnly have nothing left to save, and
-	// RanFromTaskstats and SwitchesFromTaskstats serve only the processes
-	// the iterator does not show), and every process's RSS is current at
-	// every refresh, but with IdleBackoff above 1 (and NewPIDsOnly): the
-	// iterator then walks every task once in IdleBackoff refreshes only,
-	// and in between reads the threads of the processes that ran in the
-	// last IdleBackoff reads (by TID, one bpf(2) call for all) and of the
-	// new ones (a link per process, the iterator's pid option), so a
-	// process that sleeps
-	// longer is seen running again, a thread it creates and its exit up to
-	// IdleBackoff refreshes late, its counters exact. The walk of every
+	// (IdleStatEvery, RanFromTaskstats, SwitchesFromTaskstats and
+	// SwitchesOnly have nothing left to save), and every process's RSS is
+	// current at every refresh, but with IdleBackoff above 1 (and
+	// NewPIDsOnly): the iterator then walks every task once in IdleBackoff
+	// refreshes only, and in between reads the threads of the processes
+	// that ran in the last IdleBackoff reads (by TID, one bpf(2) call for
+	// all) and of the new ones (a link per process, the iterator's pid
+	// option), so a process that sleeps longer is seen running again, a
+	// thread it creates and its exit up to IdleBackoff refreshes late, its
+	// counters exact. The walk of every
 	// task costs the kernel about 0.9 ms at 650 tasks (the task
 	// structures have gone cold in a second), more than the rest of an
 	// exporter's sample. What is left for files:

@@ -224,9 +224,7 @@ func NewReader(opts Options) (*Reader, error) {
 	if opts.TasksFromBPF {
 		r.openTaskIter()
 	}
-	// With the iterator, taskstats serves the processes it does not show
-	// (this project's CI kernel hides its sandbox's PID 1, 13 threads).
-	if opts.RanFromTaskstats || opts.SwitchesFromTaskstats {
+	if r.it == nil && (opts.RanFromTaskstats || opts.SwitchesFromTaskstats) {
 		r.openTaskstats()
 	}
 	var st unix.Stat_t
@@ -470,7 +468,7 @@ func (r *Reader) askTaskstats() {
 	r.tsPIDs, r.tsSlots = r.tsPIDs[:0], r.tsSlots[:0]
 	for _, s := range r.order {
 		s.tsSkip, s.tsAll = false, false
-		if s.skip || s.deferred || s.fresh || len(s.tasks) < tsMinThreads || (r.it != nil && s.iterGen != 0) {
+		if s.skip || s.deferred || s.fresh || len(s.tasks) < tsMinThreads {
 			s.tsHave, s.tsMoved = false, 0
 			continue
 		}
