@@ -58,6 +58,12 @@ type Options struct {
 	// (the exporter): a thread's stat costs a third of what its status
 	// does, and one kept descriptor per thread.
 	SwitchesOnly bool
+	// NoTasks leaves Snapshot.Tasks empty (TasksOf returns none): threads
+	// are read as without it, and summed in their process (VolCtxsw,
+	// VolMerged...), but not copied at each refresh, for a view that
+	// wants processes only (the exporter, whose copy of 650 threads a
+	// sample, and their rates, touched as much memory as the rest of it).
+	NoTasks bool
 	// SkipIO leaves /proc/PID/io unread: Known never has KnownIO and SyscR,
 	// SyscW stay zero. It saves a read (and a kept descriptor) per process
 	// that ran, for a view that shows no syscall counts.

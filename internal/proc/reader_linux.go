@@ -157,6 +157,9 @@ type taskSlot struct {
 	rec     int32
 	start   uint64
 	prev    cputime
+	// vol and invol are the switch counts last added to its process's
+	// Proc.VolMerged and InvolMerged.
+	vol, invol uint64
 }
 
 // Errors a read can end in. errGone means the task exited (ENOENT, ESRCH);
@@ -677,8 +680,10 @@ func (r *Reader) Snapshot(dst *Snapshot) error {
 		}
 		p := s.p
 		p.taskLo = int32(len(dst.Tasks))
-		for _, ts := range s.tasks {
-			dst.Tasks = append(dst.Tasks, ts.t)
+		if !r.opts.NoTasks {
+			for _, ts := range s.tasks {
+				dst.Tasks = append(dst.Tasks, ts.t)
+			}
 		}
 		p.taskHi = int32(len(dst.Tasks))
 		dst.Procs = append(dst.Procs, p)
@@ -1246,6 +1251,14 @@ func (r *Reader) finishProc(s *procSlot, full bool) {
 		invol += ts.t.InvolCtxsw
 		run += ts.t.RunNS
 		wait += ts.t.WaitNS
+		// A thread first summed in a process known before was created
+		// since: all its switches are new (its vol starts at 0).
+		s.p.VolMerged += Delta(ts.vol, ts.t.VolCtxsw)
+		s.p.InvolMerged += Delta(ts.invol, ts.t.InvolCtxsw)
+		ts.vol, ts.invol = ts.t.VolCtxsw, ts.t.InvolCtxsw
+	}
+	if s.fresh {
+		s.p.VolMerged, s.p.InvolMerged = vol, invol // the baseline
 	}
 	s.p.VolCtxsw, s.p.InvolCtxsw, s.p.RunNS, s.p.WaitNS = vol, invol, run, wait
 	s.p.Known |= KnownCtxsw

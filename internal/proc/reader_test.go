@@ -1119,3 +1119,48 @@ func TestRatesThreadTimesSource(t *testing.T) {
 		})
 	}
 }
+
+// TestVolMerged: between two readings of a process, VolMerged and
+// InvolMerged grow by the Vol and Invol that Rates gives it, threads
+// created in between counted in full, for every process of the host, read
+// from files or through the task iterator.
+func TestVolMerged(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts Options
+		need []testenv.Feature
+	}{
+		{"files", Options{SkipKernelThreads: true}, []testenv.Feature{testenv.Linux}},
+		{"task iterator", Options{SkipKernelThreads: true, TasksFromBPF: true}, []testenv.Feature{testenv.Linux, testenv.Root, testenv.BPF}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testenv.Require(t, tc.need...)
+			r := newTestReader(t, tc.opts)
+			grow := startHelper(t, "grow")
+			startHelper(t, "wake") // a busy one
+			var a, b Snapshot
+			mustSnapshot(t, r, &a)
+			wakeHelper(t, grow.Process.Pid) // one more thread
+			time.Sleep(100 * time.Millisecond)
+			mustSnapshot(t, r, &b)
+			var rates Rates
+			rates.Compute(&a, &b)
+			compared := 0
+			for i := range b.Procs {
+				c := &b.Procs[i]
+				p := a.Find(c.PID)
+				if p == nil || p.StartTime != c.StartTime || p.Known&c.Known&KnownCtxsw == 0 {
+					continue
+				}
+				compared++
+				pr := &rates.Procs[i]
+				if dv, di := c.VolMerged-p.VolMerged, c.InvolMerged-p.InvolMerged; dv != pr.Vol || di != pr.Invol {
+					t.Errorf("process %d (%s): merged switches grew by %d and %d, Rates says %d and %d", c.PID, c.Comm, dv, di, pr.Vol, pr.Invol)
+				}
+			}
+			if compared < 2 {
+				t.Fatalf("%d processes compared", compared)
+			}
+		})
+	}
+}

@@ -76,6 +76,14 @@ type Proc struct {
 	FDLimit int64
 	// VolCtxsw, InvolCtxsw are summed over the live threads.
 	VolCtxsw, InvolCtxsw uint64
+	// VolMerged and InvolMerged are the same switches merged by thread:
+	// at the first reading with KnownCtxsw their sums over the live
+	// threads, then increased by each thread's increase since it was last
+	// read, in full for a thread created since, so that a thread's exit
+	// does not take back its switches (as Rates counts them). Their
+	// difference between two readings of a process that both have
+	// KnownCtxsw is the Vol and Invol that Rates gives for it.
+	VolMerged, InvolMerged uint64
 	// SyscR, SyscW count read-like and write-like syscalls (from io).
 	SyscR, SyscW uint64
 	// RunNS, WaitNS are schedstat times summed over the live threads.
