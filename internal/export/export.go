@@ -172,7 +172,9 @@ type Exporter struct {
 	reader *proc.Reader
 
 	prev, cur *proc.Snapshot
-	rates     proc.Rates
+	// cpu is parallel to cur.Procs: each process's CPU over the last
+	// interval, in cores (0 for one new in it).
+	cpu       []float64
 	groups    map[groupKey]*GroupStats
 	procGroup map[procID]groupKey
 	dropped   uint64
@@ -220,9 +222,11 @@ func New(cfg Config) (*Exporter, error) {
 	// so what identifies it (its cgroup and executable) and its
 	// descriptors are read when it is seen again (LateIdentity): under
 	// 5,000 new processes a second those reads were 60% of the CPU.
+	// Threads are summed in their process, switches merged by thread
+	// (Proc.VolMerged), and not copied out (NoTasks).
 	r, err := proc.NewReader(proc.Options{Root: cfg.ProcRoot, SkipKernelThreads: true, IdleBackoff: cfg.IdleBackoff,
 		SwitchesOnly: true, SkipIO: true, SkipCmdline: true, NewPIDsOnly: true, IdleStatEvery: idleStatEvery, RanFromTaskstats: true,
-		TasksFromBPF: cfg.BPF, LateIdentity: true})
+		TasksFromBPF: cfg.BPF, LateIdentity: true, NoTasks: true})
 	if err != nil {
 		return nil, fmt.Errorf("exporter: %w", err)
 	}
@@ -293,18 +297,18 @@ func (e *Exporter) Sample() error {
 		g.Processes, g.Threads, g.RSSBytes, g.FDs, g.WorstFDRatio = 0, 0, 0, 0, 0
 		clear(g.GoVersions)
 	}
-	if !first {
-		e.rates.Compute(e.prev, e.cur)
-	}
 	sec := e.cur.Time.Sub(e.prev.Time).Seconds()
+	e.cpu = grow(e.cpu, len(e.cur.Procs))
 	// The processes of the last sample are matched to this one's by PID
-	// (both sorted) with their groups, as Rates are: a map lookup (or
-	// three) per process and sample was a tenth of the exporter's CPU.
+	// (both sorted) with their groups: a map lookup (or three) per
+	// process and sample was a tenth of the exporter's CPU. Their
+	// counters' differences are what proc.Rates would give, without the
+	// copy of every thread that Rates needs.
 	prevGroups := e.curGroups
 	e.curGroups = grow(e.prevGroups, len(e.cur.Procs))
 	e.prevGroups = prevGroups
 	short := e.group(shortGroup, now)
-	j := 0
+	j, threads := 0, 0
 	for i := range e.cur.Procs {
 		p := &e.cur.Procs[i]
 		id := procID{p.PID, p.StartTime}
@@ -316,10 +320,10 @@ func (e *Exporter) Sample() error {
 		// time; until then it counts in the short-lived group. At the
 		// first sample every process is long-lived enough.
 		var g *GroupStats
-		seenBefore := false
+		var was *proc.Proc // its last reading
 		if j < len(e.prev.Procs) && e.prev.Procs[j].PID == p.PID {
 			if e.prev.Procs[j].StartTime == p.StartTime {
-				seenBefore, g = true, prevGroups[j]
+				was, g = &e.prev.Procs[j], prevGroups[j]
 			} else {
 				e.forget(j)
 			}
@@ -327,7 +331,7 @@ func (e *Exporter) Sample() error {
 		}
 		switch {
 		case g != nil:
-		case first || seenBefore:
+		case first || was != nil:
 			g = e.groupFor(id, p, now)
 		default:
 			g = short
@@ -338,6 +342,7 @@ func (e *Exporter) Sample() error {
 		}
 		g.Processes++
 		g.Threads += int(p.Threads)
+		threads += int(p.Threads)
 		g.RSSBytes += p.RSSBytes
 		if p.FDs >= 0 {
 			g.FDs += int64(p.FDs)
@@ -349,11 +354,11 @@ func (e *Exporter) Sample() error {
 			g.GoVersions[p.GoVersion]++
 		}
 		g.lastTouched = now
+		e.cpu[i] = 0
 		if first {
 			continue // the first sample is the baseline
 		}
-		r := &e.rates.Procs[i]
-		if r.New {
+		if was == nil {
 			// Born during the interval: everything it did is new.
 			g.UserSec += float64(p.UTime) / proc.ClockTicks
 			g.SysSec += float64(p.STime) / proc.ClockTicks
@@ -361,10 +366,16 @@ func (e *Exporter) Sample() error {
 			g.Involuntary += float64(p.InvolCtxsw)
 			continue
 		}
-		g.UserSec += r.UserPct / 100 * sec
-		g.SysSec += r.SysPct / 100 * sec
-		g.Wakeups += float64(r.Vol) // merged by thread, as the window layer counts them
-		g.Involuntary += float64(r.Invol)
+		du, ds := proc.Delta(was.UTime, p.UTime), proc.Delta(was.STime, p.STime)
+		g.UserSec += float64(du) / proc.ClockTicks
+		g.SysSec += float64(ds) / proc.ClockTicks
+		e.cpu[i] = float64(du+ds) / proc.ClockTicks / sec
+		if was.Known&p.Known&proc.KnownCtxsw != 0 {
+			// Merged by thread, as the window layer counts them: a
+			// thread's exit does not take its switches back.
+			g.Wakeups += float64(proc.Delta(was.VolMerged, p.VolMerged))
+			g.Involuntary += float64(proc.Delta(was.InvolMerged, p.InvolMerged))
+		}
 	}
 	for ; j < len(e.prev.Procs); j++ {
 		e.forget(j)
@@ -381,7 +392,7 @@ func (e *Exporter) Sample() error {
 		e.ranked = now
 	}
 	e.self.CollectSeconds = time.Since(start).Seconds()
-	e.self.Tasks = len(e.cur.Tasks)
+	e.self.Tasks = threads
 	e.self.Processes = len(e.cur.Procs)
 	e.self.TaskstatsOff = e.cur.Stats.TaskstatsOff
 	e.self.BPF = e.cfg.BPF && e.cur.Stats.TasksFromBPFOff == ""
@@ -441,8 +452,7 @@ func (e *Exporter) rank() {
 	}
 	var cs []cand
 	for i := range e.cur.Procs {
-		r := &e.rates.Procs[i]
-		if c := r.UserPct + r.SysPct; c > 0 {
+		if c := e.cpu[i] * 100; c > 0 {
 			cs = append(cs, cand{i, c})
 		}
 	}
