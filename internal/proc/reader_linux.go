@@ -74,6 +74,9 @@ type Reader struct {
 	partial  bool
 	iterPIDs []int32
 	iterTIDs []int32
+	// active: the processes the iterator showed that ran in the last
+	// IdleBackoff reads, as the last refresh left them (partialIter).
+	active []*procSlot
 	// procScans counts listings of /proc (scanProc), for tests.
 	procScans int
 }
@@ -406,10 +409,7 @@ func (r *Reader) partialIter() bool {
 	}
 	byTID := r.it.tids != nil
 	asked := len(r.iterPIDs)
-	for _, s := range r.order {
-		if s.skip || s.iterGen == 0 || s.still >= back {
-			continue
-		}
+	for _, s := range r.active {
 		s.askGen = r.gen
 		asked++
 		if !byTID {
@@ -674,9 +674,14 @@ func (r *Reader) Snapshot(dst *Snapshot) error {
 	}
 	dst.Procs = dst.Procs[:0]
 	dst.Tasks = dst.Tasks[:0]
+	clear(r.active)
+	r.active = r.active[:0]
 	for _, s := range r.order {
 		if s.skip {
 			continue
+		}
+		if r.it != nil && s.iterGen != 0 && s.still < r.opts.IdleBackoff {
+			r.active = append(r.active, s)
 		}
 		p := s.p
 		p.taskLo = int32(len(dst.Tasks))
