@@ -63,6 +63,10 @@ type runner struct {
 	host    *proc.Reader
 	hsnap   proc.Snapshot
 	cpus    []int
+	// ownCPUs is gosleuth's own affinity at the start, restored at the
+	// end when pinned moved it off the sides' CPUs.
+	ownCPUs unix.CPUSet
+	pinned  bool
 	engines map[string]*load.Engine
 	events  []syscalls.Event
 	total   *syscalls.Event
@@ -329,8 +333,8 @@ func (r *runner) progress(w Window) {
 	fmt.Fprintf(r.cfg.Progress, "window %d %s %s: %s\n", w.Index+1, name, w.Kind, strings.Join(parts, ", "))
 }
 
-// setupCPUs decides the CPUs started processes run on: under load, not
-// all of gosleuth's own, so the load generator has CPUs free of the sides.
+// setupCPUs decides the CPUs started processes run on and, under load,
+// moves gosleuth (the load generator) off them.
 func (r *runner) setupCPUs(commands bool) error {
 	p := &r.res.Protocol
 	if !commands {
@@ -341,6 +345,7 @@ func (r *runner) setupCPUs(commands bool) error {
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		return fmt.Errorf("compare: read CPU affinity: %w", err)
 	}
+	r.ownCPUs = set
 	var allowed []int
 	for i := range 1024 {
 		if set.IsSet(i) {
@@ -357,23 +362,26 @@ func (r *runner) setupCPUs(commands bool) error {
 		}
 		return nil
 	}
-	p.Pinning = fmt.Sprintf("every side on CPUs %s %s; CPUs %s kept free of the sides for gosleuth and its load generator (which may use every CPU: on one CPU alone it went late)", cpuList(sides), how, cpuList(gen))
+	if err := pinProcess(gen); err != nil {
+		return fmt.Errorf("compare: move the load generator to CPUs %s: %w", cpuList(gen), err)
+	}
+	r.pinned = true
+	p.Pinning = fmt.Sprintf("every side on CPUs %s %s; gosleuth and its load generator on CPUs %s, apart from the sides", cpuList(sides), how, cpuList(gen))
 	return nil
 }
 
 // splitCPUs divides the CPUs gosleuth may use between the sides and, under
-// load, CPUs kept free of them for the load generator. Asked for CPUs, the
-// sides get them and the rest of the allowed are kept free. Otherwise,
-// under load on two or more CPUs, the last quarter (at least one) is kept
-// free and the sides get the rest: sides on every CPU share them with the
-// generator, which moves their threads between CPUs, and a server's idle
-// Ps spin for work on CPUs the generator keeps waking. In runs of the 3%
-// pair of bench/compare-stats with the server on one CPU of two and the
-// generator on the other, B's extra CPU measured +4.0% with a pair spread
-// of 2.2%, against +2.4% and 2.8% on shared CPUs in the same run. The
-// generator itself is not pinned: on one CPU with one P its sends went
-// late (lag p99 1.05-1.52 ms) and dropped five windows in a row in three
-// runs of three.
+// load, the load generator. Asked for CPUs, the sides get them and the
+// generator the allowed CPUs left over (none left: it shares the sides').
+// Otherwise, under load on two or more CPUs, the generator gets the last
+// quarter of them (at least one) and the sides the rest: a generator that
+// shares the sides' CPUs moves their threads between CPUs and its own work
+// lands in their windows. In runs of the 3% pair of bench/compare-stats
+// with the generator on one CPU of two and the server on the other, B's
+// extra CPU measured +4.0% with a pair spread of 2.2% against +2.4% and
+// 2.8% on shared CPUs, in the same run: the server's idle Ps no longer
+// spin for work on a second CPU, so the request's own work is more of
+// what is measured.
 func splitCPUs(allowed, asked []int, loaded bool) (sides, gen []int) {
 	if len(asked) > 0 {
 		if !loaded {
@@ -391,6 +399,38 @@ func splitCPUs(allowed, asked []int, loaded bool) (sides, gen []int) {
 	}
 	n := max(len(allowed)/4, 1)
 	return allowed[:len(allowed)-n], allowed[len(allowed)-n:]
+}
+
+// pinProcess sets the affinity of every thread of this process to cpus;
+// threads started later inherit it from the thread that starts them.
+func pinProcess(cpus []int) error {
+	var set unix.CPUSet
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	return setProcessAffinity(&set)
+}
+
+// setProcessAffinity applies set to every thread of this process. A thread
+// that exits meanwhile is skipped; the listing is read twice so a thread
+// started while the first pass ran is not missed.
+func setProcessAffinity(set *unix.CPUSet) error {
+	for range 2 {
+		ents, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return fmt.Errorf("list own threads: %w", err)
+		}
+		for _, e := range ents {
+			var tid int
+			if _, err := fmt.Sscan(e.Name(), &tid); err != nil {
+				continue
+			}
+			if err := unix.SchedSetaffinity(tid, set); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("set thread %d's CPU affinity: %w", tid, err)
+			}
+		}
+	}
+	return nil
 }
 
 // affinityNote reads the running processes' CPU lists for the report.
@@ -777,7 +817,9 @@ func (r *runner) cleanup() {
 	if r.host != nil {
 		r.host.Close()
 	}
-
+	if r.pinned {
+		setProcessAffinity(&r.ownCPUs)
+	}
 }
 
 // released waits until the last syscall window's counters are released;

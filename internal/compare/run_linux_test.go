@@ -15,6 +15,7 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
@@ -256,8 +257,25 @@ func TestLoadLatency(t *testing.T) {
 			t.Errorf("window %d has no CPU per 1k requests: %v", w.Index, w.Values)
 		}
 	}
-	if runtime.NumCPU() >= 2 && !strings.Contains(r.Protocol.Pinning, "kept free of the sides") {
-		t.Errorf("under load on %d CPUs some should be kept free of the sides for the generator: %q", runtime.NumCPU(), r.Protocol.Pinning)
+	if runtime.NumCPU() >= 2 && !strings.Contains(r.Protocol.Pinning, "load generator on CPUs") {
+		t.Errorf("under load on %d CPUs the generator should run apart from the sides: %q", runtime.NumCPU(), r.Protocol.Pinning)
+	}
+	// Every thread of this process is back on the CPUs it had.
+	var want unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &want); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		var tid int
+		fmt.Sscan(e.Name(), &tid)
+		var got unix.CPUSet
+		if err := unix.SchedGetaffinity(tid, &got); err == nil && got != want {
+			t.Errorf("thread %d left on CPUs %v after the run, want %v", tid, got, want)
+		}
 	}
 }
 
