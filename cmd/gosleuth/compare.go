@@ -64,8 +64,7 @@ latency percentiles of an open-loop load at the same rate on each side
 (a window counts only when the rate was held within 0.5% and the generator
 was not late); GC cycles and GC CPU share when the program has gosleuth's
 agent or --metrics-url-a/-b. Started processes run on the same CPUs
-(--cpus; under load, gosleuth and its load generator run on CPUs apart
-from them, the last quarter of its own, when there are two or more), one side at a time, a fresh process for each window (--keep
+(--cpus), one side at a time, a fresh process for each window (--keep
 keeps one process a side and pauses the other). --pid-a/--pid-b compare running processes;
 --sweep NAME=v1,v2 runs one command per value ({NAME} in the command is
 replaced, otherwise NAME is set in the environment) and names the best.
@@ -94,7 +93,7 @@ written).`,
 			fs.IntVar(&f.connections, "connections", 16, "load connections")
 			fs.StringVar(&f.sysMode, "syscalls", "auto", "count syscalls by kind: auto (when root), on (fail without), off")
 			fs.DurationVar(&f.sysWindow, "syscall-window", 0, "length of a syscall window (default: --window/10)")
-			fs.StringVar(&f.cpus, "cpus", "", "run started sides on these `CPUs` (e.g. 1 or 0-3; default: gosleuth's own, under load all but the last quarter, where the load generator runs)")
+			fs.StringVar(&f.cpus, "cpus", "", "run started sides on these `CPUs` (e.g. 1 or 0-3; default: gosleuth's own)")
 			fs.Uint64Var(&f.seed, "seed", 0, "seed of the window order (0: from the clock; the report gives it)")
 			fs.BoolVar(&f.untilDecided, "until-decided", false, "add windows until the --decide metrics are decided or --budget is spent")
 			fs.DurationVar(&f.budget, "budget", 5*time.Minute, "time budget of --until-decided")

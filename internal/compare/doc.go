@@ -10,11 +10,7 @@
 // random order followed by its reverse), so slow drift of the machine falls
 // on both sides alike. One window is one sample of every metric. Processes
 // compare starts run on the same CPUs (sched_setaffinity at fork, inherited
-// by every thread and child); under load, gosleuth's own threads, the load
-// generator among them, move to CPUs apart from the sides' (the last
-// quarter of its own, at least one, when it has two or more), so the
-// generator's work and the sides' migrations stay out of the windows. One
-// side runs at a time: each window gets a fresh
+// by every thread and child), one side at a time: each window gets a fresh
 // process, started and warmed up, so a window is a sample of the program,
 // not of one process of it (two processes of one program differ: their
 // memory layout, their phase against the kernel's tick), and the pairs of

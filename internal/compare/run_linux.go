@@ -63,10 +63,6 @@ type runner struct {
 	host    *proc.Reader
 	hsnap   proc.Snapshot
 	cpus    []int
-	// ownCPUs is gosleuth's own affinity at the start, restored at the
-	// end when pinned moved it off the sides' CPUs.
-	ownCPUs unix.CPUSet
-	pinned  bool
 	engines map[string]*load.Engine
 	events  []syscalls.Event
 	total   *syscalls.Event
@@ -333,103 +329,27 @@ func (r *runner) progress(w Window) {
 	fmt.Fprintf(r.cfg.Progress, "window %d %s %s: %s\n", w.Index+1, name, w.Kind, strings.Join(parts, ", "))
 }
 
-// setupCPUs decides the CPUs started processes run on and, under load,
-// moves gosleuth (the load generator) off them.
+// setupCPUs decides the CPUs started processes run on.
 func (r *runner) setupCPUs(commands bool) error {
 	p := &r.res.Protocol
 	if !commands {
 		p.Pinning = "not changed (running processes): " + r.affinityNote()
 		return nil
 	}
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return fmt.Errorf("compare: read CPU affinity: %w", err)
-	}
-	r.ownCPUs = set
-	var allowed []int
-	for i := range 1024 {
-		if set.IsSet(i) {
-			allowed = append(allowed, i)
+	cpus := r.cfg.CPUs
+	if len(cpus) == 0 {
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &set); err != nil {
+			return fmt.Errorf("compare: read CPU affinity: %w", err)
 		}
-	}
-	sides, gen := splitCPUs(allowed, r.cfg.CPUs, r.cfg.loaded())
-	r.cpus = sides
-	how := "(sched_setaffinity on the thread that forks each command, inherited by all its threads and children)"
-	if len(gen) == 0 {
-		p.Pinning = fmt.Sprintf("every side on CPUs %s %s", cpuList(sides), how)
-		if r.cfg.loaded() {
-			p.Pinning += ", the load generator too"
-		}
-		return nil
-	}
-	if err := pinProcess(gen); err != nil {
-		return fmt.Errorf("compare: move the load generator to CPUs %s: %w", cpuList(gen), err)
-	}
-	r.pinned = true
-	p.Pinning = fmt.Sprintf("every side on CPUs %s %s; gosleuth and its load generator on CPUs %s, apart from the sides", cpuList(sides), how, cpuList(gen))
-	return nil
-}
-
-// splitCPUs divides the CPUs gosleuth may use between the sides and, under
-// load, the load generator. Asked for CPUs, the sides get them and the
-// generator the allowed CPUs left over (none left: it shares the sides').
-// Otherwise, under load on two or more CPUs, the generator gets the last
-// quarter of them (at least one) and the sides the rest: a generator that
-// shares the sides' CPUs moves their threads between CPUs and its own work
-// lands in their windows. In runs of the 3% pair of bench/compare-stats
-// with the generator on one CPU of two and the server on the other, B's
-// extra CPU measured +4.0% with a pair spread of 2.2% against +2.4% and
-// 2.8% on shared CPUs, in the same run: the server's idle Ps no longer
-// spin for work on a second CPU, so the request's own work is more of
-// what is measured.
-func splitCPUs(allowed, asked []int, loaded bool) (sides, gen []int) {
-	if len(asked) > 0 {
-		if !loaded {
-			return asked, nil
-		}
-		for _, c := range allowed {
-			if !slices.Contains(asked, c) {
-				gen = append(gen, c)
-			}
-		}
-		return asked, gen
-	}
-	if !loaded || len(allowed) < 2 {
-		return allowed, nil
-	}
-	n := max(len(allowed)/4, 1)
-	return allowed[:len(allowed)-n], allowed[len(allowed)-n:]
-}
-
-// pinProcess sets the affinity of every thread of this process to cpus;
-// threads started later inherit it from the thread that starts them.
-func pinProcess(cpus []int) error {
-	var set unix.CPUSet
-	for _, c := range cpus {
-		set.Set(c)
-	}
-	return setProcessAffinity(&set)
-}
-
-// setProcessAffinity applies set to every thread of this process. A thread
-// that exits meanwhile is skipped; the listing is read twice so a thread
-// started while the first pass ran is not missed.
-func setProcessAffinity(set *unix.CPUSet) error {
-	for range 2 {
-		ents, err := os.ReadDir("/proc/self/task")
-		if err != nil {
-			return fmt.Errorf("list own threads: %w", err)
-		}
-		for _, e := range ents {
-			var tid int
-			if _, err := fmt.Sscan(e.Name(), &tid); err != nil {
-				continue
-			}
-			if err := unix.SchedSetaffinity(tid, set); err != nil && !errors.Is(err, unix.ESRCH) {
-				return fmt.Errorf("set thread %d's CPU affinity: %w", tid, err)
+		for i := range 1024 {
+			if set.IsSet(i) {
+				cpus = append(cpus, i)
 			}
 		}
 	}
+	r.cpus = cpus
+	p.Pinning = fmt.Sprintf("every side on CPUs %s (sched_setaffinity on the thread that forks each command, inherited by all its threads and children)", cpuList(cpus))
 	return nil
 }
 
@@ -816,9 +736,6 @@ func (r *runner) cleanup() {
 	}
 	if r.host != nil {
 		r.host.Close()
-	}
-	if r.pinned {
-		setProcessAffinity(&r.ownCPUs)
 	}
 }
 

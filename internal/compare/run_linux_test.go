@@ -7,15 +7,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
-	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
@@ -256,50 +253,6 @@ func TestLoadLatency(t *testing.T) {
 		if w.Kind == kindCPU && !w.Dropped && w.Values["cpu_per_1k"] <= 0 {
 			t.Errorf("window %d has no CPU per 1k requests: %v", w.Index, w.Values)
 		}
-	}
-	if runtime.NumCPU() >= 2 && !strings.Contains(r.Protocol.Pinning, "load generator on CPUs") {
-		t.Errorf("under load on %d CPUs the generator should run apart from the sides: %q", runtime.NumCPU(), r.Protocol.Pinning)
-	}
-	// Every thread of this process is back on the CPUs it had.
-	var want unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &want); err != nil {
-		t.Fatal(err)
-	}
-	ents, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		var tid int
-		fmt.Sscan(e.Name(), &tid)
-		var got unix.CPUSet
-		if err := unix.SchedGetaffinity(tid, &got); err == nil && got != want {
-			t.Errorf("thread %d left on CPUs %v after the run, want %v", tid, got, want)
-		}
-	}
-}
-
-func TestSplitCPUs(t *testing.T) {
-	for _, tc := range []struct {
-		name            string
-		allowed, asked  []int
-		loaded          bool
-		wantSides, wGen []int
-	}{
-		{"no load: every CPU for the sides", []int{0, 1, 2, 3}, nil, false, []int{0, 1, 2, 3}, nil},
-		{"load on one CPU: shared", []int{0}, nil, true, []int{0}, nil},
-		{"load on two CPUs: one each", []int{0, 1}, nil, true, []int{0}, []int{1}},
-		{"load on eight CPUs: a quarter for the generator", []int{0, 1, 2, 3, 4, 5, 6, 7}, nil, true, []int{0, 1, 2, 3, 4, 5}, []int{6, 7}},
-		{"asked CPUs under load: the generator gets the rest", []int{0, 1, 2, 3}, []int{1, 2}, true, []int{1, 2}, []int{0, 3}},
-		{"asked every CPU: the generator shares", []int{0, 1}, []int{0, 1}, true, []int{0, 1}, nil},
-		{"asked CPUs without load", []int{0, 1, 2, 3}, []int{3}, false, []int{3}, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			sides, gen := splitCPUs(tc.allowed, tc.asked, tc.loaded)
-			if !slices.Equal(sides, tc.wantSides) || !slices.Equal(gen, tc.wGen) {
-				t.Errorf("splitCPUs(%v, %v, %v) = %v, %v; want %v, %v", tc.allowed, tc.asked, tc.loaded, sides, gen, tc.wantSides, tc.wGen)
-			}
-		})
 	}
 }
 
