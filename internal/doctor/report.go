@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -90,6 +91,7 @@ func Diagnose(ws []*Window, h *Host, notes []string, all bool) *Report {
 	}
 	costs := map[string]*Cost{}
 	unchecked := map[[2]string]*UncheckedRule{}
+	var exited []*Window
 	for _, w := range ws {
 		found, un := Evaluate(w, h)
 		for _, u := range un {
@@ -100,7 +102,7 @@ func Diagnose(ws []*Window, h *Host, notes []string, all bool) *Report {
 			unchecked[k].PIDs = append(unchecked[k].PIDs, u.PID)
 		}
 		if w.Exited {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("pid %d (%s) exited during the window; findings cover what was seen", w.PID, w.Comm))
+			exited = append(exited, w)
 		}
 		if len(found) == 0 && !all {
 			continue
@@ -138,6 +140,7 @@ func Diagnose(ws []*Window, h *Host, notes []string, all bool) *Report {
 		}
 		rep.Processes = append(rep.Processes, pr)
 	}
+	rep.Notes = append(rep.Notes, exitedNotes(exited)...)
 	slices.SortStableFunc(rep.Processes, func(a, b ProcessReport) int {
 		if c := cmp.Compare(worst(b), worst(a)); c != 0 {
 			return c
@@ -162,6 +165,39 @@ func Diagnose(ws []*Window, h *Host, notes []string, all bool) *Report {
 		return cmp.Or(cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Why, b.Why))
 	})
 	return rep
+}
+
+// exitedNotes says which windows' processes exited during the window: one
+// note each for a few, else one note that counts them by command, the most
+// first (under process churn a host-wide window sees hundreds exit, and a
+// line for each buried the report's other notes).
+func exitedNotes(ws []*Window) []string {
+	const each = 3
+	if len(ws) <= each {
+		out := make([]string, 0, len(ws))
+		for _, w := range ws {
+			out = append(out, fmt.Sprintf("pid %d (%s) exited during the window; findings cover what was seen", w.PID, w.Comm))
+		}
+		return out
+	}
+	byComm := map[string]int{}
+	for _, w := range ws {
+		byComm[w.Comm]++
+	}
+	comms := slices.Collect(maps.Keys(byComm))
+	slices.SortFunc(comms, func(a, b string) int {
+		return cmp.Or(cmp.Compare(byComm[b], byComm[a]), cmp.Compare(a, b))
+	})
+	const named = 5
+	var parts []string
+	for i, c := range comms {
+		if i == named {
+			parts = append(parts, fmt.Sprintf("%d more commands", len(comms)-named))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", c, byComm[c]))
+	}
+	return []string{fmt.Sprintf("%d processes exited during the window (%s); findings cover what was seen", len(ws), strings.Join(parts, ", "))}
 }
 
 func worst(p ProcessReport) int {

@@ -115,3 +115,35 @@ func TestReportAlike(t *testing.T) {
 		t.Errorf("JSON: %d processes, %v; want all 7", len(back.Processes), err)
 	}
 }
+
+func TestExitedNotes(t *testing.T) {
+	exited := func(comms ...string) []*Window {
+		var ws []*Window
+		for i, c := range comms {
+			ws = append(ws, &Window{PID: 100 + i, Comm: c, Exited: true})
+		}
+		return ws
+	}
+	many := strings.Split("sh sh sh sh true true true cat ls a b c", " ")
+	for _, tc := range []struct {
+		name string
+		ws   []*Window
+		want []string
+	}{
+		{"none", nil, []string{}},
+		{"a few: one note each", exited("sh", "true"), []string{
+			"pid 100 (sh) exited during the window; findings cover what was seen",
+			"pid 101 (true) exited during the window; findings cover what was seen"}},
+		{"four: counted by command", exited("sh", "true", "sh", "cat"), []string{
+			"4 processes exited during the window (sh 2, cat 1, true 1); findings cover what was seen"}},
+		{"many commands: the five most named", exited(many...), []string{
+			"12 processes exited during the window (sh 4, true 3, a 1, b 1, c 1, 2 more commands); findings cover what was seen"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := exitedNotes(tc.ws)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("exitedNotes = %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
