@@ -263,18 +263,10 @@ func (r *Report) WriteText(w io.Writer, colour bool) error {
 	if len(r.Processes) == 0 {
 		b.WriteString("\nNo findings.\n")
 	}
-	keys := make([]string, len(r.Processes))
-	alike := map[string][]int{}
+	groups := r.alikeGroups()
 	for i, p := range r.Processes {
-		if keys[i] = alikeKey(p); keys[i] != "" {
-			alike[keys[i]] = append(alike[keys[i]], i)
-		}
-	}
-	for i, p := range r.Processes {
-		group := alike[keys[i]]
-		if len(group) < alikeMin {
-			group = nil
-		} else if group[0] != i {
+		group, ok := groups[i]
+		if !ok {
 			continue // written on its first member's line
 		}
 		goVer := ""
@@ -308,15 +300,8 @@ func (r *Report) WriteText(w io.Writer, colour bool) error {
 			fmt.Fprintf(&b, "           fix: %s\n", f.Fix)
 			fmt.Fprintf(&b, "           sources: %s; confidence %s\n", joinSources(f.Sources), f.Confidence)
 		}
-		if len(group) > 0 {
-			pids := make([]int, 0, len(group)-1)
-			lo, hi := math.Inf(1), math.Inf(-1)
-			for _, j := range group[1:] {
-				pids = append(pids, r.Processes[j].PID)
-				lo, hi = math.Min(lo, r.Processes[j].CPUPct), math.Max(hi, r.Processes[j].CPUPct)
-			}
-			fmt.Fprintf(&b, "  and %d more %s processes with the same findings (their figures differ; cpu %.1f-%.1f%% each; --format json lists each): %s\n",
-				len(pids), p.Comm, lo, hi, pidList(pids))
+		if len(group) > 1 {
+			fmt.Fprintf(&b, "  and %s\n", r.alikeOthers(group))
 		}
 	}
 	if len(h.Costs) > 0 {
@@ -353,10 +338,48 @@ func (r *Report) WriteText(w io.Writer, colour bool) error {
 }
 
 // alikeMin is how many processes with findings that read alike (see
-// alikeKey) the text report writes as one: under 5,000 new processes a
+// alikeKey) the text and markdown reports write as one: under 5,000 new processes a
 // second it had 50 blocks of the same exec-hot-path finding, one per
 // forking shell, with only their figures differing.
 const alikeMin = 3
+
+// alikeGroups maps the index of each process the text and markdown
+// reports write to the processes written with it: itself alone, or itself
+// and the others that read alike when there are at least alikeMin of them.
+// A process written with an earlier one has no entry.
+func (r *Report) alikeGroups() map[int][]int {
+	alike := map[string][]int{}
+	keys := make([]string, len(r.Processes))
+	for i, p := range r.Processes {
+		if keys[i] = alikeKey(p); keys[i] != "" {
+			alike[keys[i]] = append(alike[keys[i]], i)
+		}
+	}
+	out := make(map[int][]int, len(r.Processes))
+	for i := range r.Processes {
+		group := alike[keys[i]]
+		switch {
+		case len(group) < alikeMin:
+			out[i] = []int{i}
+		case group[0] == i:
+			out[i] = group
+		}
+	}
+	return out
+}
+
+// alikeOthers names the processes of group after its first, written with
+// it: "4 more sh processes with the same findings (...): pid 1001, ...".
+func (r *Report) alikeOthers(group []int) string {
+	pids := make([]int, 0, len(group)-1)
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, j := range group[1:] {
+		pids = append(pids, r.Processes[j].PID)
+		lo, hi = math.Min(lo, r.Processes[j].CPUPct), math.Max(hi, r.Processes[j].CPUPct)
+	}
+	return fmt.Sprintf("%d more %s processes with the same findings (their figures differ; cpu %.1f-%.1f%% each; --format json lists each): %s",
+		len(pids), r.Processes[group[0]].Comm, lo, hi, pidList(pids))
+}
 
 // alikeKey is what processes whose findings read alike share: name, Go
 // version, exit, sources, and each finding's rule and severity; "" for a
@@ -386,7 +409,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if len(r.Processes) == 0 {
 		b.WriteString("\nNo findings.\n")
 	}
-	for _, p := range r.Processes {
+	groups := r.alikeGroups()
+	for i, p := range r.Processes {
+		group, ok := groups[i]
+		if !ok {
+			continue // written in its first member's section
+		}
 		fmt.Fprintf(&b, "\n## %d `%s`", p.PID, p.Comm)
 		if p.GoVersion != "" {
 			fmt.Fprintf(&b, " (%s)", p.GoVersion)
@@ -416,6 +444,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 				}
 			}
 			fmt.Fprintf(&b, "\n**Cause.** %s\n\n**Fix.** %s\n\nSources: %s; confidence %s.\n", f.Cause, f.Fix, joinSources(f.Sources), f.Confidence)
+		}
+		if len(group) > 1 {
+			fmt.Fprintf(&b, "\nAnd %s.\n", r.alikeOthers(group))
 		}
 	}
 	if len(h.Costs) > 0 {

@@ -72,7 +72,8 @@ func TestReportGolden(t *testing.T) {
 }
 
 // TestReportAlike: processes whose findings read alike (a host's forking
-// shells) are written as one block and a line naming the others; a
+// shells) are written as one block (one section in markdown) and a line
+// naming the others; a
 // process whose finding names code, or with another severity, keeps its
 // own block, and the JSON report keeps every process.
 func TestReportAlike(t *testing.T) {
@@ -105,6 +106,26 @@ func TestReportAlike(t *testing.T) {
 	}
 	if strings.Contains(text, "\n1001 sh ") {
 		t.Errorf("an alike shell written in full:\n%s", text)
+	}
+	b.Reset()
+	if err := r.WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	if n := strings.Count(md, "`exec-hot-path`"); n != 3 {
+		t.Errorf("markdown: %d finding sections, want 3:\n%s", n, md)
+	}
+	for _, want := range []string{
+		"\n## 1000 `sh`",
+		"\nAnd 4 more sh processes with the same findings (their figures differ; cpu 0.4-0.5% each; --format json lists each): pid 1001, 1002, 1003, 1004.\n",
+		"\n## 2000 `sh`", "\n## 2001 `sh`",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown: missing %q in:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "\n## 1001 `sh`") {
+		t.Errorf("markdown: an alike shell written in full:\n%s", md)
 	}
 	b.Reset()
 	if err := r.WriteJSON(&b); err != nil {
