@@ -73,9 +73,8 @@ func TestReportGolden(t *testing.T) {
 
 // TestReportAlike: processes whose findings read alike (a host's forking
 // shells) are written as one block (one section in markdown) and a line
-// naming the others; a
-// process whose finding names code, or with another severity, keeps its
-// own block, and the JSON report keeps every process.
+// naming the others; a process whose finding names code, or with another
+// severity, keeps its own block, and the JSON report keeps every process.
 func TestReportAlike(t *testing.T) {
 	shell := func(pid int, cpu float64, sev Severity, code []CodeRef) ProcessReport {
 		return ProcessReport{PID: pid, Comm: "sh", CPUPct: cpu, Sources: []Source{SourceProc}, Findings: []Finding{{
@@ -87,47 +86,42 @@ func TestReportAlike(t *testing.T) {
 		r.Processes = append(r.Processes, shell(1000+i, cpu, Warn, nil))
 	}
 	r.Processes = append(r.Processes, shell(2000, 0.3, Info, nil), shell(2001, 0.3, Warn, []CodeRef{{Func: "main.run", File: "run.go", Line: 7}}))
+	for _, f := range []struct {
+		name    string
+		write   func(*bytes.Buffer) error
+		finding string
+		want    []string
+		written string // a line that would write an alike shell in full
+	}{
+		{"text", func(b *bytes.Buffer) error { return r.WriteText(b, false) }, "exec-hot-path:", []string{
+			"\n1000 sh ",
+			"  and 4 more sh processes with the same findings (their figures differ; cpu 0.4-0.5% each; --format json lists each): pid 1001, 1002, 1003, 1004\n",
+			"\n2000 sh ", "\n2001 sh ",
+		}, "\n1001 sh "},
+		{"markdown", func(b *bytes.Buffer) error { return r.WriteMarkdown(b) }, "`exec-hot-path`", []string{
+			"\n## 1000 `sh`",
+			"\nAnd 4 more sh processes with the same findings (their figures differ; cpu 0.4-0.5% each; --format json lists each): pid 1001, 1002, 1003, 1004.\n",
+			"\n## 2000 `sh`", "\n## 2001 `sh`",
+		}, "\n## 1001 `sh`"},
+	} {
+		var b bytes.Buffer
+		if err := f.write(&b); err != nil {
+			t.Fatal(err)
+		}
+		text := b.String()
+		if n := strings.Count(text, f.finding); n != 3 {
+			t.Errorf("%s: %d finding blocks, want 3 (the first alike shell, the info one, the one with code):\n%s", f.name, n, text)
+		}
+		for _, want := range f.want {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s: missing %q in:\n%s", f.name, want, text)
+			}
+		}
+		if strings.Contains(text, f.written) {
+			t.Errorf("%s: an alike shell written in full:\n%s", f.name, text)
+		}
+	}
 	var b bytes.Buffer
-	if err := r.WriteText(&b, false); err != nil {
-		t.Fatal(err)
-	}
-	text := b.String()
-	if n := strings.Count(text, "exec-hot-path:"); n != 3 {
-		t.Errorf("%d finding blocks, want 3 (the first alike shell, the info one, the one with code):\n%s", n, text)
-	}
-	for _, want := range []string{
-		"\n1000 sh ",
-		"  and 4 more sh processes with the same findings (their figures differ; cpu 0.4-0.5% each; --format json lists each): pid 1001, 1002, 1003, 1004\n",
-		"\n2000 sh ", "\n2001 sh ",
-	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("missing %q in:\n%s", want, text)
-		}
-	}
-	if strings.Contains(text, "\n1001 sh ") {
-		t.Errorf("an alike shell written in full:\n%s", text)
-	}
-	b.Reset()
-	if err := r.WriteMarkdown(&b); err != nil {
-		t.Fatal(err)
-	}
-	md := b.String()
-	if n := strings.Count(md, "`exec-hot-path`"); n != 3 {
-		t.Errorf("markdown: %d finding sections, want 3:\n%s", n, md)
-	}
-	for _, want := range []string{
-		"\n## 1000 `sh`",
-		"\nAnd 4 more sh processes with the same findings (their figures differ; cpu 0.4-0.5% each; --format json lists each): pid 1001, 1002, 1003, 1004.\n",
-		"\n## 2000 `sh`", "\n## 2001 `sh`",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("markdown: missing %q in:\n%s", want, md)
-		}
-	}
-	if strings.Contains(md, "\n## 1001 `sh`") {
-		t.Errorf("markdown: an alike shell written in full:\n%s", md)
-	}
-	b.Reset()
 	if err := r.WriteJSON(&b); err != nil {
 		t.Fatal(err)
 	}
