@@ -40,8 +40,9 @@ func init() {
 Serves /metrics in the Prometheus exposition format and a page at / saying
 what it exports. Every --interval, every process of the host is read once in
 the background (the /proc engine keeps its files open and reads only what
-moved, or as root asks the kernel for every thread's scheduler counters
-with one BPF task iterator read: --bpf); a scrape only writes the last sample, so its cost grows with the
+moved, or as root reads the threads' scheduler counters through a BPF task
+iterator: every task once in --idle-every, in between those that ran lately,
+--bpf); a scrape only writes the last sample, so its cost grows with the
 series, not with processes x files.
 
 Series are per group of processes, not per PID: a systemd unit (from the
@@ -79,7 +80,7 @@ It listens on loopback unless --listen names another address (for a fleet:
 			fs.IntVar(&f.maxSeries, "max-series", 5000, "cap on group series (about 10 per group)")
 			fs.IntVar(&f.topN, "top", 20, "processes by CPU named with their PID")
 			fs.StringVar(&f.procRoot, "proc", "/proc", "procfs mount `path`")
-			fs.BoolVar(&f.bpf, "bpf", true, "read threads' scheduler and switch counts through a BPF task iterator where allowed (root), else files: every task once in --idle-every and in between the processes that ran lately and new ones, one iterator read each; three quarters of the CPU of the files' idle back-off on a quiet host and half of it under process churn, for about 4 MB more RSS (the kernel's BTF, read once); --bpf=false: files only")
+			fs.BoolVar(&f.bpf, "bpf", true, "read threads' scheduler and switch counts through a BPF task iterator where allowed (root), else files: every task once in --idle-every and in between the processes that ran lately (one bpf(2) call) and new ones; about half the CPU of the files' idle back-off, for about 4 MB more RSS (the kernel's BTF, read once); --bpf=false: files only")
 			fs.BoolVar(&f.runtime, "runtime", true, "read the Go runtime of processes that have gosleuth's agent (gosleuth_go_* series per group)")
 			fs.DurationVar(&f.doctorEvery, "doctor-every", 5*time.Minute, "run the doctor over the host this `often` (0: never)")
 			fs.DurationVar(&f.doctorWindow, "doctor-window", 10*time.Second, "the doctor's observation `window`")
