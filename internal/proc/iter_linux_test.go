@@ -1,7 +1,7 @@
 package proc
 
 import (
-	"fmt"
+	"cmp"
 	"os"
 	"os/exec"
 	"slices"
@@ -499,7 +499,7 @@ func testPartial(t *testing.T, links bool) {
 	still := startHelper(t, "threads")
 	busyPID, stillPID := int32(busy.Process.Pid), int32(still.Process.Pid)
 	var s Snapshot
-	partials := 0
+	partials, left := 0, 0
 	var run uint64
 	for range 4 * back {
 		mustSnapshot(t, r, &s)
@@ -512,15 +512,18 @@ func testPartial(t *testing.T, links bool) {
 			if p.RunNS <= run {
 				t.Errorf("busy helper's run time %d in a partial read, %d before", p.RunNS, run)
 			}
-			if s.Stats.IteratedProcs >= len(s.Procs)/2 {
-				t.Errorf("a partial read asked for %d of %d processes", s.Stats.IteratedProcs, len(s.Procs))
+			// (still counts this read too.)
+			if sl := r.slots[stillPID]; sl != nil && sl.askGen == r.gen && sl.still > back {
+				t.Errorf("a partial read asked for the sleeping helper, still for %d reads before", sl.still-1)
+			} else if sl != nil && sl.askGen != r.gen {
+				left++
 			}
 		}
 		run = p.RunNS
 		time.Sleep(20 * time.Millisecond)
 	}
-	if partials == 0 {
-		t.Fatalf("no partial read in %d refreshes", 4*back)
+	if partials == 0 || left == 0 {
+		t.Fatalf("%d partial reads in %d refreshes, %d of them without the sleeping helper", partials, 4*back, left)
 	}
 
 	// A new process, started just after a full walk.
@@ -586,9 +589,11 @@ func statusField(t *testing.T, pid, tid int32, field string) int {
 }
 
 // TestTIDReader: the TID reader's records of a sleeping process's threads
-// are the iterator's, to the byte, leader's extension included (read again
-// should one of them run between the two reads); a TID that names no task
-// has none.
+// are the iterator's, to the byte: every thread that did not run between
+// the two reads (its 8 threads blocked in read(2) at least; the Go
+// runtime's own may run), and the leader's extension when none ran. A
+// thread that ran has counters no lower than the iterator's. A TID that
+// names no task has none.
 func TestTIDReader(t *testing.T) {
 	r := newIterReader(t)
 	if r.it.tids == nil {
@@ -601,51 +606,58 @@ func TestTIDReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	ask := append(slices.Clone(tids), int32(gone.Process.Pid))
-	var diffs []string
-	for try := 0; try < 3; try++ {
-		reads := 0
-		if err := r.it.read(&reads); err != nil {
-			t.Fatal(err)
+	reads := 0
+	if err := r.it.read(&reads); err != nil {
+		t.Fatal(err)
+	}
+	var want []iterRec
+	var wantExt iterLeader
+	for _, tid := range tids {
+		rec := r.it.find(tid)
+		if rec == nil {
+			t.Fatalf("iterator: no record of thread %d", tid)
 		}
-		var want []iterRec
-		var wantExt iterLeader
-		for _, tid := range tids {
-			rec := r.it.find(tid)
-			if rec == nil {
-				t.Fatalf("iterator: no record of thread %d", tid)
-			}
-			c := *rec
-			if c.leader != nil {
-				wantExt, c.leader = *c.leader, nil
-			}
-			want = append(want, c)
+		c := *rec
+		if c.leader != nil {
+			wantExt, c.leader = *c.leader, nil
 		}
-		if err := r.it.readPartial(ask, nil, &reads); err != nil {
-			t.Fatal(err)
+		want = append(want, c)
+	}
+	if err := r.it.readPartial(ask, nil, &reads); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.it.recs) != len(tids) {
+		t.Fatalf("%d records for %d live threads and an exited one", len(r.it.recs), len(tids))
+	}
+	same, ran := 0, false
+	var ext *iterLeader
+	for i, tid := range tids {
+		rec := r.it.find(tid)
+		if rec == nil {
+			t.Fatalf("TID reader: no record of thread %d", tid)
 		}
-		if len(r.it.recs) != len(tids) {
-			t.Fatalf("%d records for %d live threads and an exited one", len(r.it.recs), len(tids))
+		c := *rec
+		ext, c.leader = cmp.Or(c.leader, ext), nil
+		w := want[i]
+		if c.run != w.run {
+			ran = true
+			if c.run < w.run || c.slices < w.slices || c.nvcsw < w.nvcsw || c.nivcsw < w.nivcsw {
+				t.Errorf("thread %d went back: %+v, the iterator's %+v", tid, c, w)
+			}
+			continue
 		}
-		diffs = diffs[:0]
-		for i, tid := range tids {
-			rec := r.it.find(tid)
-			if rec == nil {
-				t.Fatalf("TID reader: no record of thread %d", tid)
-			}
-			c := *rec
-			if c.leader != nil {
-				if *c.leader != wantExt {
-					diffs = append(diffs, fmt.Sprintf("leader's extension: %+v, the iterator's %+v", *c.leader, wantExt))
-				}
-				c.leader = nil
-			}
-			if c != want[i] {
-				diffs = append(diffs, fmt.Sprintf("thread %d: %+v, the iterator's %+v", tid, c, want[i]))
-			}
-		}
-		if len(diffs) == 0 {
-			return
+		same++
+		if c != w {
+			t.Errorf("thread %d: %+v, the iterator's %+v", tid, c, w)
 		}
 	}
-	t.Errorf("3 tries, the last:\n%s", strings.Join(diffs, "\n"))
+	if same < helperThreadCount {
+		t.Errorf("%d of %d threads compared, want the %d blocked in read(2) at least", same, len(tids), helperThreadCount)
+	}
+	if ext == nil {
+		t.Fatal("TID reader: no leader's extension")
+	}
+	if !ran && *ext != wantExt {
+		t.Errorf("leader's extension: %+v, the iterator's %+v", *ext, wantExt)
+	}
 }
