@@ -244,8 +244,14 @@ func (e *Exporter) Run(ctx context.Context) error {
 	if err := e.Sample(); err != nil {
 		return err
 	}
-	t := time.NewTimer(e.cfg.Interval)
-	defer t.Stop()
+	t, err := newTickTimer()
+	if err != nil {
+		return fmt.Errorf("exporter: %w", err)
+	}
+	defer t.stop()
+	if err := t.reset(e.cfg.Interval); err != nil {
+		return fmt.Errorf("exporter: %w", err)
+	}
 	next := time.Now().Add(e.cfg.Interval)
 	for {
 		select {
@@ -255,10 +261,12 @@ func (e *Exporter) Run(ctx context.Context) error {
 			// A scrape while idle: back to the short period at once.
 			if time.Until(next) > e.cfg.Interval {
 				next = time.Now().Add(e.cfg.Interval)
-				t.Reset(e.cfg.Interval)
+				if err := t.reset(e.cfg.Interval); err != nil {
+					return fmt.Errorf("exporter: %w", err)
+				}
 			}
 			continue
-		case <-t.C:
+		case <-t.C():
 		}
 		if err := e.Sample(); err != nil {
 			e.self.Errors++
@@ -268,7 +276,9 @@ func (e *Exporter) Run(ctx context.Context) error {
 			d = e.cfg.IdleInterval
 		}
 		next = time.Now().Add(d)
-		t.Reset(d)
+		if err := t.reset(d); err != nil {
+			return fmt.Errorf("exporter: %w", err)
+		}
 	}
 }
 
