@@ -422,12 +422,7 @@ func (e *Exporter) forget(j int) {
 }
 
 // grow returns s with length n, reallocated only when too small.
-func grow[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n, n+n/4)
-	}
-	return s[:n]
-}
+func grow[T any](s []T, n int) []T { return slices.Grow(s[:0], n)[:n] }
 
 // groupFor returns the group of a process, assigning one at first sight.
 func (e *Exporter) groupFor(id procID, p *proc.Proc, now time.Time) *GroupStats {
