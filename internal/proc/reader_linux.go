@@ -385,9 +385,14 @@ const (
 // every task.
 func (r *Reader) partialIter() bool {
 	back := r.opts.IdleBackoff
+	if back <= 1 || !r.seekScan {
+		return false
+	}
+	// The last PID is read at every refresh, full walks too, so the next
+	// partial read knows where the new PIDs start.
 	prev := r.lastPID
-	moved := r.seekScan && r.lastPIDMoved()
-	if back <= 1 || !r.seekScan || r.rescan || r.refresh%back == 1 || r.refresh%iterScanEvery == 1 {
+	moved := r.lastPIDMoved()
+	if r.rescan || r.refresh%back == 1 || r.refresh%iterScanEvery == 1 {
 		return false
 	}
 	r.iterPIDs, r.iterTIDs = r.iterPIDs[:0], r.iterTIDs[:0]
