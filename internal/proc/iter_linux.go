@@ -184,7 +184,7 @@ type taskIter struct {
 	// and records carry them.
 	io bool
 	// pidLinks are links of the same program bound to one process's
-	// threads (the iterator's pid option, Linux 6.1), by PID: readPIDs
+	// threads (the iterator's pid option, Linux 6.1), by PID: readPartial
 	// keeps those of the processes it reads until dropLinks.
 	pidLinks map[int32]int
 	// tids reads tasks by TID (nil where it could not load: tidOff says
@@ -819,7 +819,7 @@ func (it *taskIter) finish() {
 			k++
 		}
 	}
-	// The kernel walks tasks by TID (and readPIDs by process); sort
+	// The kernel walks tasks by TID (and readPartial by process); sort
 	// anyway should a kernel not.
 	for i := 1; i < len(it.recs); i++ {
 		if it.recs[i].tid < it.recs[i-1].tid {
