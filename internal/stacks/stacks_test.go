@@ -79,6 +79,27 @@ func startPatient(t *testing.T, bin string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// threadStates describes each thread of process pid: its state letter and
+// the kernel function it waits in, for a failure message.
+func threadStates(pid int) string {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Sprintf("threads of %d: %v", pid, err)
+	}
+	var out []string
+	for _, e := range ents {
+		stat, _ := os.ReadFile(filepath.Join(dir, e.Name(), "stat"))
+		wchan, _ := os.ReadFile(filepath.Join(dir, e.Name(), "wchan"))
+		state := "?"
+		if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+			state = string(stat[i+2])
+		}
+		out = append(out, fmt.Sprintf("%s %s in %q", e.Name(), state, wchan))
+	}
+	return fmt.Sprintf("threads of %d: %s", pid, strings.Join(out, ", "))
+}
+
 func needPerf(t *testing.T) {
 	t.Helper()
 	testenv.Require(t, testenv.Perf)
@@ -307,7 +328,10 @@ func TestMatchesGoProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !raw.Exited {
-		t.Fatal("the patient did not exit: sampling ran to its timeout")
+		// Say what the patient was doing, so a failure here tells a
+		// patient that hung from an exit the sampler missed.
+		info, _ := os.Stat(goProf)
+		t.Fatalf("the patient did not exit: sampling ran to its timeout; its profile %v; %s", info != nil && info.Size() > 0, threadStates(cmd.Process.Pid))
 	}
 	ours := Symbolize(raw)
 	f, err := os.Open(goProf)
