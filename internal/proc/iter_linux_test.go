@@ -661,3 +661,49 @@ func TestTIDReader(t *testing.T) {
 		t.Errorf("leader's extension: %+v, the iterator's %+v", *ext, wantExt)
 	}
 }
+
+// TestIterLinkExitedPID checks what readPartial relies on to keep the
+// iterator after a link error turns it off for good: the kernel looks a
+// per-process link's PID up when the link is read, not when it is made, so
+// a process that exited before its link was made, or after, gives no
+// records and no error.
+func TestIterLinkExitedPID(t *testing.T) {
+	r := newIterReader(t)
+	live := startHelper(t, "threads")
+	liveTIDs := taskDir(t, live.Process.Pid)
+	before := exec.Command("true")
+	if err := before.Run(); err != nil {
+		t.Fatal(err)
+	}
+	after := exec.Command("sleep", "60")
+	if err := after.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { after.Process.Kill(); after.Wait() })
+	pids := []int32{int32(live.Process.Pid), int32(before.Process.Pid), int32(after.Process.Pid)}
+	reads := 0
+	if err := r.it.readPartial(nil, pids, &reads); err != nil {
+		t.Fatalf("links for a live process, a reaped one and one about to exit: %v", err)
+	}
+	if r.it.find(int32(after.Process.Pid)) == nil {
+		t.Fatalf("no record of process %d while it ran", after.Process.Pid)
+	}
+	after.Process.Kill()
+	after.Wait()
+	// The links are kept from the last read: the third one's process is
+	// now reaped.
+	if len(r.it.pidLinks) != len(pids) {
+		t.Fatalf("%d links kept, want %d", len(r.it.pidLinks), len(pids))
+	}
+	if err := r.it.readPartial(nil, pids, &reads); err != nil {
+		t.Fatalf("reading the links again after a process exited: %v", err)
+	}
+	if len(r.it.recs) != len(liveTIDs) {
+		t.Errorf("%d records, want the live process's %d threads alone", len(r.it.recs), len(liveTIDs))
+	}
+	for _, pid := range pids[1:] {
+		if r.it.find(pid) != nil {
+			t.Errorf("a record of exited process %d", pid)
+		}
+	}
+}
