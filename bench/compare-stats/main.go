@@ -15,11 +15,17 @@
 //   - sweep: GOMAXPROCS=1,2,8 of a light periodic fan-out (the seeds' case
 //     5): the direction of CPU and futex calls and the best value;
 //   - default: one run with the default protocol under load (10 windows of
-//     10 s a side), timed (goal: 5 minutes).
+//     10 s a side), timed (goal: 5 minutes);
+//   - noise: where the 3% pair's noise comes from: -noise-runs runs of A
+//     against itself under the same load with one kept process a side
+//     (--keep, -windows 4 of -window 10 s each), which split a window's
+//     CPU variation into what differs from process to process of one
+//     program and what differs from window to window within a process.
 //
 // Usage:
 //
 //	go run ./bench/compare-stats -reanalyze DIR   (aa-*.json and default-*.json kept by -json-dir, with this version's analysis)
+//	go run ./bench/compare-stats -only noise -window 10s -windows 4 [-noise-runs 6]
 //	go run ./bench/compare-stats [-only aa,ticker,power,sweep,default] [-runs 20] [-first 1] [-power-runs 10] [-ticker-runs 3] [-window 1s] [-windows 10]
 //
 // -window and -windows set the protocol of aa and power (the default 10 s
@@ -50,6 +56,8 @@ func main() {
 	powerRuns := flag.Int("power-runs", 10, "runs of the 3% campaign")
 	tickerRuns := flag.Int("ticker-runs", 3, "runs of the ticker campaign")
 	nDefault := flag.Int("default-runs", 1, "runs of the default protocol (the 3% pair under load)")
+	noiseRuns := flag.Int("noise-runs", 6, "runs of the noise campaign (two processes each)")
+	flag.Float64Var(&requestMS, "request-ms", 1, "work per request of the 3% pair (power, default, noise), in milliseconds of the patient's loop; the load's rate is 200/request-ms a second, so the server stays near a quarter of a core")
 	first := flag.Int("first", 1, "number of the first aa run (its seed; the JSON files are numbered from it), to split a campaign over several processes")
 	jsonDir := flag.String("json-dir", "", "directory to keep each aa and default run's JSON result in (every window, for re-analysis)")
 	reanalyze := flag.String("reanalyze", "", "read the default runs' JSON results in this directory and compare the unpaired test with a within-block paired one on CPU, then exit")
@@ -102,6 +110,9 @@ func main() {
 	}
 	if has("default") {
 		defaultRuns(ctx, bin, *nDefault, *jsonDir)
+	}
+	if has("noise") {
+		noise(ctx, bin, *noiseRuns, *window, *windows)
 	}
 }
 
@@ -201,7 +212,7 @@ func power(ctx context.Context, bin string, runs int, window time.Duration, wind
 		addr := freeAddr()
 		r, err := compare.Run(ctx, compare.Config{
 			Sides: powerPair(bin, addr),
-			Rate:  200, Windows: windows, Window: window, Warmup: time.Second, Seed: uint64(i + 1)})
+			Rate:  loadRate(), Windows: windows, Window: window, Warmup: time.Second, Seed: uint64(i + 1)})
 		if err != nil {
 			// A run the machine could not load steadily counts as missed.
 			fmt.Printf("power run %2d: failed: %v\n", i+1, err)
@@ -256,6 +267,14 @@ func sweep(ctx context.Context, bin string) {
 // millisecond here (measured once, by the patient itself, at the start).
 var itersPerMs int
 
+// requestMS is the work per request of the 3% pair, in milliseconds of
+// the work loop; the pair is loaded at loadRate().
+var requestMS = 1.0
+
+// loadRate is the 3% pair's fixed load: 200 requests a second of 1 ms,
+// fewer of more work, so the server's CPU stays near a quarter of a core.
+func loadRate() float64 { return math.Round(200 / requestMS) }
+
 // powerPair is the 3% pair under load at addr: A works ~1 ms a request,
 // B 3% more in all. The work is a fixed number of loop iterations, not a
 // wall-time spin (which a preempted request spins less of). A request
@@ -263,11 +282,13 @@ var itersPerMs int
 // runs), ~0.2 ms of it in net/http, so 3% more work per request is 3.6%
 // more loop: B runs 1.036x A's iterations. (Ten default runs estimated
 // +3.1% to +5.5%, median +3.8%: the loop is more of a request's cost than
-// reckoned, so the pair differs by nearer 3.6-3.8% than 3%.)
+// reckoned, so the pair differs by nearer 3.6-3.8% than 3%.) With
+// -request-ms W the same reckoning gives B 1 + 0.03*(W+0.2)/W times A's
+// loop.
 func powerPair(bin, addr string) []compare.Side {
 	u := "http://" + addr + "/"
-	a := itersPerMs
-	b := int(math.Round(float64(a) * 1.036))
+	a := int(math.Round(float64(itersPerMs) * requestMS))
+	b := int(math.Round(float64(a) * (1 + 0.03*(requestMS+0.2)/requestMS)))
 	return []compare.Side{{Name: "A", Command: fmt.Sprintf("%s -listen %s -iters %d", bin, addr, a), URL: u},
 		{Name: "B", Command: fmt.Sprintf("%s -listen %s -iters %d", bin, addr, b), URL: u}}
 }
@@ -280,7 +301,7 @@ func defaultRuns(ctx context.Context, bin string, n int, jsonDir string) {
 		addr := freeAddr()
 		r, err := compare.Run(ctx, compare.Config{
 			Sides: powerPair(bin, addr),
-			Rate:  200})
+			Rate:  loadRate()})
 		if r != nil {
 			keepJSON(r, jsonDir, fmt.Sprintf("default-%02d.json", i+1))
 		}
@@ -447,4 +468,128 @@ func mean(v []float64) float64 {
 		s += x
 	}
 	return s / float64(len(v))
+}
+
+// noise splits the CPU variation of the 3% pair's A side under its load
+// into two parts, from runs of A against itself with one kept process a
+// side: within a process, the spread of the log ratio of its consecutive
+// windows (sqrt(2) times a window's own noise, sw); between processes,
+// the spread of the processes' mean log CPU, less what the windows' own
+// noise gives a mean of k windows (sw^2/k), leaves sp, a process's own
+// level. A default run starts a fresh process for every window, so each
+// of its pairs differs by about sqrt(2*(sp^2 + sw^2)): that, against the
+// effect, is what sets the power of its 10 pairs.
+func noise(ctx context.Context, bin string, runs int, window time.Duration, windows int) {
+	a := int(math.Round(float64(itersPerMs) * requestMS))
+	var within, means []float64
+	// Within each process, each window's log CPU and log probe cost less
+	// the process's means, and the consecutive differences of both.
+	var devC, devP, diffC, diffP []float64
+	probe := startPing()
+	if probe != nil {
+		defer probe.close()
+	}
+	start := time.Now()
+	for i := range runs {
+		sides := make([]compare.Side, 2)
+		for j, name := range []string{"A", "A'"} {
+			addr := freeAddr()
+			sides[j] = compare.Side{Name: name, Command: fmt.Sprintf("%s -listen %s -iters %d", bin, addr, a), URL: "http://" + addr + "/"}
+		}
+		r, err := compare.Run(ctx, compare.Config{Sides: sides, Rate: loadRate(), Keep: true,
+			Windows: windows, Window: window, Seed: uint64(i + 1)})
+		if err != nil {
+			fmt.Printf("noise run %d: failed: %v\n", i+1, err)
+			continue
+		}
+		for side := range sides {
+			var logs, pings []float64
+			for _, w := range r.Windows {
+				if w.Side == side && w.Kind == "cpu" && !w.Dropped && w.Values["cpu"] > 0 {
+					logs = append(logs, math.Log(w.Values["cpu"]))
+					if probe != nil {
+						end := w.Start.Add(time.Duration(w.Seconds * float64(time.Second)))
+						pings = append(pings, math.Log(max(probe.mean(w.Start, end), 1)))
+					}
+				}
+			}
+			if len(pings) == len(logs) && len(logs) >= 2 {
+				var mc, mp float64
+				for k := range logs {
+					mc += logs[k] / float64(len(logs))
+					mp += pings[k] / float64(len(logs))
+					if k > 0 {
+						diffC = append(diffC, logs[k]-logs[k-1])
+						diffP = append(diffP, pings[k]-pings[k-1])
+					}
+				}
+				for k := range logs {
+					devC = append(devC, logs[k]-mc)
+					devP = append(devP, pings[k]-mp)
+				}
+			}
+			if len(logs) < 2 {
+				continue
+			}
+			var m float64
+			for k, l := range logs {
+				m += l
+				if k > 0 {
+					within = append(within, l-logs[k-1])
+				}
+			}
+			m /= float64(len(logs))
+			means = append(means, m)
+			fmt.Printf("noise run %d, process %s: CPU %s %% of a core\n", i+1, sides[side].Name, expList(logs))
+		}
+	}
+	if len(means) < 3 || len(within) < 3 {
+		fatal(fmt.Errorf("noise: too few processes measured (%d)", len(means)))
+	}
+	k := float64(len(within)+len(means)) / float64(len(means)) // windows a process
+	sd := func(x []float64) float64 {
+		var m, v float64
+		for _, e := range x {
+			m += e
+		}
+		m /= float64(len(x))
+		for _, e := range x {
+			v += (e - m) * (e - m)
+		}
+		return math.Sqrt(v / float64(len(x)-1))
+	}
+	sw := sd(within) / math.Sqrt2
+	sp := math.Sqrt(max(sd(means)*sd(means)-sw*sw/k, 0))
+	fmt.Printf("noise (requests of %g ms of work at %g a second): %d processes, %.1f windows each: a window's own noise %.2f%%, a process's own level %.2f%% (processes' means spread %.2f%%); "+
+		"a default run's pairs (a fresh process a window) would spread %.2f%%, kept processes' %.2f%%; %s\n",
+		requestMS, loadRate(), len(means), k, 100*sw, 100*sp, 100*sd(means), 100*math.Sqrt(2*(sp*sp+sw*sw)), 100*math.Sqrt2*sw, time.Since(start).Round(time.Second))
+	if len(devP) < 3 {
+		return
+	}
+	// How much of a window's own noise the wake-up probe accounts for:
+	// the correlation within processes, and the consecutive windows'
+	// spread once the probe's least-squares share is taken out.
+	var cp, pp, cc float64
+	for k := range devC {
+		cp += devC[k] * devP[k]
+		pp += devP[k] * devP[k]
+		cc += devC[k] * devC[k]
+	}
+	beta := cp / pp
+	res := make([]float64, len(diffC))
+	for k := range diffC {
+		res[k] = diffC[k] - beta*diffP[k]
+	}
+	fmt.Printf("noise and the wake-up probe: correlation %.2f within processes (CPU moves %.2f%% for 1%% of probe cost; the probe's batches spread %.1f%% from window to window); "+
+		"a window's own noise %.2f%%, %.2f%% with the probe's share taken out\n",
+		cp/math.Sqrt(pp*cc), beta, 100*sd(diffP)/math.Sqrt2, 100*sw, 100*sd(res)/math.Sqrt2)
+}
+
+// expList prints logarithms back as values.
+func expList(logs []float64) string {
+	var s []string
+	for _, l := range logs {
+		s = append(s, fmt.Sprintf("%.2f", math.Exp(l)))
+	}
+	return strings.Join(s, " ")
 }
