@@ -127,7 +127,7 @@ func adjustedSwapP(la, lb, lca, lcb []float64, pairs []Pair) float64 {
 	n := len(pairs)
 	ya, yb, xa, xb := slices.Clone(la), slices.Clone(lb), slices.Clone(lca), slices.Clone(lcb)
 	d := make([]float64, n)
-	stat := func(bits func(i int) bool) float64 {
+	stat := func(mask uint64, bits func(i int) bool) float64 {
 		for i, p := range pairs {
 			if bits(i) {
 				ya[p.A], yb[p.B] = lb[p.B], la[p.A]
@@ -144,12 +144,12 @@ func adjustedSwapP(la, lb, lca, lcb []float64, pairs []Pair) float64 {
 		}
 		return signedRankDeviation(d)
 	}
-	observed := stat(func(int) bool { return false })
+	observed := stat(0, func(int) bool { return false })
 	extreme, total := 0, 0
 	const eps = 1e-9
 	if n <= 16 {
 		for mask := uint64(0); mask < 1<<n; mask++ {
-			if stat(func(i int) bool { return mask>>i&1 == 1 }) >= observed-eps {
+			if stat(mask, func(i int) bool { return mask>>i&1 == 1 }) >= observed-eps {
 				extreme++
 			}
 			total++
@@ -162,7 +162,7 @@ func adjustedSwapP(la, lb, lca, lcb []float64, pairs []Pair) float64 {
 		for i := range flips {
 			flips[i] = rng.IntN(2) == 1
 		}
-		if stat(func(i int) bool { return flips[i] }) >= observed-eps {
+		if stat(0, func(i int) bool { return flips[i] }) >= observed-eps {
 			extreme++
 		}
 		total++

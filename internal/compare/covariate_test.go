@@ -1,7 +1,6 @@
 package compare
 
 import (
-	"bytes"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -147,21 +146,4 @@ func TestWakeupAdjustFalseAlarms(t *testing.T) {
 		t.Errorf("%d of %d runs called better or worse", alarms, used)
 	}
 	t.Logf("%d of %d runs adjusted; p at most 0.05 in %d of them (the raw pairs' in %d); %d alarms", used, runs, low, rawLow, alarms)
-}
-
-// TestWakeupReport: the text report says how CPU was tested against the
-// probe, and the CPU row says its pairs were adjusted.
-func TestWakeupReport(t *testing.T) {
-	r := &Result{Sides: []Side{{Name: "A", Command: "a"}, {Name: "B", Command: "b"}}, Windows: wakeupData(10, 1.03, 1, 7)}
-	r.finish(Options{})
-	var b bytes.Buffer
-	if err := r.WriteText(&b); err != nil {
-		t.Fatal(err)
-	}
-	text := b.String()
-	for _, want := range []string{"wake-up cost: a pipe round trip cost compare's probe 4", "CPU pairs taken net of it: CPU moved 0.", "paired, wake-up adjusted)"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("report lacks %q:\n%s", want, text)
-		}
-	}
 }

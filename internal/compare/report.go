@@ -350,7 +350,7 @@ func wakeupLine(r *Result) string {
 		if !w.Used {
 			return probe + "; CPU pairs not adjusted: " + w.Why
 		}
-		return fmt.Sprintf("%s; CPU pairs taken net of it: CPU moved %.2f%% per 1%% of it within the sides (correlation %.2f); the raw pairs' p was %s, the table's is the adjusted pairs'",
+		return fmt.Sprintf("%s; CPU pairs taken net of it: CPU moved %.2f%% per 1%% of it within the sides (correlation %.2f), paired p %s before, as in the table after",
 			probe, w.Slope, w.Corr, fmtP(w.Unadjusted))
 	}
 	return ""
