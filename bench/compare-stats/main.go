@@ -20,8 +20,7 @@
 //     against itself under the same load with one kept process a side
 //     (--keep, -windows 4 of -window 10 s each), which split a window's
 //     CPU variation into what differs from process to process of one
-//     program and what differs from window to window within a process,
-//     and sets the windows against compare's wake-up probe.
+//     program and what differs from window to window within a process.
 //
 // Usage:
 //
@@ -322,22 +321,14 @@ func defaultRuns(ctx context.Context, bin string, n int, jsonDir string) {
 			within++
 		}
 		est, p := math.NaN(), math.NaN()
-		wake := "no wake-up adjustment"
 		for _, m := range r.Metrics {
 			if m.Metric.Name == "cpu" {
-				c := m.Comparisons[0]
-				est, p = c.Ratio.Est, c.PAdj
-				if w := c.Wakeup; w != nil {
-					wake = fmt.Sprintf("wake-up adjusted %v (slope %.2f, correlation %.2f, raw pairs' p %.4f, adjusted %.4f; probe B/A %.3f)", w.Used, w.Slope, w.Corr, w.Unadjusted, w.P, w.Probe)
-					if !w.Used {
-						wake += ": " + w.Why
-					}
-				}
+				est, p = m.Comparisons[0].Ratio.Est, m.Comparisons[0].PAdj
 			}
 		}
 		secs = append(secs, fmt.Sprintf("%.0f", r.Seconds))
-		fmt.Printf("default run %2d: cpu %s (%+.1f%%, p=%.3f), changed %v, %.0fs (%d starts, warm-up %.0fs, dropped %.0fs); %s\n",
-			i+1, v, 100*(est-1), p, changed(r), r.Seconds, r.Time.Starts, r.Time.Warmup, r.Time.Dropped, wake)
+		fmt.Printf("default run %2d: cpu %s (%+.1f%%, p=%.3f), changed %v, %.0fs (%d starts, warm-up %.0fs, dropped %.0fs)\n",
+			i+1, v, 100*(est-1), p, changed(r), r.Seconds, r.Time.Starts, r.Time.Warmup, r.Time.Dropped)
 	}
 	fmt.Printf("default: 3%% more CPU called worse in %d of %d runs (goal >= 90%%); %d of %d runs within 300 s (seconds: %s); %s\n",
 		caught, n, within, n, strings.Join(secs, " "), time.Since(start).Round(time.Second))
@@ -494,6 +485,10 @@ func noise(ctx context.Context, bin string, runs int, window time.Duration, wind
 	// Within each process, each window's log CPU and log probe cost less
 	// the process's means, and the consecutive differences of both.
 	var devC, devP, diffC, diffP []float64
+	probe := startPing()
+	if probe != nil {
+		defer probe.close()
+	}
 	start := time.Now()
 	for i := range runs {
 		sides := make([]compare.Side, 2)
@@ -512,9 +507,9 @@ func noise(ctx context.Context, bin string, runs int, window time.Duration, wind
 			for _, w := range r.Windows {
 				if w.Side == side && w.Kind == "cpu" && !w.Dropped && w.Values["cpu"] > 0 {
 					logs = append(logs, math.Log(w.Values["cpu"]))
-					// compare's wake-up probe, in the same window.
-					if ns := w.Values["host_wakeup_ns"]; ns > 0 {
-						pings = append(pings, math.Log(ns))
+					if probe != nil {
+						end := w.Start.Add(time.Duration(w.Seconds * float64(time.Second)))
+						pings = append(pings, math.Log(max(probe.mean(w.Start, end), 1)))
 					}
 				}
 			}

@@ -127,10 +127,6 @@ type Comparison struct {
 	Pairs      int   `json:"pairs,omitempty"`
 	SignedRank *Test `json:"signed_rank,omitempty"`
 	Paired     bool  `json:"paired,omitempty"`
-	// Wakeup, for CPU under a paired test, says whether the pairs were
-	// taken net of the host's wake-up cost (WakeupAdjustment); when it was
-	// used, SignedRank, P and Ratio are of the adjusted pairs.
-	Wakeup *WakeupAdjustment `json:"wakeup_adjustment,omitempty"`
 	// P is min(MWU, KS) (or Welch's, or the paired p), PAdj after the
 	// weighted Holm correction across the metrics (see Options.Primary)
 	// and the looks.
@@ -148,9 +144,8 @@ type Comparison struct {
 	More int    `json:"more_windows,omitempty"`
 	Why  string `json:"why,omitempty"`
 
-	a, b   []float64 // the samples, for the tests that follow Holm
-	ca, cb []float64 // the host's wake-up cost in the same windows (0: none)
-	pairs  []Pair
+	a, b  []float64 // the samples, for the tests that follow Holm
+	pairs []Pair
 }
 
 // MetricResult is one metric's statistics.
@@ -172,7 +167,6 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 	for _, m := range metrics {
 		mr := MetricResult{Metric: m}
 		vals := make([][]float64, len(sides))
-		cov := make([][]float64, len(sides))
 		rounds := make([][]int, len(sides))
 		lives := make([]map[int]bool, len(sides))
 		for i := range lives {
@@ -184,7 +178,6 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 				continue
 			}
 			vals[w.Side] = append(vals[w.Side], v)
-			cov[w.Side] = append(cov[w.Side], w.Values[wakeupCostKey])
 			rounds[w.Side] = append(rounds[w.Side], w.Round)
 			lives[w.Side][w.Life] = true
 		}
@@ -194,7 +187,6 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 		for s := 1; s < len(sides); s++ {
 			c := compareOne(m, vals[0], vals[s], opts)
 			c.Base, c.Side = 0, s
-			c.ca, c.cb = cov[0], cov[s]
 			c.pairs = pairUp(rounds[0], rounds[s])
 			c.Pairs = len(c.pairs)
 			if m.PerProcess && (len(lives[0]) < 3 || len(lives[s]) < 3) {
@@ -243,10 +235,7 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 				if pr := PairedRatioCI(c.a, c.b, c.pairs, 1-level); !math.IsNaN(pr.Est) {
 					c.Ratio = pr
 				}
-				if adjustable(out[r.m].Metric) {
-					adjustWakeups(c, level)
-				}
-				ps[i] = min(1, c.P*float64(opts.Looks))
+				ps[i] = min(1, sr.P*float64(opts.Looks))
 				continue
 			}
 		}
@@ -270,31 +259,6 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 		decide(c, out[r.m].Metric, opts, weights[i])
 	}
 	return out
-}
-
-// adjustWakeups takes the host's wake-up cost out of c's pairs where the
-// windows carry it (WakeupAdjustment): the signed-rank test, P and the
-// ratio with its interval at level then come from the adjusted pairs.
-func adjustWakeups(c *Comparison, level float64) {
-	d, adj := wakeupAdjust(c.a, c.b, c.ca, c.cb, c.pairs)
-	if adj == nil {
-		return
-	}
-	c.Wakeup = adj
-	if d == nil {
-		return
-	}
-	sr := SignedRank(d)
-	if math.IsNaN(sr.P) {
-		adj.Used, adj.Why = false, "no pair differed"
-		return
-	}
-	// The statistic is the signed-rank test's, its p the randomization's
-	// that fits the slope again under every swap of the pairs.
-	sr.P = adj.P
-	c.SignedRank, c.P = &sr, sr.P
-	est, lo, hi := hodgesLehmann(d, 1-level)
-	c.Ratio = Ratio{Est: math.Exp(est), Lo: math.Exp(lo), Hi: math.Exp(hi), Method: "hodges-lehmann-paired-log-wakeup-adjusted"}
 }
 
 // holmWeights returns each tested comparison's share of the significance

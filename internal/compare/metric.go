@@ -53,12 +53,6 @@ var (
 	metricSyscalls = Metric{Name: "syscalls", Label: "syscalls", Unit: "/s", Kind: kindSyscalls, phrase: "makes %s syscalls"}
 )
 
-// wakeupCostKey holds, in a CPU window's Values, the host's wake-up cost
-// in the window: the mean CPU nanoseconds of one round trip of compare's
-// pipe probe (wakeprobe_linux.go). It is not a metric of the sides but a
-// covariate of their CPU: Analyze takes its share out of the CPU pairs.
-const wakeupCostKey = "host_wakeup_ns"
-
 // Window kinds.
 const (
 	kindCPU      = "cpu"

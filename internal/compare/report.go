@@ -115,8 +115,6 @@ func delta(c Comparison) string {
 	switch {
 	case c.Welch != nil:
 		test = " welch"
-	case c.Paired && c.Wakeup != nil && c.Wakeup.Used:
-		test = " paired, wake-up adjusted"
 	case c.Paired:
 		test = " paired"
 	}
@@ -167,9 +165,6 @@ func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "CPUs: %s\n", p.Pinning)
 	fmt.Fprintf(&b, "isolation: %s\n", p.Isolation)
 	fmt.Fprintf(&b, "syscalls: %s\n", p.Syscalls)
-	if line := wakeupLine(r); line != "" {
-		fmt.Fprintf(&b, "wake-up cost: %s\n", line)
-	}
 	if len(p.Primary) > 0 {
 		fmt.Fprintf(&b, "tests: weighted Holm at %g: %s share %.0f%% of it, the other metrics %.0f%%\n\n",
 			p.Alpha, strings.Join(p.Primary, ", "), 100*p.PrimaryShare, 100*(1-p.PrimaryShare))
@@ -329,29 +324,4 @@ func (r *Result) WriteBench(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// wakeupLine says how CPU was tested against the host's wake-up cost, or
-// "" when no CPU comparison carries the probe.
-func wakeupLine(r *Result) string {
-	for _, m := range r.Metrics {
-		if m.Metric.Name != metricCPU.Name || len(m.Comparisons) == 0 || m.Comparisons[0].Wakeup == nil {
-			continue
-		}
-		w := m.Comparisons[0].Wakeup
-		var ns []float64
-		for _, win := range r.Windows {
-			if v := win.Values[wakeupCostKey]; v > 0 && !win.Dropped {
-				ns = append(ns, v)
-			}
-		}
-		probe := fmt.Sprintf("a pipe round trip cost compare's probe %s us of CPU (median of the windows; B/A %.3f, p=%s)",
-			fmtVal(median(sorted(ns))/1e3), w.Probe, fmtP(w.ProbeP))
-		if !w.Used {
-			return probe + "; CPU pairs not adjusted: " + w.Why
-		}
-		return fmt.Sprintf("%s; CPU pairs taken net of it: CPU moved %.2f%% per 1%% of it within the sides (correlation %.2f), paired p %s before, as in the table after",
-			probe, w.Slope, w.Corr, fmtP(w.Unadjusted))
-	}
-	return ""
 }

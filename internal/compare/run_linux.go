@@ -77,8 +77,6 @@ type runner struct {
 	releasing chan struct{}
 	// round numbers the schedule's current round (Window.Round).
 	round int
-	// probe times wake-ups through the run (Window.Values[wakeupCostKey]).
-	probe *wakeProbe
 }
 
 // Run compares the sides of cfg. It returns the result so far with an
@@ -133,7 +131,6 @@ func (r *runner) run(ctx context.Context) error {
 		return fmt.Errorf("compare: %w", err)
 	}
 	r.host = host
-	r.probe = startWakeProbe()
 	if err := r.setupCPUs(commands); err != nil {
 		return err
 	}
@@ -740,7 +737,6 @@ func (r *runner) cleanup() {
 	if r.host != nil {
 		r.host.Close()
 	}
-	r.probe.close()
 }
 
 // released waits until the last syscall window's counters are released;
@@ -847,9 +843,6 @@ func (r *runner) cpuWindow(ctx context.Context, t *target) (Window, error) {
 	w.Start, w.Seconds = m.start, m.seconds
 	for k, v := range m.values {
 		w.Values[k] = v
-	}
-	if v := r.probe.mean(m.start, m.start.Add(time.Duration(m.seconds*float64(time.Second)))); v > 0 {
-		w.Values[wakeupCostKey] = v
 	}
 	if g0 != nil {
 		if g1 := readGC(ctx, t.gc); g1 != nil {
