@@ -486,9 +486,7 @@ func noise(ctx context.Context, bin string, runs int, window time.Duration, wind
 	// the process's means, and the consecutive differences of both.
 	var devC, devP, diffC, diffP []float64
 	probe := startPing()
-	if probe != nil {
-		defer probe.close()
-	}
+	defer probe.close()
 	start := time.Now()
 	for i := range runs {
 		sides := make([]compare.Side, 2)
@@ -507,39 +505,36 @@ func noise(ctx context.Context, bin string, runs int, window time.Duration, wind
 			for _, w := range r.Windows {
 				if w.Side == side && w.Kind == "cpu" && !w.Dropped && w.Values["cpu"] > 0 {
 					logs = append(logs, math.Log(w.Values["cpu"]))
-					if probe != nil {
-						end := w.Start.Add(time.Duration(w.Seconds * float64(time.Second)))
-						pings = append(pings, math.Log(max(probe.mean(w.Start, end), 1)))
+					end := w.Start.Add(time.Duration(w.Seconds * float64(time.Second)))
+					if ns := probe.mean(w.Start, end); ns > 0 {
+						pings = append(pings, math.Log(ns))
 					}
-				}
-			}
-			if len(pings) == len(logs) && len(logs) >= 2 {
-				var mc, mp float64
-				for k := range logs {
-					mc += logs[k] / float64(len(logs))
-					mp += pings[k] / float64(len(logs))
-					if k > 0 {
-						diffC = append(diffC, logs[k]-logs[k-1])
-						diffP = append(diffP, pings[k]-pings[k-1])
-					}
-				}
-				for k := range logs {
-					devC = append(devC, logs[k]-mc)
-					devP = append(devP, pings[k]-mp)
 				}
 			}
 			if len(logs) < 2 {
 				continue
 			}
-			var m float64
-			for k, l := range logs {
-				m += l
-				if k > 0 {
-					within = append(within, l-logs[k-1])
-				}
+			// The probe counts only where it covered every window.
+			withProbe := len(pings) == len(logs)
+			mc, mp := mean(logs), 0.0
+			if withProbe {
+				mp = mean(pings)
 			}
-			m /= float64(len(logs))
-			means = append(means, m)
+			for k := range logs {
+				if k > 0 {
+					within = append(within, logs[k]-logs[k-1])
+				}
+				if !withProbe {
+					continue
+				}
+				if k > 0 {
+					diffP = append(diffP, pings[k]-pings[k-1])
+					diffC = append(diffC, logs[k]-logs[k-1])
+				}
+				devC = append(devC, logs[k]-mc)
+				devP = append(devP, pings[k]-mp)
+			}
+			means = append(means, mc)
 			fmt.Printf("noise run %d, process %s: CPU %s %% of a core\n", i+1, sides[side].Name, expList(logs))
 		}
 	}
@@ -547,17 +542,6 @@ func noise(ctx context.Context, bin string, runs int, window time.Duration, wind
 		fatal(fmt.Errorf("noise: too few processes measured (%d)", len(means)))
 	}
 	k := float64(len(within)+len(means)) / float64(len(means)) // windows a process
-	sd := func(x []float64) float64 {
-		var m, v float64
-		for _, e := range x {
-			m += e
-		}
-		m /= float64(len(x))
-		for _, e := range x {
-			v += (e - m) * (e - m)
-		}
-		return math.Sqrt(v / float64(len(x)-1))
-	}
 	sw := sd(within) / math.Sqrt2
 	sp := math.Sqrt(max(sd(means)*sd(means)-sw*sw/k, 0))
 	fmt.Printf("noise (requests of %g ms of work at %g a second): %d processes, %.1f windows each: a window's own noise %.2f%%, a process's own level %.2f%% (processes' means spread %.2f%%); "+
@@ -583,6 +567,15 @@ func noise(ctx context.Context, bin string, runs int, window time.Duration, wind
 	fmt.Printf("noise and the wake-up probe: correlation %.2f within processes (CPU moves %.2f%% for 1%% of probe cost; the probe's batches spread %.1f%% from window to window); "+
 		"a window's own noise %.2f%%, %.2f%% with the probe's share taken out\n",
 		cp/math.Sqrt(pp*cc), beta, 100*sd(diffP)/math.Sqrt2, 100*sw, 100*sd(res)/math.Sqrt2)
+}
+
+// sd is the sample standard deviation of x.
+func sd(x []float64) float64 {
+	m, v := mean(x), 0.0
+	for _, e := range x {
+		v += (e - m) * (e - m)
+	}
+	return math.Sqrt(v / float64(len(x)-1))
 }
 
 // expList prints logarithms back as values.

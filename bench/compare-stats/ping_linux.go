@@ -71,8 +71,11 @@ func threadCPU() int64 {
 }
 
 // mean is the probe's mean cost per round trip, in nanoseconds, over the
-// batches taken from t0 to t1; 0 when there were none.
+// batches taken from t0 to t1; 0 when there were none or there is no probe.
 func (p *pingProbe) mean(t0, t1 time.Time) float64 {
+	if p == nil {
+		return 0
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var sum float64
@@ -89,4 +92,9 @@ func (p *pingProbe) mean(t0, t1 time.Time) float64 {
 	return sum / float64(n)
 }
 
-func (p *pingProbe) close() { close(p.stop) }
+// close stops the probe; nil: nothing.
+func (p *pingProbe) close() {
+	if p != nil {
+		close(p.stop)
+	}
+}
