@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/gosleuth/gosleuth/internal/perf"
+	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 var patients = struct {
@@ -80,22 +82,24 @@ func startPatient(t *testing.T, bin string, args ...string) *exec.Cmd {
 }
 
 // threadStates describes each thread of process pid: its state letter and
-// the kernel function it waits in, for a failure message.
+// the kernel function it waits in, for a failure message. The listing is
+// proc.FS.TaskIDs', which names an exited leader not yet reaped as gone.
 func threadStates(pid int) string {
-	dir := fmt.Sprintf("/proc/%d/task", pid)
-	ents, err := os.ReadDir(dir)
+	fs := proc.NewFS("")
+	tids, err := fs.TaskIDs(pid)
 	if err != nil {
-		return fmt.Sprintf("threads of %d: %v", pid, err)
+		return err.Error()
 	}
 	var out []string
-	for _, e := range ents {
-		stat, _ := os.ReadFile(filepath.Join(dir, e.Name(), "stat"))
-		wchan, _ := os.ReadFile(filepath.Join(dir, e.Name(), "wchan"))
+	for _, tid := range tids {
+		task := strconv.Itoa(tid)
+		stat, _ := os.ReadFile(fs.PID(pid, "task", task, "stat"))
+		wchan, _ := os.ReadFile(fs.PID(pid, "task", task, "wchan"))
 		state := "?"
 		if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
 			state = string(stat[i+2])
 		}
-		out = append(out, fmt.Sprintf("%s %s in %q", e.Name(), state, wchan))
+		out = append(out, fmt.Sprintf("%d %s in %q", tid, state, wchan))
 	}
 	return fmt.Sprintf("threads of %d: %s", pid, strings.Join(out, ", "))
 }
