@@ -16,6 +16,10 @@
 //     5): the direction of CPU and futex calls and the best value;
 //   - default: one run with the default protocol under load (10 windows of
 //     10 s a side), timed (goal: 5 minutes);
+//   - aaload: the 3% pair's A side against itself under its load at
+//     compare's defaults, -aaload-runs times (default 10): the false-alarm
+//     rate of the tests under load, where CPU is tested net of the load
+//     generator's own CPU (compare.LoadAdjustment);
 //   - noise: where the 3% pair's noise comes from: -noise-runs runs of A
 //     against itself under the same load with one kept process a side
 //     (--keep, -windows 4 of -window 10 s each), which split a window's
@@ -26,6 +30,7 @@
 //
 //	go run ./bench/compare-stats -reanalyze DIR   (aa-*.json and default-*.json kept by -json-dir, with this version's analysis)
 //	go run ./bench/compare-stats -only noise -window 10s -windows 4 [-noise-runs 6]
+//	go run ./bench/compare-stats -only default,aaload [-default-runs 10] [-aaload-runs 10] [-json-dir DIR]
 //	go run ./bench/compare-stats [-only aa,ticker,power,sweep,default] [-runs 20] [-first 1] [-power-runs 10] [-ticker-runs 3] [-window 1s] [-windows 10]
 //
 // -window and -windows set the protocol of aa and power (the default 10 s
@@ -51,12 +56,13 @@ import (
 )
 
 func main() {
-	only := flag.String("only", "aa,ticker,power,sweep", "campaigns to run (aa, ticker, power, sweep, default)")
+	only := flag.String("only", "aa,ticker,power,sweep", "campaigns to run (aa, ticker, power, sweep, default, aaload, noise)")
 	runs := flag.Int("runs", 20, "runs of the self-against-self campaign")
 	powerRuns := flag.Int("power-runs", 10, "runs of the 3% campaign")
 	tickerRuns := flag.Int("ticker-runs", 3, "runs of the ticker campaign")
 	nDefault := flag.Int("default-runs", 1, "runs of the default protocol (the 3% pair under load)")
 	noiseRuns := flag.Int("noise-runs", 6, "runs of the noise campaign (two processes each)")
+	aaLoadRuns := flag.Int("aaload-runs", 10, "runs of the same program against itself under load at compare's defaults")
 	flag.Float64Var(&requestMS, "request-ms", 1, "work per request of the 3% pair (power, default, noise), in milliseconds of the patient's loop; the load's rate is 200/request-ms a second, so the server stays near a quarter of a core")
 	first := flag.Int("first", 1, "number of the first aa run (its seed; the JSON files are numbered from it), to split a campaign over several processes")
 	jsonDir := flag.String("json-dir", "", "directory to keep each aa and default run's JSON result in (every window, for re-analysis)")
@@ -110,6 +116,9 @@ func main() {
 	}
 	if has("default") {
 		defaultRuns(ctx, bin, *nDefault, *jsonDir)
+	}
+	if has("aaload") {
+		aaLoad(ctx, bin, *aaLoadRuns, *jsonDir)
 	}
 	if has("noise") {
 		noise(ctx, bin, *noiseRuns, *window, *windows)
@@ -327,11 +336,52 @@ func defaultRuns(ctx context.Context, bin string, n int, jsonDir string) {
 			}
 		}
 		secs = append(secs, fmt.Sprintf("%.0f", r.Seconds))
-		fmt.Printf("default run %2d: cpu %s (%+.1f%%, p=%.3f), changed %v, %.0fs (%d starts, warm-up %.0fs, dropped %.0fs)\n",
-			i+1, v, 100*(est-1), p, changed(r), r.Seconds, r.Time.Starts, r.Time.Warmup, r.Time.Dropped)
+		fmt.Printf("default run %2d: cpu %s (%+.1f%%, p=%.3f), changed %v, %.0fs (%d starts, warm-up %.0fs, dropped %.0fs)%s\n",
+			i+1, v, 100*(est-1), p, changed(r), r.Seconds, r.Time.Starts, r.Time.Warmup, r.Time.Dropped, loadNote(r))
 	}
 	fmt.Printf("default: 3%% more CPU called worse in %d of %d runs (goal >= 90%%); %d of %d runs within 300 s (seconds: %s); %s\n",
 		caught, n, within, n, strings.Join(secs, " "), time.Since(start).Round(time.Second))
+}
+
+// aaLoad runs the 3% pair's A side against itself under its load at
+// compare's defaults, n times: any better or worse verdict is a false
+// alarm.
+func aaLoad(ctx context.Context, bin string, n int, jsonDir string) {
+	alarms := 0
+	start := time.Now()
+	for i := range n {
+		sides := powerPair(bin, freeAddr())
+		sides[1].Command = sides[0].Command
+		r, err := compare.Run(ctx, compare.Config{Sides: sides, Rate: loadRate(), Seed: uint64(1000 + i)})
+		if r != nil {
+			keepJSON(r, jsonDir, fmt.Sprintf("aaload-%02d.json", i+1))
+		}
+		if err != nil {
+			fmt.Printf("aaload run %2d: failed: %v\n", i+1, err)
+			continue
+		}
+		c := changed(r)
+		if len(c) > 0 {
+			alarms++
+		}
+		fmt.Printf("aaload run %2d: %d metrics, changed %v, %.0fs%s\n", i+1, len(r.Metrics), c, r.Seconds, loadNote(r))
+	}
+	fmt.Printf("aaload: %d of %d runs with a better/worse verdict (goal <= 5%%); %s\n", alarms, n, time.Since(start).Round(time.Second))
+}
+
+// loadNote describes how CPU was tested against the load generator's CPU
+// in r: whether the pairs were adjusted, the slope and correlation, the
+// generator's B/A, and the raw pairs' p beside the test's ("" without).
+func loadNote(r *compare.Result) string {
+	for _, m := range r.Metrics {
+		if m.Metric.Name != "cpu" || len(m.Comparisons) == 0 || m.Comparisons[0].Load == nil {
+			continue
+		}
+		l := m.Comparisons[0].Load
+		return fmt.Sprintf("; load adjusted %v (slope %.2f, corr %.2f, generator B/A %.3f p=%.3f), raw p %.4f, test p %.4f%s",
+			l.Used, l.Slope, l.Corr, l.Load, l.LoadP, l.Unadjusted, l.P, map[bool]string{true: "", false: ": " + l.Why}[l.Used])
+	}
+	return ""
 }
 
 // reanalyzeDir reads default-NN.json results and, for CPU, sets the
@@ -342,7 +392,7 @@ func defaultRuns(ctx context.Context, bin string, n int, jsonDir string) {
 // as the first of four primary metrics in the weighted Holm correction.
 func reanalyzeDir(dir string) {
 	files, _ := filepath.Glob(filepath.Join(dir, "default-*.json"))
-	aaFiles, _ := filepath.Glob(filepath.Join(dir, "aa-*.json"))
+	aaFiles, _ := filepath.Glob(filepath.Join(dir, "aa*-*.json"))
 	sort.Strings(files)
 	sort.Strings(aaFiles)
 	alarms, was := 0, 0
@@ -357,7 +407,7 @@ func reanalyzeDir(dir string) {
 		if len(now) > 0 {
 			alarms++
 		}
-		fmt.Printf("%s: changed %v, now %v\n", filepath.Base(f), before, now)
+		fmt.Printf("%s: changed %v, now %v%s\n", filepath.Base(f), before, now, loadNote(r))
 	}
 	if len(aaFiles) > 0 {
 		fmt.Printf("reanalysis of the same program against itself: a better/worse verdict in %d of %d runs, now %d of %d\n",
@@ -408,8 +458,8 @@ func reanalyzeDir(dir string) {
 		if now == compare.Worse {
 			analysed++
 		}
-		fmt.Printf("%s: %d pairs, mean log ratio %+.2f%%: unpaired p=%.4f, paired p=%.4f; cpu %s, now %s (changed %v, now %v)\n",
-			filepath.Base(f), len(d), 100*mean(d), pu, pp, before, now, was, changed(&r))
+		fmt.Printf("%s: %d pairs, mean log ratio %+.2f%%: unpaired p=%.4f, paired p=%.4f; cpu %s, now %s (changed %v, now %v)%s\n",
+			filepath.Base(f), len(d), 100*mean(d), pu, pp, before, now, was, changed(&r), loadNote(&r))
 	}
 	fmt.Printf("reanalysis: CPU at p <= 0.01 in %d of %d runs unpaired, %d of %d paired within blocks; compare's analysis now calls it worse in %d of %d\n",
 		unpaired, len(files), paired, len(files), analysed, len(files))

@@ -127,6 +127,11 @@ type Comparison struct {
 	Pairs      int   `json:"pairs,omitempty"`
 	SignedRank *Test `json:"signed_rank,omitempty"`
 	Paired     bool  `json:"paired,omitempty"`
+	// Load, for CPU under load and a paired test, says whether the pairs
+	// were taken net of the load generator's cost (LoadAdjustment); P is
+	// then its randomization test's, and where the adjustment was used
+	// SignedRank's statistic and Ratio are of the adjusted pairs.
+	Load *LoadAdjustment `json:"load_adjustment,omitempty"`
 	// P is min(MWU, KS) (or Welch's, or the paired p), PAdj after the
 	// weighted Holm correction across the metrics (see Options.Primary)
 	// and the looks.
@@ -144,8 +149,9 @@ type Comparison struct {
 	More int    `json:"more_windows,omitempty"`
 	Why  string `json:"why,omitempty"`
 
-	a, b  []float64 // the samples, for the tests that follow Holm
-	pairs []Pair
+	a, b   []float64 // the samples, for the tests that follow Holm
+	ca, cb []float64 // the load generator's CPU in the same windows (0: none)
+	pairs  []Pair
 }
 
 // MetricResult is one metric's statistics.
@@ -167,6 +173,7 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 	for _, m := range metrics {
 		mr := MetricResult{Metric: m}
 		vals := make([][]float64, len(sides))
+		cov := make([][]float64, len(sides))
 		rounds := make([][]int, len(sides))
 		lives := make([]map[int]bool, len(sides))
 		for i := range lives {
@@ -178,6 +185,7 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 				continue
 			}
 			vals[w.Side] = append(vals[w.Side], v)
+			cov[w.Side] = append(cov[w.Side], w.Values[loadCPUKey])
 			rounds[w.Side] = append(rounds[w.Side], w.Round)
 			lives[w.Side][w.Life] = true
 		}
@@ -187,6 +195,7 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 		for s := 1; s < len(sides); s++ {
 			c := compareOne(m, vals[0], vals[s], opts)
 			c.Base, c.Side = 0, s
+			c.ca, c.cb = cov[0], cov[s]
 			c.pairs = pairUp(rounds[0], rounds[s])
 			c.Pairs = len(c.pairs)
 			if m.PerProcess && (len(lives[0]) < 3 || len(lives[s]) < 3) {
@@ -235,7 +244,10 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 				if pr := PairedRatioCI(c.a, c.b, c.pairs, 1-level); !math.IsNaN(pr.Est) {
 					c.Ratio = pr
 				}
-				ps[i] = min(1, sr.P*float64(opts.Looks))
+				if adjustable(out[r.m].Metric) {
+					adjustLoad(c, level)
+				}
+				ps[i] = min(1, c.P*float64(opts.Looks))
 				continue
 			}
 		}
@@ -259,6 +271,37 @@ func Analyze(sides []Side, windows []Window, metrics []Metric, opts Options) []M
 		decide(c, out[r.m].Metric, opts, weights[i])
 	}
 	return out
+}
+
+// adjustLoad takes the load's cost out of c's pairs where the windows
+// carry the generator's CPU (LoadAdjustment). P is then the
+// randomization test's, which applies the adjustment's rules under every
+// swap (so it is used whether or not the observed windows' pairs were
+// adjusted: choosing the test from the data would not be exact); where
+// they were adjusted, the signed-rank statistic and the ratio with its
+// interval at level come from the adjusted pairs.
+func adjustLoad(c *Comparison, level float64) {
+	d, adj := loadAdjust(c.a, c.b, c.ca, c.cb, c.pairs)
+	if adj == nil {
+		return
+	}
+	c.Load = adj
+	if adj.P > 0 {
+		c.P = adj.P
+		c.SignedRank.P = adj.P
+	}
+	if d == nil {
+		return
+	}
+	sr := SignedRank(d)
+	if math.IsNaN(sr.P) {
+		adj.Used, adj.Why = false, "no pair differed"
+		return
+	}
+	sr.P = adj.P
+	c.SignedRank = &sr
+	est, lo, hi := hodgesLehmann(d, 1-level)
+	c.Ratio = Ratio{Est: math.Exp(est), Lo: math.Exp(lo), Hi: math.Exp(hi), Method: "hodges-lehmann-paired-log-load-adjusted"}
 }
 
 // holmWeights returns each tested comparison's share of the significance

@@ -56,4 +56,17 @@
 // the pairs' log ratios (the median of their Walsh averages) with the
 // signed-rank interval, so the estimate and the test come from the same
 // pairs and the interval has their precision.
+//
+// Under load, CPU and CPU per 1k requests are tested on the pairs net of
+// the load generator's own CPU (LoadAdjustment). The generator sends the
+// same requests in every window, so what moves its CPU is what the machine
+// charges for wake-ups and system calls at the time, a cost that on a
+// shared VM moves over tens of seconds and that a server pays too: each
+// pair's log ratio of CPU, less a slope times the generator's (fitted
+// within the sides, so the difference tested does not set it). Its p is a
+// randomization test over every swap of the pairs that fits the slope
+// again and applies the same rules under each (no adjustment where the
+// slope is not positive or where the generator's own pairs differ between
+// the sides), so it stays exact. The report's "load cost" line gives the
+// slope, the correlation, the generator's B/A and the raw pairs' p.
 package compare

@@ -115,6 +115,8 @@ func delta(c Comparison) string {
 	switch {
 	case c.Welch != nil:
 		test = " welch"
+	case c.Paired && c.Load != nil && c.Load.Used:
+		test = " paired, load adjusted"
 	case c.Paired:
 		test = " paired"
 	}
@@ -165,6 +167,9 @@ func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "CPUs: %s\n", p.Pinning)
 	fmt.Fprintf(&b, "isolation: %s\n", p.Isolation)
 	fmt.Fprintf(&b, "syscalls: %s\n", p.Syscalls)
+	if line := loadLine(r); line != "" {
+		fmt.Fprintf(&b, "load cost: %s\n", line)
+	}
 	if len(p.Primary) > 0 {
 		fmt.Fprintf(&b, "tests: weighted Holm at %g: %s share %.0f%% of it, the other metrics %.0f%%\n\n",
 			p.Alpha, strings.Join(p.Primary, ", "), 100*p.PrimaryShare, 100*(1-p.PrimaryShare))
@@ -324,4 +329,29 @@ func (r *Result) WriteBench(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// loadLine says how CPU was tested against the load generator's own CPU,
+// or "" when no CPU comparison carries it.
+func loadLine(r *Result) string {
+	for _, m := range r.Metrics {
+		if m.Metric.Name != metricCPU.Name || len(m.Comparisons) == 0 || m.Comparisons[0].Load == nil {
+			continue
+		}
+		l := m.Comparisons[0].Load
+		var gen []float64
+		for _, win := range r.Windows {
+			if v := win.Values[loadCPUKey]; v > 0 && !win.Dropped {
+				gen = append(gen, v)
+			}
+		}
+		line := fmt.Sprintf("the load generator (compare's process) used %s%% of a core (median of the windows; B/A %.3f, p=%s)",
+			fmtVal(median(sorted(gen))), l.Load, fmtP(l.LoadP))
+		if !l.Used {
+			return line + "; CPU pairs not adjusted: " + l.Why + " (the table's p is the randomization test's, which applies the same rule under every swap of the pairs)"
+		}
+		return fmt.Sprintf("%s; CPU pairs taken net of it: CPU moved %.2f%% per 1%% of it within the sides (correlation %.2f); the raw pairs' p was %s, the table's is the randomization test's of the adjusted pairs",
+			line, l.Slope, l.Corr, fmtP(l.Unadjusted))
+	}
+	return ""
 }

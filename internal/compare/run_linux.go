@@ -827,7 +827,12 @@ func (r *runner) cpuWindow(ctx context.Context, t *target) (Window, error) {
 	if t.gc != nil {
 		g0 = readGC(ctx, t.gc)
 	}
+	// The generator's own CPU over the same interval, a covariate of the
+	// sides' (loadCPUKey): the whole process's, as the generator's
+	// goroutines share its threads with the sampler's.
+	gen0 := processCPU()
 	m, err := r.measure(ctx, t, tree, r.cfg.Window)
+	gen1 := processCPU()
 	if step != nil {
 		res := <-step
 		if err == nil {
@@ -843,6 +848,9 @@ func (r *runner) cpuWindow(ctx context.Context, t *target) (Window, error) {
 	w.Start, w.Seconds = m.start, m.seconds
 	for k, v := range m.values {
 		w.Values[k] = v
+	}
+	if step != nil && gen1 > gen0 {
+		w.Values[loadCPUKey] = 100 * (gen1 - gen0).Seconds() / m.seconds
 	}
 	if g0 != nil {
 		if g1 := readGC(ctx, t.gc); g1 != nil {
@@ -1247,4 +1255,15 @@ func (t *tailWriter) lastLine() string {
 		last = last[:200]
 	}
 	return last
+}
+
+// processCPU is the CPU time this process has used, all threads, to the
+// nanosecond (CLOCK_PROCESS_CPUTIME_ID: the scheduler's run time, not
+// clock ticks); 0 where the clock cannot be read.
+func processCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -252,6 +253,17 @@ func TestLoadLatency(t *testing.T) {
 	for _, w := range r.Windows {
 		if w.Kind == kindCPU && !w.Dropped && w.Values["cpu_per_1k"] <= 0 {
 			t.Errorf("window %d has no CPU per 1k requests: %v", w.Index, w.Values)
+		}
+		// The generator's own CPU, the covariate of the sides' CPU under
+		// load: it sent 100-200 requests a second, which costs some CPU
+		// and far less than all of the machine's.
+		if g := w.Values[loadCPUKey]; w.Kind == kindCPU && !w.Dropped && (g <= 0 || g >= 100*float64(runtime.NumCPU())) {
+			t.Errorf("window %d: the load generator's CPU %v%% of a core", w.Index, g)
+		}
+	}
+	for _, m := range r.Metrics {
+		if c := m.Comparisons[0]; adjustable(m.Metric) && c.Paired && c.Load == nil {
+			t.Errorf("%s is paired but not tested against the generator's CPU: %+v", m.Metric.Name, c)
 		}
 	}
 }

@@ -797,19 +797,32 @@ func PairedRatioCI(a, b []float64, pairs []Pair, conf float64) Ratio {
 	} else if scale = median(sorted(pa)); scale == 0 {
 		return none
 	}
-	walsh := make([]float64, 0, n*(n+1)/2)
-	for i := range n {
-		for j := i; j < n; j++ {
-			walsh = append(walsh, ((pb[i]-pa[i])+(pb[j]-pa[j]))/2)
-		}
+	d := make([]float64, n)
+	for i := range d {
+		d[i] = pb[i] - pa[i]
 	}
-	sort.Float64s(walsh)
-	k := signedRankRank(n, conf) // 1-based
-	est, lo, hi := median(walsh), walsh[k-1], walsh[len(walsh)-k]
+	est, lo, hi := hodgesLehmann(d, conf)
 	if useLog {
 		return Ratio{Est: math.Exp(est), Lo: math.Exp(lo), Hi: math.Exp(hi), Method: "hodges-lehmann-paired-log"}
 	}
 	return Ratio{Est: 1 + est/scale, Lo: 1 + lo/scale, Hi: 1 + hi/scale, Method: "hodges-lehmann-paired-shift"}
+}
+
+// hodgesLehmann is the Hodges-Lehmann estimate of the center of the
+// differences d (the median of their n(n+1)/2 Walsh averages) with the
+// distribution-free interval at level conf between the Walsh averages
+// ranked k and N+1-k, k from the exact signed-rank null distribution.
+func hodgesLehmann(d []float64, conf float64) (est, lo, hi float64) {
+	n := len(d)
+	walsh := make([]float64, 0, n*(n+1)/2)
+	for i := range n {
+		for j := i; j < n; j++ {
+			walsh = append(walsh, (d[i]+d[j])/2)
+		}
+	}
+	sort.Float64s(walsh)
+	k := signedRankRank(n, conf) // 1-based
+	return median(walsh), walsh[k-1], walsh[len(walsh)-k]
 }
 
 // signedRankRank returns k (1-based, at least 1) such that the k-th
