@@ -55,9 +55,9 @@ var (
 
 // loadCPUKey holds, in a CPU window under load, the load generator's own
 // CPU in the window (% of a core): compare's process, which runs the
-// generator and the sampler and nothing else meanwhile. It is not a metric
-// of the sides but a covariate of their CPU: Analyze takes its share out of
-// the CPU pairs (LoadAdjustment).
+// generator and the sampler and nothing else meanwhile, less the sampler's
+// thread. It is not a metric of the sides but a covariate of their CPU:
+// Analyze takes its share out of the CPU pairs (LoadAdjustment).
 const loadCPUKey = "load_cpu"
 
 // Window kinds.

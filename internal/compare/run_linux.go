@@ -828,11 +828,16 @@ func (r *runner) cpuWindow(ctx context.Context, t *target) (Window, error) {
 		g0 = readGC(ctx, t.gc)
 	}
 	// The generator's own CPU over the same interval, a covariate of the
-	// sides' (loadCPUKey): the whole process's, as the generator's
-	// goroutines share its threads with the sampler's.
-	gen0 := processCPU()
+	// sides' (loadCPUKey): this process's less the sampler's. The sampler
+	// reads every thread of the side, so its cost follows the side's
+	// thread count, which the covariate must not; locked to its thread for
+	// the window, its cost is that thread's CPU clock.
+	runtime.LockOSThread()
+	gen0, own0 := processCPU(), threadCPU()
 	m, err := r.measure(ctx, t, tree, r.cfg.Window)
-	gen1 := processCPU()
+	gen1, own1 := processCPU(), threadCPU()
+	runtime.UnlockOSThread()
+	gen1 -= own1 - own0
 	if step != nil {
 		res := <-step
 		if err == nil {
@@ -1260,9 +1265,15 @@ func (t *tailWriter) lastLine() string {
 // processCPU is the CPU time this process has used, all threads, to the
 // nanosecond (CLOCK_PROCESS_CPUTIME_ID: the scheduler's run time, not
 // clock ticks); 0 where the clock cannot be read.
-func processCPU() time.Duration {
+func processCPU() time.Duration { return cpuClock(unix.CLOCK_PROCESS_CPUTIME_ID) }
+
+// threadCPU is the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID);
+// the caller locks its goroutine to the thread.
+func threadCPU() time.Duration { return cpuClock(unix.CLOCK_THREAD_CPUTIME_ID) }
+
+func cpuClock(id int32) time.Duration {
 	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
+	if err := unix.ClockGettime(id, &ts); err != nil {
 		return 0
 	}
 	return time.Duration(ts.Nano())
