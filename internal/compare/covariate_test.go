@@ -166,7 +166,7 @@ func TestLoadReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := b.String()
-	for _, want := range []string{"load cost: the load generator (compare's process) used 5", "CPU pairs taken net of it: CPU moved 0.", "paired, load adjusted)"} {
+	for _, want := range []string{"load cost: the load generator used 5", "CPU pairs taken net of it: CPU moved 0.", "paired, load adjusted)"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)
 		}

@@ -345,7 +345,7 @@ func loadLine(r *Result) string {
 				gen = append(gen, v)
 			}
 		}
-		line := fmt.Sprintf("the load generator (compare's process) used %s%% of a core (median of the windows; B/A %.3f, p=%s)",
+		line := fmt.Sprintf("the load generator used %s%% of a core (compare's process less its sampler; median of the windows; B/A %.3f, p=%s)",
 			fmtVal(median(sorted(gen))), l.Load, fmtP(l.LoadP))
 		if !l.Used {
 			return line + "; CPU pairs not adjusted: " + l.Why + " (the table's p is the randomization test's, which applies the same rule under every swap of the pairs)"
