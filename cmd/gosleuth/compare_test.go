@@ -1,16 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
 )
@@ -125,5 +130,104 @@ func TestCompareFailureKeepsWindows(t *testing.T) {
 	}
 	if err := json.Unmarshal(b, &res); err != nil || len(res.Windows) == 0 || res.Error == "" {
 		t.Errorf("JSON after the failure: %d windows, error %q, %v", len(res.Windows), res.Error, err)
+	}
+}
+
+// TestCompareHangup: a hangup (the terminal or the SSH session that ran
+// compare closed) ends the run as SIGINT and SIGTERM do: the processes
+// compare started are stopped, not left serving, and the windows so far
+// are written.
+func TestCompareHangup(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	bin := testbin.Build(t, "../../internal/compare/testdata/patient")
+	out := filepath.Join(t.TempDir(), "ab.json")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "GOSLEUTH_CLI_ARGS="+strings.Join([]string{"compare", "--window", "1s", "--windows", "20",
+		"--warmup", "200ms", "--syscalls", "off", "--format", "json", "-o", out, bin + " -tick 5ms", bin + " -tick 5ms"}, "\n"))
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// The progress lines: the first window's says one was taken.
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var errText []string
+	for taken := false; !taken; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("compare ended before its first window: %s", strings.Join(errText, "\n"))
+			}
+			errText = append(errText, l)
+			taken = strings.HasPrefix(l, "window 1 ")
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no window in 30 s: %s", strings.Join(errText, "\n"))
+		}
+	}
+	// The shell compare started for the side now running, and its child.
+	fs := proc.FS{}
+	var started []int
+	tids, _ := fs.TaskIDs(cmd.Process.Pid)
+	for _, tid := range tids {
+		for _, sh := range fs.Children(cmd.Process.Pid, tid) {
+			started = append(started, sh)
+			started = append(started, fs.Children(sh, sh)...)
+		}
+	}
+	if len(started) == 0 {
+		t.Fatal("found no process compare started")
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Errorf("exit %v, want status 1 (interrupted)", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("still running 30 s after SIGHUP")
+	}
+	// What compare started is gone (reaped by its shell, or by init once
+	// the shell is).
+	for _, pid := range started {
+		for end := time.Now().Add(5 * time.Second); ; {
+			if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+				break
+			}
+			if time.Now().After(end) {
+				t.Errorf("process %d (%s), started by compare, still there 5 s after compare exited", pid, fs.Comm(pid))
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	var res struct {
+		Windows []json.RawMessage `json:"windows"`
+		Error   string            `json:"error"`
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("no JSON after SIGHUP: %v", err)
+	}
+	if err := json.Unmarshal(b, &res); err != nil || len(res.Windows) == 0 || !strings.Contains(res.Error, "interrupted") {
+		t.Errorf("JSON after SIGHUP: %d windows, error %q, %v", len(res.Windows), res.Error, err)
 	}
 }

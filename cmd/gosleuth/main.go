@@ -20,9 +20,16 @@ func main() {
 }
 
 // mainExit runs gosleuth with args until it ends or is interrupted (SIGINT,
-// SIGTERM), and returns the exit status.
+// SIGTERM, or SIGHUP when the terminal that ran it closes), and returns
+// the exit status. Each command then cleans up as on SIGINT: compare stops
+// the servers it started, probe detaches. A SIGHUP ignored at start (nohup)
+// stays ignored.
 func mainExit(args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
 	defer stop()
 	return exitCode(run(ctx, args, os.Stdout, os.Stderr), os.Stderr)
 }
