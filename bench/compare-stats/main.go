@@ -46,10 +46,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/compare"
@@ -64,7 +66,7 @@ func main() {
 	noiseRuns := flag.Int("noise-runs", 6, "runs of the noise campaign (two processes each)")
 	aaLoadRuns := flag.Int("aaload-runs", 10, "runs of the same program against itself under load at compare's defaults")
 	flag.Float64Var(&requestMS, "request-ms", 1, "work per request of the 3% pair (power, default, noise), in milliseconds of the patient's loop; the load's rate is 200/request-ms a second, so the server stays near a quarter of a core")
-	first := flag.Int("first", 1, "number of the first aa run (its seed; the JSON files are numbered from it), to split a campaign over several processes")
+	first := flag.Int("first", 1, "number of the first aa or aaload run (its seed; the JSON files are numbered from it), to split a campaign over several processes")
 	jsonDir := flag.String("json-dir", "", "directory to keep each aa and default run's JSON result in (every window, for re-analysis)")
 	reanalyze := flag.String("reanalyze", "", "read the default runs' JSON results in this directory and compare the unpaired test with a within-block paired one on CPU, then exit")
 	window := flag.Duration("window", time.Second, "window length of aa and power")
@@ -93,7 +95,10 @@ func main() {
 	}
 	itersPerMs = int(1e7 * 1e6 / ns)
 	fmt.Printf("patient work loop: %d iterations a millisecond\n", itersPerMs)
-	ctx := context.Background()
+	// Stopped (SIGINT, SIGTERM, SIGHUP), compare stops the servers it
+	// started before the bench exits.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
 	has := func(s string) bool {
 		for _, x := range strings.Split(*only, ",") {
 			if x == s {
@@ -118,7 +123,7 @@ func main() {
 		defaultRuns(ctx, bin, *nDefault, *jsonDir)
 	}
 	if has("aaload") {
-		aaLoad(ctx, bin, *aaLoadRuns, *jsonDir)
+		aaLoad(ctx, bin, *first, *aaLoadRuns, *jsonDir)
 	}
 	if has("noise") {
 		noise(ctx, bin, *noiseRuns, *window, *windows)
@@ -223,6 +228,9 @@ func power(ctx context.Context, bin string, runs int, window time.Duration, wind
 			Sides: powerPair(bin, addr),
 			Rate:  loadRate(), Windows: windows, Window: window, Warmup: time.Second, Seed: uint64(i + 1)})
 		if err != nil {
+			if ctx.Err() != nil {
+				fatal(err)
+			}
 			// A run the machine could not load steadily counts as missed.
 			fmt.Printf("power run %2d: failed: %v\n", i+1, err)
 			ratios = append(ratios, "failed")
@@ -315,6 +323,9 @@ func defaultRuns(ctx context.Context, bin string, n int, jsonDir string) {
 			keepJSON(r, jsonDir, fmt.Sprintf("default-%02d.json", i+1))
 		}
 		if err != nil {
+			if ctx.Err() != nil {
+				fatal(err)
+			}
 			// A run the machine could not load steadily counts as missed.
 			fmt.Printf("default run %2d: failed: %v\n", i+1, err)
 			continue
@@ -344,12 +355,12 @@ func defaultRuns(ctx context.Context, bin string, n int, jsonDir string) {
 }
 
 // aaLoad runs the 3% pair's A side against itself under its load at
-// compare's defaults, n times: any better or worse verdict is a false
-// alarm.
-func aaLoad(ctx context.Context, bin string, n int, jsonDir string) {
+// compare's defaults, n times from run first: any better or worse verdict
+// is a false alarm.
+func aaLoad(ctx context.Context, bin string, first, n int, jsonDir string) {
 	alarms := 0
 	start := time.Now()
-	for i := range n {
+	for i := first - 1; i < first-1+n; i++ {
 		sides := powerPair(bin, freeAddr())
 		sides[1].Command = sides[0].Command
 		r, err := compare.Run(ctx, compare.Config{Sides: sides, Rate: loadRate(), Seed: uint64(1000 + i)})
@@ -357,6 +368,9 @@ func aaLoad(ctx context.Context, bin string, n int, jsonDir string) {
 			keepJSON(r, jsonDir, fmt.Sprintf("aaload-%02d.json", i+1))
 		}
 		if err != nil {
+			if ctx.Err() != nil {
+				fatal(err)
+			}
 			fmt.Printf("aaload run %2d: failed: %v\n", i+1, err)
 			continue
 		}
