@@ -174,18 +174,22 @@ func TestCompareHangup(t *testing.T) {
 			t.Fatalf("no window in 30 s: %s", strings.Join(errText, "\n"))
 		}
 	}
-	// The shell compare started for the side now running, and its child.
+	// The shell compare started for the side now running, and its child
+	// (between two windows one side's process is stopped before the
+	// other's starts: look again until one is there).
 	fs := proc.FS{}
 	var started []int
-	tids, _ := fs.TaskIDs(cmd.Process.Pid)
-	for _, tid := range tids {
-		for _, sh := range fs.Children(cmd.Process.Pid, tid) {
-			started = append(started, sh)
-			started = append(started, fs.Children(sh, sh)...)
+	for end := time.Now().Add(10 * time.Second); len(started) == 0 && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		tids, _ := fs.TaskIDs(cmd.Process.Pid)
+		for _, tid := range tids {
+			for _, sh := range fs.Children(cmd.Process.Pid, tid) {
+				started = append(started, sh)
+				started = append(started, fs.Children(sh, sh)...)
+			}
 		}
 	}
 	if len(started) == 0 {
-		t.Fatal("found no process compare started")
+		t.Fatal("found no process compare started in 10 s")
 	}
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
