@@ -223,16 +223,11 @@ func power(ctx context.Context, bin string, runs int, window time.Duration, wind
 	var ratios []string
 	start := time.Now()
 	for i := range runs {
-		addr := freeAddr()
-		r, err := compare.Run(ctx, compare.Config{
-			Sides: powerPair(bin, addr),
-			Rate:  loadRate(), Windows: windows, Window: window, Warmup: time.Second, Seed: uint64(i + 1)})
-		if err != nil {
-			if ctx.Err() != nil {
-				fatal(err)
-			}
-			// A run the machine could not load steadily counts as missed.
-			fmt.Printf("power run %2d: failed: %v\n", i+1, err)
+		r := runKept(ctx, compare.Config{
+			Sides: powerPair(bin, freeAddr()),
+			Rate:  loadRate(), Windows: windows, Window: window, Warmup: time.Second, Seed: uint64(i + 1)},
+			"", "", fmt.Sprintf("power run %2d", i+1))
+		if r == nil {
 			ratios = append(ratios, "failed")
 			continue
 		}
@@ -315,19 +310,9 @@ func defaultRuns(ctx context.Context, bin string, n int, jsonDir string) {
 	var secs []string
 	start := time.Now()
 	for i := range n {
-		addr := freeAddr()
-		r, err := compare.Run(ctx, compare.Config{
-			Sides: powerPair(bin, addr),
-			Rate:  loadRate()})
-		if r != nil {
-			keepJSON(r, jsonDir, fmt.Sprintf("default-%02d.json", i+1))
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				fatal(err)
-			}
-			// A run the machine could not load steadily counts as missed.
-			fmt.Printf("default run %2d: failed: %v\n", i+1, err)
+		r := runKept(ctx, compare.Config{Sides: powerPair(bin, freeAddr()), Rate: loadRate()},
+			jsonDir, fmt.Sprintf("default-%02d.json", i+1), fmt.Sprintf("default run %2d", i+1))
+		if r == nil {
 			continue
 		}
 		if i == 0 {
@@ -363,15 +348,9 @@ func aaLoad(ctx context.Context, bin string, first, n int, jsonDir string) {
 	for i := first - 1; i < first-1+n; i++ {
 		sides := powerPair(bin, freeAddr())
 		sides[1].Command = sides[0].Command
-		r, err := compare.Run(ctx, compare.Config{Sides: sides, Rate: loadRate(), Seed: uint64(1000 + i)})
-		if r != nil {
-			keepJSON(r, jsonDir, fmt.Sprintf("aaload-%02d.json", i+1))
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				fatal(err)
-			}
-			fmt.Printf("aaload run %2d: failed: %v\n", i+1, err)
+		r := runKept(ctx, compare.Config{Sides: sides, Rate: loadRate(), Seed: uint64(1000 + i)},
+			jsonDir, fmt.Sprintf("aaload-%02d.json", i+1), fmt.Sprintf("aaload run %2d", i+1))
+		if r == nil {
 			continue
 		}
 		c := changed(r)
@@ -509,6 +488,25 @@ func reanalyze(r *compare.Result) {
 	}
 	r.Metrics = compare.Analyze(r.Sides, r.Windows, compare.MetricsOf(r.Windows, len(r.Sides)), compare.Options{Alpha: r.Protocol.Alpha,
 		Primary: r.Protocol.Primary, PrimaryShare: r.Protocol.PrimaryShare, Looks: r.Protocol.Looks})
+}
+
+// runKept runs one comparison of a campaign and keeps its result, failed
+// runs too, as name in jsonDir. An interrupted run ends the campaign; a run
+// that failed otherwise (the machine could not hold the load) is printed as
+// label's failure and counts as missed: nil.
+func runKept(ctx context.Context, cfg compare.Config, jsonDir, name, label string) *compare.Result {
+	r, err := compare.Run(ctx, cfg)
+	if r != nil {
+		keepJSON(r, jsonDir, name)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			fatal(err)
+		}
+		fmt.Printf("%s: failed: %v\n", label, err)
+		return nil
+	}
+	return r
 }
 
 // keepJSON writes r as name in dir for re-analysis; no dir, nothing.
