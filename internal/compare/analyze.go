@@ -286,6 +286,8 @@ func adjustLoad(c *Comparison, level float64) {
 		return
 	}
 	c.Load = adj
+	// The raw pairs' test is the one the caller already ran.
+	adj.Unadjusted = c.SignedRank.P
 	if adj.P > 0 {
 		c.P = adj.P
 		c.SignedRank.P = adj.P

@@ -80,7 +80,6 @@ func loadAdjust(a, b, ca, cb []float64, pairs []Pair) (d []float64, adj *LoadAdj
 		raw[i] = lb[p.B] - la[p.A]
 		gen[i] = lcb[p.B] - lca[p.A]
 	}
-	adj.Unadjusted = SignedRank(raw).P
 	adj.LoadP = SignedRank(gen).P
 	est, _, _ := hodgesLehmann(gen, 0.95)
 	adj.Load = math.Exp(est)
