@@ -231,8 +231,9 @@ func (fs FS) SelfFDs() int {
 // Mapping is one line of ROOT/PID/maps.
 type Mapping struct {
 	Start, End, Offset uint64
-	Exec               bool
-	Path               string
+	// Read and Exec are the mapping's r and x permissions.
+	Read, Exec bool
+	Path       string
 }
 
 // Maps reads the memory mappings of process pid.
@@ -258,7 +259,7 @@ func (fs FS) Maps(pid int) ([]Mapping, error) {
 		if !ok || err1 != nil || err2 != nil || err3 != nil || end < start {
 			continue
 		}
-		m := Mapping{Start: start, End: end, Offset: off, Exec: strings.Contains(fields[1], "x")}
+		m := Mapping{Start: start, End: end, Offset: off, Read: strings.HasPrefix(fields[1], "r"), Exec: strings.Contains(fields[1], "x")}
 		if len(fields) >= 6 {
 			m.Path = strings.Join(fields[5:], " ")
 		}
