@@ -1,7 +1,7 @@
 // Package internal_test holds the layering test of gosleuth's internal
 // packages, in the manner of Go's go/build/deps_test.go: the picture in
-// DESIGN.md (sources -> window -> views) written down, so a change that
-// breaks it fails the build.
+// docs/design.md (sources -> window -> views) written down, so a change
+// that breaks it fails the build.
 package internal_test
 
 import (
@@ -57,9 +57,9 @@ var may = map[string][]string{
 	"view":   {"helper", "source", "window", "view"},
 }
 
-// procReaders are the packages that still open /proc paths themselves
-// (code-review-2.md section 2): internal/proc should be the only door. The
-// list may only shrink; a package that starts reading /proc fails here.
+// procReaders are the packages that still open /proc paths themselves:
+// internal/proc should be the only door (docs/design.md). The list may
+// only shrink; a package that starts reading /proc fails here.
 var procReaders = []string{
 	"internal/proc",
 	"internal/inspect", // its report names /proc in its output

@@ -1,6 +1,6 @@
 // Package probe counts calls of Go functions in a running process from
 // outside, names their callers and reads their register arguments, with
-// entry uprobes (a source, in DESIGN.md's terms).
+// entry uprobes (a source, in docs/design.md's terms).
 //
 // Functions are found in the target's own pclntab (internal/stacks reads
 // it, stripped, PIE and cgo binaries alike). Each probe sits on the PUSHQ BP

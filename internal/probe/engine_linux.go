@@ -28,7 +28,7 @@ const (
 	maxStacks    = 4096
 	maxCallers   = 8192
 	maxArgValues = 4096
-	stackCost    = 1200 // ns a sampled stack adds to a hit (uprobe-study.md §3)
+	stackCost    = 1200 // ns a sampled stack adds to a hit (docs/probe.md, Cost)
 	maxStacksPS  = 500  // sampled stacks a second per function
 )
 

@@ -21,7 +21,7 @@ func (k Kind) String() string {
 }
 
 // Cost is the assumed target CPU per hit of a probe of kind k, in
-// nanoseconds (measured on this project's VM kind; uprobe-study.md §3).
+// nanoseconds (measured on this project's VM kind; docs/probe.md, Cost).
 func (k Kind) Cost() float64 {
 	if k == Emulated {
 		return 900

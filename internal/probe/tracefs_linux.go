@@ -24,7 +24,7 @@ import (
 // every process mapping the binary arrive, and those of the target are
 // counted. Per-CPU events rather than per-thread ones, because a thread
 // started after attach would be missed until found, and a perf event
-// inherited into new threads kills the target (uprobe-study.md); rather
+// inherited into new threads kills the target (docs/probe.md); rather
 // than one event for the target's PID, which follows its main thread
 // alone. A sample costs more than a BPF counter and the ring can overflow
 // at high rates: lost samples are counted and reported. Definitions are

@@ -29,7 +29,7 @@ type CollectConfig struct {
 	// PIDs restricts the report to these processes; empty means the whole
 	// host.
 	PIDs []int
-	// Duration is the length of the
+	// Duration is the length of the window.
 	Duration time.Duration
 	// Interval is the /proc sampling period (default 1 s, at most a fifth
 	// of Duration).
@@ -37,7 +37,7 @@ type CollectConfig struct {
 	// ProcRoot is the procfs mount (/proc when empty).
 	ProcRoot string
 	// Looks are the close-look sources, tried on the processes chosen after
-	// the first part of the
+	// the first part of the window.
 	Looks []Look
 	// MaxLooks caps the processes looked at closely on a whole-host run
 	// (default 4); explicit PIDs are all looked at.
@@ -58,6 +58,7 @@ var ErrNoProcess = errors.New("process not found")
 // the host. On a whole-host run close looks start once a first part of the
 // window (30%, at least 2 s) has picked the processes worth them; processes
 // named in cfg.PIDs are looked at from the first tick. Looks end with the
+// window.
 func Collect(ctx context.Context, cfg CollectConfig) ([]*Window, *Host, []string, error) {
 	if cfg.Duration <= 0 {
 		return nil, nil, nil, fmt.Errorf("collect: duration must be positive, got %v", cfg.Duration)

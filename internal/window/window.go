@@ -1,5 +1,5 @@
-// Package window is the middle layer of gosleuth (DESIGN.md: sources ->
-// window -> views): it turns what the sources read (/proc readings, syscall
+// Package window is the middle layer of gosleuth (docs/design.md: sources
+// -> window -> views): it turns what the sources read (/proc readings, syscall
 // counts, stack samples, runtime metrics, probe counts) into a Window, what
 // one process did over [Start, End], and a Host, the machine it ran on. A
 // Builder fed successive /proc readings is the one place that turns two
@@ -229,7 +229,7 @@ type Stacks struct {
 	Samples int
 	// KernelShare is the fraction of samples taken in the kernel.
 	KernelShare float64
-	// Classes maps runtime classes ("gc-mark-assist", "scheduler", ...) to
+	// Classes maps runtime classes (ClassGCAssist, ClassScheduler, ...) to
 	// their share of samples.
 	Classes map[string]float64
 	// Packages lists the leaf Go packages by share of samples, largest first.
