@@ -105,6 +105,60 @@ func (im *Image) Symbol(name string) (uint64, error) {
 
 var errNoSymbol = errors.New("not in the symbol table")
 
+// Symbols returns the link-time values of those of names that the file's
+// .symtab holds, in one pass over the table (see Symbol for the bounds).
+func (im *Image) Symbols(names []string) (map[string]uint64, error) {
+	ef := im.ef
+	st := ef.SectionByType(elf.SHT_SYMTAB)
+	if st == nil {
+		return nil, ErrNoSymtab
+	}
+	if ef.Class != elf.ELFCLASS64 || ef.Data != elf.ELFDATA2LSB {
+		return nil, errors.New("symbols: only 64-bit little-endian ELF is read")
+	}
+	if int(st.Link) <= 0 || int(st.Link) >= len(ef.Sections) {
+		return nil, errors.New("symbols: symbol table links to no string table")
+	}
+	ss := ef.Sections[st.Link]
+	if ss.Type != elf.SHT_STRTAB || ss.Size > maxStrtab {
+		return nil, fmt.Errorf("symbols: string table of %d bytes (type %v) not read", ss.Size, ss.Type)
+	}
+	if _, ok := span(ss.Offset, ss.Size, 0, uint64(im.size)); !ok {
+		return nil, errors.New("symbols: string table outside the file")
+	}
+	strs, err := ss.Data()
+	if err != nil {
+		return nil, fmt.Errorf("read string table: %w", err)
+	}
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	out := map[string]uint64{}
+	r := bufio.NewReaderSize(st.Open(), 64<<10)
+	var e [24]byte // Elf64_Sym
+	for len(out) < len(want) {
+		if _, err := io.ReadFull(r, e[:]); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				break
+			}
+			return nil, fmt.Errorf("read symbol table: %w", err)
+		}
+		off := uint64(binary.LittleEndian.Uint32(e[:]))
+		if off >= uint64(len(strs)) {
+			continue
+		}
+		end := off
+		for end < uint64(len(strs)) && strs[end] != 0 && end-off < 256 {
+			end++
+		}
+		if name := strs[off:end]; want[string(name)] {
+			out[string(name)] = binary.LittleEndian.Uint64(e[8:])
+		}
+	}
+	return out, nil
+}
+
 // Func returns the link-time entry of function name and the start of its
 // code (up to limit bytes), found through the Go function table (pclntab),
 // which stripped binaries keep.
