@@ -5,6 +5,7 @@
 package internal_test
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
@@ -133,6 +134,75 @@ func checkPackage(t *testing.T, dir, pkg string) {
 		}
 		if !slices.Contains(may[l], il) {
 			t.Errorf("%s (a %s) imports %s (a %s): sources never import views", pkg, l, im, il)
+		}
+	}
+}
+
+// TestTimingListed: every test that calls testenv.Timing (skipped under the
+// race detector) is named in .ci/run's timing step, which runs them without
+// -race, and that step names no other test: a timing test left off the list
+// would run nowhere.
+func TestTimingListed(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkgs, tests []string
+	for _, line := range strings.Split(string(ci), "\n") {
+		if v, ok := strings.CutPrefix(line, "timing_pkgs="); ok {
+			for _, p := range strings.Fields(strings.Trim(v, `"`)) {
+				pkgs = append(pkgs, strings.TrimPrefix(p, "./"))
+			}
+		}
+		if v, ok := strings.CutPrefix(line, "timing_tests="); ok {
+			v = strings.TrimSuffix(strings.TrimPrefix(strings.Trim(v, `'`), "^("), ")$")
+			tests = strings.Split(v, "|")
+		}
+	}
+	if len(pkgs) == 0 || len(tests) == 0 {
+		t.Fatal(".ci/run has no timing_pkgs= and timing_tests= lines")
+	}
+	found := map[string]string{} // test name -> package
+	for _, dir := range []string{"internal", "cmd", "agent", "hedge"} {
+		filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			af, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+			if err != nil {
+				t.Errorf("%s: %v", path, err)
+				return nil
+			}
+			pkg, _ := filepath.Rel(root, filepath.Dir(path))
+			for _, decl := range af.Decls {
+				fn, ok := decl.(*ast.FuncDecl)
+				if !ok || fn.Body == nil || !strings.HasPrefix(fn.Name.Name, "Test") {
+					continue
+				}
+				ast.Inspect(fn.Body, func(n ast.Node) bool {
+					if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "Timing" {
+						if id, ok := sel.X.(*ast.Ident); ok && id.Name == "testenv" {
+							found[fn.Name.Name] = pkg
+						}
+					}
+					return true
+				})
+			}
+			return nil
+		})
+	}
+	for name, pkg := range found {
+		if !slices.Contains(tests, name) || !slices.Contains(pkgs, pkg) {
+			t.Errorf("%s in %s calls testenv.Timing but .ci/run's timing step does not run it", name, pkg)
+		}
+	}
+	for _, name := range tests {
+		if _, ok := found[name]; !ok {
+			t.Errorf(".ci/run's timing step names %s, which does not call testenv.Timing", name)
 		}
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
 // These tests run the generator against servers in the test process on
@@ -89,6 +91,7 @@ func runStep(t *testing.T, cfg Config, rate float64, d time.Duration) *StepResul
 // the percentiles must say so within the histogram's precision and the
 // scheduling noise of a loaded machine.
 func TestKnownDelay(t *testing.T) {
+	testenv.Timing(t)
 	const delay = 20 * time.Millisecond
 	_, u := serve(t, func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(delay)
@@ -125,6 +128,7 @@ func TestKnownDelay(t *testing.T) {
 // on the single connection only one request was in flight during the
 // stall, so the uncorrected p99.9 does not (its max does).
 func TestCoordinatedOmission(t *testing.T) {
+	testenv.Timing(t)
 	const stall = 200 * time.Millisecond
 	timed(t, 3, 12*time.Second, func() (probs []string, late bool) {
 		var n atomic.Int64
@@ -160,6 +164,7 @@ func TestCoordinatedOmission(t *testing.T) {
 // with the target rate. Never more than the target; not less unless the
 // generator itself says it was late (then the attempt is repeated).
 func TestRateAccuracy(t *testing.T) {
+	testenv.Timing(t)
 	const rate = 1000
 	timed(t, 3, 12*time.Second, func() (probs []string, late bool) {
 		var n atomic.Int64
@@ -204,6 +209,7 @@ func TestRateAccuracy(t *testing.T) {
 // TestConnectionCap: a slow server and a rate that would need 4x the
 // connections. The generator must stay at the cap, fall behind and say so.
 func TestConnectionCap(t *testing.T) {
+	testenv.Timing(t)
 	var cur, peak atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(100 * time.Millisecond)
@@ -381,6 +387,7 @@ func TestClosedLoop(t *testing.T) {
 // 1 ms rule makes the search stop early (correctly) and TestLagRule covers
 // the rule; this test is about the search.
 func TestSLASearch(t *testing.T) {
+	testenv.Timing(t)
 	const knee = 300
 	var mu sync.Mutex
 	var arrivals []time.Time

@@ -515,6 +515,7 @@ func TestUserOnlyKernelLeaf(t *testing.T) {
 // TestNewThreadsPickedUp: threads created while sampling get their event
 // within 250 ms of their start.
 func TestNewThreadsPickedUp(t *testing.T) {
+	testenv.Timing(t)
 	needPerf(t)
 	bin := buildPatient(t, "threads")
 	cmd := startPatient(t, bin)

@@ -18,6 +18,7 @@ import (
 // children in one inherited total, the target keeps at least half its pace
 // (the issue's bound), and its children's calls are still in the total.
 func TestForkingTargetKeepsItsPace(t *testing.T) {
+	testenv.Timing(t)
 	testenv.Require(t, testenv.Root, testenv.Tracefs)
 	file := filepath.Join(t.TempDir(), "n")
 	sh := exec.Command("/bin/sh", "-c", `n=0; while :; do ( : ); n=$((n+1)); [ $((n % 64)) -eq 0 ] && echo $n > `+file+`; done`)

@@ -44,3 +44,20 @@ func TestKernelFeatures(t *testing.T) {
 		t.Error("an unknown feature was reported available")
 	}
 }
+
+// TestTimingNeverFails: a timing test under the race detector skips even
+// when every feature is required, and runs without it.
+func TestTimingNeverFails(t *testing.T) {
+	t.Setenv(EnvRequire, "all")
+	ran := false
+	t.Run("timing", func(t *testing.T) {
+		Timing(t)
+		ran = true
+	})
+	if ran == RaceEnabled {
+		t.Errorf("race detector %v: the timing test ran %v", RaceEnabled, ran)
+	}
+	if t.Failed() {
+		t.Error("a timing test failed instead of skipping")
+	}
+}
