@@ -55,15 +55,15 @@ var wanted = map[string][]string{
 	"runtime.gcControllerState": {"gcPercent", "memoryLimit", "heapMinimum", "heapMarked", "heapLive",
 		"heapScan", "lastStackScan", "globalsScan", "gcPercentHeapGoal", "memoryLimitHeapGoal", "lastHeapGoal",
 		"assistTime", "dedicatedMarkTime", "fractionalMarkTime", "idleMarkTime"},
-	"runtime.workType":       {"cpuStats", "cycles"},
-	"runtime.cpuStats":       {"GCAssistTime", "GCDedicatedTime", "GCIdleTime", "GCPauseTime", "GCTotalTime", "UserTime", "TotalTime", "IdleTime"},
-	"runtime.timer":          {"when", "period", "f", "arg", "pp"},
-	"runtime.timerWhen":      {"timer", "when"},
-	"runtime.bucket":         {"next", "allnext", "typ", "hash", "size", "nstk"},
-	"runtime.memRecord":      {"active", "future"},
-	"runtime.memRecordCycle": {"allocs", "frees", "alloc_bytes", "free_bytes"},
+	"runtime.workType":         {"cpuStats", "cycles"},
+	"runtime.cpuStats":         {"GCAssistTime", "GCDedicatedTime", "GCIdleTime", "GCPauseTime", "GCTotalTime", "UserTime", "TotalTime", "IdleTime"},
+	"runtime.timer":            {"when", "period", "f", "arg", "pp"},
+	"runtime.timerWhen":        {"timer", "when"},
+	"runtime.bucket":           {"next", "allnext", "typ", "hash", "size", "nstk"},
+	"runtime.memRecord":        {"active", "future"},
+	"runtime.memRecordCycle":   {"allocs", "frees", "alloc_bytes", "free_bytes"},
 	"runtime.mProfCycleHolder": {"value"},
-	"runtime.funcval":        {"fn"},
+	"runtime.funcval":          {"fn"},
 }
 
 // ErrNoDWARF reports a binary without debug information.
