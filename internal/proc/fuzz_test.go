@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,6 +12,8 @@ import (
 // no input may panic. Seeds are the captured fixtures.
 func FuzzParsers(f *testing.F) {
 	files, _ := filepath.Glob("testdata/proc/*/*")
+	nets, _ := filepath.Glob("testdata/net/*")
+	files = append(files, nets...)
 	for _, p := range files {
 		if b, err := os.ReadFile(p); err == nil {
 			f.Add(b)
@@ -29,5 +32,7 @@ func FuzzParsers(f *testing.F) {
 		parseLimitsNoFile(b)
 		cmdlineString(b)
 		cgroupPath(b)
+		ap := netip.MustParseAddrPort("127.0.0.1:46866")
+		parseTCPSocketOwner(b, ap, ap)
 	})
 }
