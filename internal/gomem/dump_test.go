@@ -2,6 +2,9 @@ package gomem
 
 import (
 	"debug/elf"
+	"encoding/json"
+	"fmt"
+	"github.com/gosleuth/gosleuth/internal/proc"
 	"os"
 	"sort"
 	"testing"
@@ -33,4 +36,24 @@ func TestDumpLayout(t *testing.T) {
 		t.Logf("%s %d", k, l.Offsets[k])
 	}
 	t.Logf("%v", l.Sizes)
+}
+
+func TestDumpCensus(t *testing.T) {
+	pid := os.Getenv("GOMEM_PID")
+	if pid == "" {
+		t.Skip("set GOMEM_PID")
+	}
+	var n int
+	fmt.Sscan(pid, &n)
+	p, err := Open(proc.FS{}, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s %s %s", p.GoVersion, p.Layout.From, p.Located)
+	c, err := p.Census(CensusOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.MarshalIndent(c, "", " ")
+	t.Logf("%s", b)
 }

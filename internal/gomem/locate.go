@@ -22,12 +22,13 @@ const (
 	symMemProfileRate = "runtime.MemProfileRate"
 	symDisableMemProf = "runtime.disableMemoryProfiling"
 	symClassToSize    = "runtime.class_to_size"
+	symWaitReasons    = "runtime.waitReasonStrings"
 )
 
 // globalNames is every variable locateGlobals looks for.
 var globalNames = []string{
 	symAllgs, symAllglen, symAllp, symGomaxprocs, symSched, symMemstats, symGCController,
-	symWork, symMbuckets, symMProfCycle, symMemProfileRate, symDisableMemProf, symClassToSize,
+	symWork, symMbuckets, symMProfCycle, symMemProfileRate, symDisableMemProf, symClassToSize, symWaitReasons,
 }
 
 // locateGlobals returns the link-time address of each runtime variable the

@@ -62,3 +62,13 @@ func openMem(pfs proc.FS, pid int) (*Mem, []proc.Mapping, error) {
 	}
 	return newMem(pid, rs, &vmReader{pid: pid}), maps, nil
 }
+
+// monotonicNow reads the clock the runtime's nanotime reads
+// (CLOCK_MONOTONIC), against which it stamps g.waitsince.
+func monotonicNow() int64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
+		return 0
+	}
+	return ts.Nano()
+}

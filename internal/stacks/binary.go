@@ -76,6 +76,12 @@ func (b *Binary) Frames(vaddr uint64) []Frame {
 	return out
 }
 
+// SPDelta returns how far the stack pointer is below the frame's entry
+// value at link-time address vaddr (the frame size there), from the
+// function table's pcsp table: what an unwinder adds to SP to find the
+// return address.
+func (b *Binary) SPDelta(vaddr uint64) (int32, bool) { return b.o.spDelta(vaddr) }
+
 // Vaddr converts a file offset (from /proc/PID/maps) to a link-time
 // address.
 func (b *Binary) Vaddr(fileOff uint64) (uint64, bool) { return b.o.vaddr(fileOff) }

@@ -1,0 +1,549 @@
+package gomem
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Limits of one census: the runtime allows any number of goroutines, but a
+// count read from memory beyond these is a torn or hostile value.
+const (
+	maxGoroutines = 10_000_000
+	maxFrames     = 64
+	stackWindow   = 1024 // bytes of a stack read at once while unwinding
+	// defaultUnwind is how many goroutines' stacks a census unwinds by
+	// default; the rest are counted by start function and creation site.
+	defaultUnwind = 10_000
+)
+
+// The runtime's goroutine statuses (runtime2.go), stable from Go 1.20 on;
+// 10 and 11 are Go 1.26's leaked and deadextra.
+const (
+	gIdle      = 0
+	gRunnable  = 1
+	gRunning   = 2
+	gSyscall   = 3
+	gWaiting   = 4
+	gDead      = 6
+	gCopystack = 8
+	gPreempted = 9
+	gLeaked    = 10
+	gDeadExtra = 11
+	gScan      = 0x1000
+)
+
+// Frame is one function of a stack.
+type Frame struct {
+	Func string `json:"func"`
+	File string `json:"file"`
+	Line int    `json:"line"`
+}
+
+func (f Frame) String() string {
+	if f.File == "" {
+		return f.Func
+	}
+	return fmt.Sprintf("%s (%s:%d)", f.Func, f.File, f.Line)
+}
+
+// Census is the goroutines of a process at one instant.
+type Census struct {
+	Time time.Time `json:"time"`
+	// Total counts the live goroutines, the runtime's own included;
+	// System counts those (started in package runtime, other than main).
+	Total  int `json:"total"`
+	System int `json:"system"`
+	// ByState counts live goroutines by state: "running", "runnable",
+	// "syscall", or the wait reason of a waiting one ("chan receive", "IO
+	// wait", ...).
+	ByState map[string]int `json:"by_state"`
+	// StackBytes is the stack memory the live goroutines hold.
+	StackBytes uint64 `json:"stack_bytes"`
+	// Created is how many goroutines the program has created since it
+	// started, when CreatedKnown.
+	Created      uint64 `json:"created"`
+	CreatedKnown bool   `json:"created_known"`
+	// Groups gathers goroutines by start function, creation site and
+	// state, largest first.
+	Groups []Group `json:"groups"`
+	// Stacks gathers the unwound goroutines by identical stack, largest
+	// first; Unwound says how many were unwound (running goroutines are
+	// not: their saved registers are stale).
+	Stacks  []StackGroup `json:"stacks"`
+	Unwound int          `json:"unwound"`
+	// Notes say what could not be read.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Group is goroutines with one start function, creation site and state.
+type Group struct {
+	Start     Frame  `json:"start"`
+	CreatedBy Frame  `json:"created_by"`
+	State     string `json:"state"`
+	Count     int    `json:"count"`
+	System    bool   `json:"system,omitempty"`
+	// StackBytes is the stack memory the group holds.
+	StackBytes uint64 `json:"stack_bytes"`
+	// MaxWait is the longest a goroutine of the group has been blocked,
+	// where the runtime recorded when it blocked (it does so during GC),
+	// zero otherwise.
+	MaxWait time.Duration `json:"max_wait_ns"`
+}
+
+// StackGroup is unwound goroutines with identical stacks and state.
+type StackGroup struct {
+	Count  int     `json:"count"`
+	State  string  `json:"state"`
+	Frames []Frame `json:"frames"`
+}
+
+// CensusOptions tune a census.
+type CensusOptions struct {
+	// Unwind bounds how many goroutines' stacks are unwound (0: a default
+	// of 10,000; negative: none). Beyond it goroutines are still counted
+	// and grouped by start function and creation site.
+	Unwind int
+}
+
+// gFields are the offsets of the g fields a census reads.
+type gFields struct {
+	stackLo, stackHi, sp, pc, status, goid, waitsince, waitreason, gopc, startpc, syscallsp, syscallpc uint64
+	size                                                                                               uint64 // bytes of each g to read
+}
+
+func (p *Process) gFields() (gFields, error) {
+	var f gFields
+	for _, x := range []struct {
+		dst  *uint64
+		name string
+	}{
+		{&f.stackLo, "stack.lo"}, {&f.stackHi, "stack.hi"}, {&f.sp, "sched.sp"}, {&f.pc, "sched.pc"},
+		{&f.status, "atomicstatus"}, {&f.goid, "goid"}, {&f.waitsince, "waitsince"},
+		{&f.waitreason, "waitreason"}, {&f.gopc, "gopc"}, {&f.startpc, "startpc"},
+		{&f.syscallsp, "syscallsp"}, {&f.syscallpc, "syscallpc"},
+	} {
+		o, err := p.off("runtime.g." + x.name)
+		if err != nil {
+			return f, err
+		}
+		*x.dst = o
+		f.size = max(f.size, o+8)
+	}
+	if gs, ok := p.Layout.Size("runtime.g"); !ok || f.size > gs {
+		return f, fmt.Errorf("runtime.g of %d bytes: fields beyond it", gs)
+	}
+	return f, nil
+}
+
+// allGs reads the pointers of runtime.allgs, bounded by allglen and by
+// maxGoroutines. The runtime grows allgs by copying it to a new array, so
+// the header is read again after the array: a moved array is read once
+// more.
+func (p *Process) allGs() ([]uint64, error) {
+	lenAddr, err := p.addr(symAllglen)
+	if err != nil {
+		return nil, err
+	}
+	sAddr, err := p.addr(symAllgs)
+	if err != nil {
+		return nil, err
+	}
+	for try := 0; ; try++ {
+		n, err := p.mem.U64(lenAddr)
+		if err != nil {
+			return nil, fmt.Errorf("read runtime.allglen: %w", err)
+		}
+		var hdr [24]byte
+		if err := p.mem.ReadAt(hdr[:], sAddr); err != nil {
+			return nil, fmt.Errorf("read runtime.allgs: %w", err)
+		}
+		arr, l := binary.LittleEndian.Uint64(hdr[:]), binary.LittleEndian.Uint64(hdr[8:])
+		n = min(n, l)
+		if n > maxGoroutines {
+			return nil, fmt.Errorf("runtime.allgs holds %d goroutines: more than %d, not believed", n, maxGoroutines)
+		}
+		if n == 0 {
+			return nil, nil
+		}
+		buf := make([]byte, n*8)
+		const chunk = 1 << 20
+		for off := uint64(0); off < uint64(len(buf)); off += chunk {
+			end := min(off+chunk, uint64(len(buf)))
+			if err := p.mem.ReadAt(buf[off:end], arr+off); err != nil {
+				return nil, fmt.Errorf("read runtime.allgs array: %w", err)
+			}
+		}
+		if err := p.mem.ReadAt(hdr[:8], sAddr); err == nil && binary.LittleEndian.Uint64(hdr[:]) != arr && try == 0 {
+			continue
+		}
+		gs := make([]uint64, n)
+		for i := range gs {
+			gs[i] = binary.LittleEndian.Uint64(buf[i*8:])
+		}
+		return gs, nil
+	}
+}
+
+type gRec struct {
+	status               uint32
+	reason               uint8
+	lo, hi, sp, pc       uint64
+	syscallsp, syscallpc uint64
+	gopc, startpc, since uint64
+	group                int
+}
+
+// Census counts and groups the process's goroutines without stopping it.
+func (p *Process) Census(opts CensusOptions) (*Census, error) {
+	c := &Census{Time: time.Now(), ByState: map[string]int{}}
+	f, err := p.gFields()
+	if err != nil {
+		return nil, err
+	}
+	p.mem.setBudget(1 << 30)
+	defer p.mem.setBudget(0)
+	ptrs, err := p.allGs()
+	if err != nil {
+		return nil, err
+	}
+	now := monotonicNow()
+	recs := make([]gRec, 0, len(ptrs))
+	const batch = 1024
+	bufs := make([][]byte, batch)
+	back := make([]byte, batch*int(f.size))
+	for i := range bufs {
+		bufs[i] = back[i*int(f.size) : (i+1)*int(f.size)]
+	}
+	ok := make([]bool, batch)
+	unreadable := 0
+	for start := 0; start < len(ptrs); start += batch {
+		chunk := ptrs[start:min(start+batch, len(ptrs))]
+		if err := p.mem.ReadMany(bufs[:len(chunk)], chunk, ok[:len(chunk)]); err != nil {
+			return nil, err
+		}
+		for i := range chunk {
+			if !ok[i] {
+				unreadable++
+				continue
+			}
+			b := bufs[i]
+			u64 := func(o uint64) uint64 { return binary.LittleEndian.Uint64(b[o:]) }
+			r := gRec{
+				status: binary.LittleEndian.Uint32(b[f.status:]) &^ gScan,
+				reason: b[f.waitreason],
+				lo:     u64(f.stackLo), hi: u64(f.stackHi), sp: u64(f.sp), pc: u64(f.pc),
+				syscallsp: u64(f.syscallsp), syscallpc: u64(f.syscallpc),
+				gopc: u64(f.gopc), startpc: u64(f.startpc), since: u64(f.waitsince),
+			}
+			if r.status == gDead || r.status == gDeadExtra || r.status == gIdle {
+				continue
+			}
+			recs = append(recs, r)
+		}
+	}
+	if unreadable > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("%d goroutine records not readable (freed or moved while read)", unreadable))
+	}
+	p.group(c, recs, now)
+	if created, err := p.created(); err == nil {
+		c.Created, c.CreatedKnown = created, true
+	} else {
+		c.Notes = append(c.Notes, "goroutines created: "+err.Error())
+	}
+	unwind := opts.Unwind
+	if unwind == 0 {
+		unwind = defaultUnwind
+	}
+	if unwind > 0 {
+		p.unwindAll(c, recs, unwind)
+	}
+	sort.SliceStable(c.Groups, func(i, j int) bool { return c.Groups[i].Count > c.Groups[j].Count })
+	return c, nil
+}
+
+// group fills the census's counts and groups.
+func (p *Process) group(c *Census, recs []gRec, now int64) {
+	type key struct {
+		start, gopc uint64
+		state       string
+	}
+	idx := map[key]int{}
+	funcs := map[uint64]Frame{}
+	frame := func(pc uint64, ret bool) Frame {
+		if fr, ok := funcs[pc]; ok {
+			return fr
+		}
+		fr := p.frameAt(pc, ret)
+		funcs[pc] = fr
+		return fr
+	}
+	for i := range recs {
+		r := &recs[i]
+		state := p.stateName(r.status, r.reason)
+		c.Total++
+		c.ByState[state]++
+		if r.hi > r.lo && r.hi-r.lo <= 1<<30 {
+			c.StackBytes += r.hi - r.lo
+		}
+		k := key{r.startpc, r.gopc, state}
+		gi, ok := idx[k]
+		if !ok {
+			start := frame(r.startpc, false)
+			gi = len(c.Groups)
+			idx[k] = gi
+			c.Groups = append(c.Groups, Group{Start: start, CreatedBy: frame(r.gopc, true), State: state,
+				System: isSystem(start.Func)})
+		}
+		r.group = gi
+		g := &c.Groups[gi]
+		g.Count++
+		if g.System {
+			c.System++
+		}
+		if r.hi > r.lo && r.hi-r.lo <= 1<<30 {
+			g.StackBytes += r.hi - r.lo
+		}
+		if r.status == gWaiting && r.since != 0 && now > int64(r.since) {
+			g.MaxWait = max(g.MaxWait, time.Duration(now-int64(r.since)))
+		}
+	}
+}
+
+// isSystem says whether a goroutine started at function fn is the
+// runtime's own (as the runtime's isSystemGoroutine judges by start
+// function; the finalizer goroutine counts as system).
+func isSystem(fn string) bool {
+	return strings.HasPrefix(fn, "runtime.") && fn != "runtime.main"
+}
+
+// stateName names a status, or a waiting goroutine's wait reason.
+func (p *Process) stateName(status uint32, reason uint8) string {
+	switch status {
+	case gRunnable:
+		return "runnable"
+	case gRunning:
+		return "running"
+	case gSyscall:
+		return "syscall"
+	case gWaiting, gPreempted, gCopystack:
+		if status == gPreempted {
+			return "preempted"
+		}
+		if status == gCopystack {
+			return "copystack"
+		}
+		if w := p.Layout.WaitReasons; int(reason) < len(w) && w[reason] != "" {
+			return w[reason]
+		}
+		return fmt.Sprintf("waiting (reason %d)", reason)
+	case gLeaked:
+		return "leaked"
+	}
+	return fmt.Sprintf("status %d", status)
+}
+
+// frameAt symbolizes a run-time pc; ret says it is a return address (the
+// call is the instruction before it).
+func (p *Process) frameAt(pc uint64, ret bool) Frame {
+	if pc < p.bias {
+		return Frame{Func: fmt.Sprintf("%#x", pc)}
+	}
+	v := pc - p.bias
+	if ret && v > 0 {
+		v--
+	}
+	fr := p.bin.Frames(v)
+	if len(fr) == 0 {
+		return Frame{Func: fmt.Sprintf("%#x", pc)}
+	}
+	// The outermost frame is the physical function; a go statement's
+	// site is the innermost (the line of the go statement).
+	in := fr[0]
+	return Frame{Func: in.Func, File: in.File, Line: in.Line}
+}
+
+// created computes the goroutines created since start: the runtime hands
+// out goroutine IDs from sched.goidgen in batches to each P's cache, so
+// the IDs handed out less those still unused in the Ps' caches.
+func (p *Process) created() (uint64, error) {
+	sched, err := p.addr(symSched)
+	if err != nil {
+		return 0, err
+	}
+	og, err := p.off("runtime.schedt.goidgen")
+	if err != nil {
+		return 0, err
+	}
+	gen, err := p.mem.U64(sched + og)
+	if err != nil {
+		return 0, fmt.Errorf("read sched.goidgen: %w", err)
+	}
+	ps, err := p.allPs()
+	if err != nil {
+		return 0, err
+	}
+	oc, err1 := p.off("runtime.p.goidcache")
+	oe, err2 := p.off("runtime.p.goidcacheend")
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("p.goidcache not in the layout")
+	}
+	var unused uint64
+	for _, pp := range ps {
+		c, err1 := p.mem.U64(pp + oc)
+		e, err2 := p.mem.U64(pp + oe)
+		if err1 != nil || err2 != nil || e < c || e-c > 1<<20 {
+			continue
+		}
+		unused += e - c
+	}
+	if unused > gen {
+		return 0, fmt.Errorf("goroutine ID counters inconsistent (%d handed out, %d unused)", gen, unused)
+	}
+	return gen - unused, nil
+}
+
+// maxPs bounds runtime.allp's length (GOMAXPROCS is at most 2^20 here).
+const maxPs = 1 << 20
+
+// allPs reads the pointers of runtime.allp.
+func (p *Process) allPs() ([]uint64, error) {
+	a, err := p.addr(symAllp)
+	if err != nil {
+		return nil, err
+	}
+	var hdr [24]byte
+	if err := p.mem.ReadAt(hdr[:], a); err != nil {
+		return nil, fmt.Errorf("read runtime.allp: %w", err)
+	}
+	arr, n := binary.LittleEndian.Uint64(hdr[:]), binary.LittleEndian.Uint64(hdr[8:])
+	if n > maxPs {
+		return nil, fmt.Errorf("runtime.allp holds %d Ps: not believed", n)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	buf := make([]byte, n*8)
+	if err := p.mem.ReadAt(buf, arr); err != nil {
+		return nil, fmt.Errorf("read runtime.allp array: %w", err)
+	}
+	out := make([]uint64, 0, n)
+	for i := range n {
+		if pp := binary.LittleEndian.Uint64(buf[i*8:]); pp != 0 {
+			out = append(out, pp)
+		}
+	}
+	return out, nil
+}
+
+// unwindAll unwinds up to limit goroutines (spread over the groups) and
+// gathers them by stack.
+func (p *Process) unwindAll(c *Census, recs []gRec, limit int) {
+	per := len(recs)
+	if len(recs) > limit && len(c.Groups) > 0 {
+		per = max(1, limit/len(c.Groups))
+	}
+	taken := map[int]int{}
+	type skey struct {
+		state, stack string
+	}
+	idx := map[skey]int{}
+	var pcs []uint64
+	for i := range recs {
+		r := &recs[i]
+		if c.Unwound >= limit || taken[r.group] >= per {
+			continue
+		}
+		sp, pc := r.sp, r.pc
+		if r.status == gSyscall {
+			sp, pc = r.syscallsp, r.syscallpc
+		}
+		if r.status == gRunning || sp == 0 || pc == 0 {
+			continue
+		}
+		taken[r.group]++
+		pcs = p.unwind(pcs[:0], sp, pc, r.lo, r.hi)
+		if len(pcs) == 0 {
+			continue
+		}
+		c.Unwound++
+		state := c.Groups[r.group].State
+		var sb strings.Builder
+		for _, x := range pcs {
+			fmt.Fprintf(&sb, "%x,", x)
+		}
+		k := skey{state, sb.String()}
+		si, ok := idx[k]
+		if !ok {
+			si = len(c.Stacks)
+			idx[k] = si
+			c.Stacks = append(c.Stacks, StackGroup{State: state, Frames: p.symbolize(pcs)})
+		}
+		c.Stacks[si].Count++
+	}
+	sort.SliceStable(c.Stacks, func(i, j int) bool { return c.Stacks[i].Count > c.Stacks[j].Count })
+}
+
+// symbolize expands return addresses into frames, inlined calls included.
+func (p *Process) symbolize(pcs []uint64) []Frame {
+	var out []Frame
+	for _, pc := range pcs {
+		if pc <= p.bias {
+			continue
+		}
+		for _, fr := range p.bin.Frames(pc - p.bias - 1) {
+			out = append(out, Frame{Func: fr.Func, File: fr.File, Line: fr.Line})
+		}
+	}
+	return out
+}
+
+// unwind walks a parked goroutine's stack from its saved sp and pc, the
+// way the runtime's unwinder does on amd64: each frame's size from the
+// function table's pcsp at pc, the return address just above it. It stops
+// at runtime.goexit, at a pc outside the binary, at the stack's bounds or
+// after maxFrames.
+func (p *Process) unwind(dst []uint64, sp, pc, lo, hi uint64) []uint64 {
+	if hi <= lo || hi-lo > 1<<30 || sp < lo || sp >= hi {
+		return dst
+	}
+	var win [stackWindow]byte
+	winLo, winHi := uint64(0), uint64(0)
+	read := func(a uint64) (uint64, bool) {
+		if a < sp || a+8 > hi {
+			return 0, false
+		}
+		if a < winLo || a+8 > winHi {
+			n := min(uint64(stackWindow), hi-a)
+			if n < 8 || p.mem.ReadAt(win[:n], a) != nil {
+				return 0, false
+			}
+			winLo, winHi = a, a+n
+		}
+		return binary.LittleEndian.Uint64(win[a-winLo:]), true
+	}
+	for len(dst) < maxFrames {
+		if pc <= p.bias {
+			break
+		}
+		dst = append(dst, pc)
+		v := pc - p.bias
+		fr := p.bin.Frames(v - 1)
+		if len(fr) > 0 && fr[len(fr)-1].Func == "runtime.goexit" {
+			break
+		}
+		d, ok := p.bin.SPDelta(v - 1)
+		if !ok || d < 0 {
+			break
+		}
+		fp := sp + uint64(d) + 8
+		lr, ok := read(fp - 8)
+		if !ok || lr == 0 {
+			break
+		}
+		sp, pc = fp, lr
+	}
+	return dst
+}
