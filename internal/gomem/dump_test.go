@@ -54,6 +54,19 @@ func TestDumpCensus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.MarshalIndent(c, "", " ")
+	b, _ := json.MarshalIndent(c.ByState, "", " ")
 	t.Logf("%s", b)
+	st, err := p.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = json.MarshalIndent(st, "", " ")
+	t.Logf("%s", b)
+	h, err := p.HeapProfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range h.Records {
+		t.Logf("%v %d %d %d %d", p.symbolize(r.Stack[:min(3, len(r.Stack))]), r.AllocObjects, r.AllocBytes, r.InUseObjects(), r.InUseBytes())
+	}
 }

@@ -1,0 +1,323 @@
+package gomem
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/google/pprof/profile"
+)
+
+// Bounds of a heap profile walk. The runtime records at most 1024 frames
+// per bucket (maxProfStackDepth, 32 before Go 1.23); a list longer than
+// maxBuckets is a cycle or a hostile list.
+const (
+	maxBucketStack = 1024
+	maxBuckets     = 1 << 20
+	memProfile     = 1 // runtime.bucketType of memory profile buckets
+)
+
+// ErrMemProfilingOff reports a binary whose linker turned memory profiling
+// off: nothing in it references the heap profile, so the runtime keeps no
+// book to read.
+var ErrMemProfilingOff = errors.New("memory profiling is off in this binary: the linker disabled it " +
+	"because nothing in the program references the heap profile (net/http/pprof or runtime.MemProfile would)")
+
+// HeapRecord is one allocation site of the heap profile: its stack (as
+// run-time return addresses) and the sampled counts as of the last
+// completed GC cycle, as runtime.MemProfile reports them (not scaled).
+type HeapRecord struct {
+	Stack                    []uint64
+	AllocObjects, AllocBytes int64
+	FreeObjects, FreeBytes   int64
+}
+
+// InUseObjects is the objects allocated at the site and not yet freed.
+func (r HeapRecord) InUseObjects() int64 { return r.AllocObjects - r.FreeObjects }
+
+// InUseBytes is the bytes allocated at the site and not yet freed.
+func (r HeapRecord) InUseBytes() int64 { return r.AllocBytes - r.FreeBytes }
+
+// HeapProfile is the runtime's heap profile read from memory.
+type HeapProfile struct {
+	Time time.Time
+	// Rate is runtime.MemProfileRate: one allocation sampled per Rate
+	// bytes on average.
+	Rate    int64
+	Records []HeapRecord
+	// GCCycles is the GC cycle count when the profile was read (the
+	// profile is as of the last completed cycle).
+	GCCycles uint32
+	Notes    []string
+}
+
+// bucketFields are the offsets a bucket walk needs.
+type bucketFields struct {
+	next, allnext, typ, nstk, hdr        uint64
+	active, future, cycle, rec           uint64
+	allocs, frees, allocBytes, freeBytes uint64
+}
+
+func (p *Process) bucketFields() (bucketFields, error) {
+	var f bucketFields
+	var err error
+	get := func(dst *uint64, path string) {
+		if err == nil {
+			*dst, err = p.off(path)
+		}
+	}
+	get(&f.next, "runtime.bucket.next")
+	get(&f.allnext, "runtime.bucket.allnext")
+	get(&f.typ, "runtime.bucket.typ")
+	get(&f.nstk, "runtime.bucket.nstk")
+	get(&f.active, "runtime.memRecord.active")
+	get(&f.future, "runtime.memRecord.future")
+	get(&f.allocs, "runtime.memRecordCycle.allocs")
+	get(&f.frees, "runtime.memRecordCycle.frees")
+	get(&f.allocBytes, "runtime.memRecordCycle.alloc_bytes")
+	get(&f.freeBytes, "runtime.memRecordCycle.free_bytes")
+	if err != nil {
+		return f, err
+	}
+	var ok1, ok2, ok3 bool
+	f.hdr, ok1 = p.Layout.Size("runtime.bucket")
+	f.cycle, ok2 = p.Layout.Size("runtime.memRecordCycle")
+	f.rec, ok3 = p.Layout.Size("runtime.memRecord")
+	if !ok1 || !ok2 || !ok3 || f.hdr > 256 || f.cycle > 64 || f.rec > 512 {
+		return f, fmt.Errorf("heap profile buckets: sizes not in %s's layout", p.GoVersion)
+	}
+	return f, nil
+}
+
+// MemProfilingOff reports whether the linker turned memory profiling off
+// in the binary (runtime.disableMemoryProfiling).
+func (p *Process) MemProfilingOff() (bool, error) {
+	a, err := p.addr(symDisableMemProf)
+	if err != nil {
+		return false, err
+	}
+	var b [1]byte
+	if err := p.mem.ReadAt(b[:], a); err != nil {
+		return false, fmt.Errorf("read runtime.disableMemoryProfiling: %w", err)
+	}
+	return b[0] != 0, nil
+}
+
+// HeapProfile reads the heap profile from runtime.mbuckets: every bucket,
+// its active cycle plus the cycle runtime.MemProfile would flush into it
+// first (so the result equals what the program's own /debug/pprof/heap
+// would report at this instant), or, where no cycle has completed, every
+// cycle (as MemProfile does before the first GC). It fails with
+// ErrMemProfilingOff where the linker disabled memory profiling.
+func (p *Process) HeapProfile() (*HeapProfile, error) {
+	if off, err := p.MemProfilingOff(); err == nil && off {
+		return nil, ErrMemProfilingOff
+	}
+	f, err := p.bucketFields()
+	if err != nil {
+		return nil, err
+	}
+	h := &HeapProfile{Time: time.Now()}
+	if a, err := p.addr(symMemProfileRate); err == nil {
+		if v, err := p.mem.U64(a); err == nil && int64(v) >= 0 {
+			h.Rate = int64(v)
+		}
+	}
+	if h.Rate == 0 {
+		h.Notes = append(h.Notes, "runtime.MemProfileRate is 0: the program turned heap sampling off")
+	}
+	var cycle uint32
+	if a, err := p.addr(symMProfCycle); err == nil {
+		if v, err := p.mem.U32(a); err == nil {
+			cycle = v >> 1 // the low bit says whether the cycle was flushed
+		}
+	}
+	idx := uint64(cycle % 3)
+	h.GCCycles = p.numGC()
+	p.mem.setBudget(256 << 20)
+	defer p.mem.setBudget(0)
+	head, err := p.addr(symMbuckets)
+	if err != nil {
+		return nil, err
+	}
+	b, err := p.mem.U64(head)
+	if err != nil {
+		return nil, fmt.Errorf("read runtime.mbuckets: %w", err)
+	}
+	seen := map[uint64]bool{}
+	type raw struct {
+		stack   []uint64
+		active  [4]int64
+		futures [3][4]int64
+	}
+	var raws []raw
+	allZero := true
+	buf := make([]byte, f.hdr+32*8+f.rec)
+	for b != 0 {
+		if len(raws) >= maxBuckets || seen[b] {
+			h.Notes = append(h.Notes, "the bucket list loops or is too long: read stopped")
+			break
+		}
+		seen[b] = true
+		if err := p.mem.ReadAt(buf[:f.hdr], b); err != nil {
+			return nil, fmt.Errorf("read heap profile bucket at %#x: %w", b, err)
+		}
+		typ := binary.LittleEndian.Uint64(buf[f.typ:]) & 0xffffffff
+		nstk := binary.LittleEndian.Uint64(buf[f.nstk:])
+		next := binary.LittleEndian.Uint64(buf[f.allnext:])
+		if typ != memProfile || nstk > maxBucketStack {
+			return nil, fmt.Errorf("heap profile bucket at %#x: type %d with %d frames: not a memory profile bucket", b, typ, nstk)
+		}
+		body := f.hdr + nstk*8 + f.rec
+		if uint64(len(buf)) < body {
+			buf = make([]byte, body)
+		}
+		if err := p.mem.ReadAt(buf[f.hdr:body], b+f.hdr); err != nil {
+			return nil, fmt.Errorf("read heap profile bucket at %#x: %w", b, err)
+		}
+		r := raw{stack: make([]uint64, nstk)}
+		for i := range r.stack {
+			r.stack[i] = binary.LittleEndian.Uint64(buf[f.hdr+uint64(i)*8:])
+		}
+		mr := buf[f.hdr+nstk*8 : body]
+		cyc := func(at uint64) [4]int64 {
+			c := mr[at:]
+			return [4]int64{int64(binary.LittleEndian.Uint64(c[f.allocs:])), int64(binary.LittleEndian.Uint64(c[f.frees:])),
+				int64(binary.LittleEndian.Uint64(c[f.allocBytes:])), int64(binary.LittleEndian.Uint64(c[f.freeBytes:]))}
+		}
+		r.active = cyc(f.active)
+		for i := range r.futures {
+			r.futures[i] = cyc(f.future + uint64(i)*f.cycle)
+		}
+		r.active = addCycle(r.active, r.futures[idx])
+		if r.active != [4]int64{} {
+			allZero = false
+		}
+		raws = append(raws, r)
+		b = next
+	}
+	for _, r := range raws {
+		c := r.active
+		if allZero {
+			for i, fu := range r.futures {
+				if uint64(i) != idx {
+					c = addCycle(c, fu)
+				}
+			}
+		}
+		if c[0] < 0 || c[1] < 0 || c[2] < 0 || c[3] < 0 {
+			continue
+		}
+		h.Records = append(h.Records, HeapRecord{Stack: r.stack, AllocObjects: c[0], FreeObjects: c[1], AllocBytes: c[2], FreeBytes: c[3]})
+	}
+	return h, nil
+}
+
+func addCycle(a, b [4]int64) [4]int64 {
+	for i := range a {
+		a[i] += b[i]
+	}
+	return a
+}
+
+// numGC reads memstats.numgc (0 when it cannot).
+func (p *Process) numGC() uint32 {
+	a, err := p.addr(symMemstats)
+	if err != nil {
+		return 0
+	}
+	o, err := p.off("runtime.mstats.numgc")
+	if err != nil {
+		return 0
+	}
+	v, _ := p.mem.U32(a + o)
+	return v
+}
+
+// scaleHeapSample turns sampled counts into estimates of the true counts:
+// an allocation of size s is sampled with probability 1-exp(-s/rate), so
+// each sample stands for 1/(1-exp(-avg/rate)) allocations (the estimate
+// pprof's heap profile reports).
+func scaleHeapSample(count, size, rate int64) (int64, int64) {
+	if count == 0 || size == 0 {
+		return 0, 0
+	}
+	if rate <= 1 {
+		return count, size
+	}
+	avg := float64(size) / float64(count)
+	scale := 1 / (1 - math.Exp(-avg/float64(rate)))
+	return int64(float64(count) * scale), int64(float64(size) * scale)
+}
+
+// Pprof renders the heap profile as pprof does for /debug/pprof/heap:
+// sample types alloc_objects, alloc_space, inuse_objects and inuse_space
+// (scaled estimates), the sampling rate as period, the stacks without the
+// runtime's allocator frames on top.
+func (p *Process) Pprof(h *HeapProfile) *profile.Profile {
+	prof := &profile.Profile{
+		SampleType: []*profile.ValueType{
+			{Type: "alloc_objects", Unit: "count"}, {Type: "alloc_space", Unit: "bytes"},
+			{Type: "inuse_objects", Unit: "count"}, {Type: "inuse_space", Unit: "bytes"},
+		},
+		PeriodType:        &profile.ValueType{Type: "space", Unit: "bytes"},
+		Period:            h.Rate,
+		TimeNanos:         h.Time.UnixNano(),
+		DefaultSampleType: "inuse_space",
+	}
+	m := &profile.Mapping{ID: 1, File: p.pfs.PID(p.PID, "exe"), HasFunctions: true, HasFilenames: true,
+		HasLineNumbers: true, HasInlineFrames: true}
+	prof.Mapping = []*profile.Mapping{m}
+	locs := map[uint64]*profile.Location{}
+	funcs := map[string]*profile.Function{}
+	loc := func(pc uint64) *profile.Location {
+		if l, ok := locs[pc]; ok {
+			return l
+		}
+		l := &profile.Location{ID: uint64(len(prof.Location) + 1), Address: pc, Mapping: m}
+		for _, fr := range p.symbolize([]uint64{pc}) {
+			fn, ok := funcs[fr.Func+"\x00"+fr.File]
+			if !ok {
+				fn = &profile.Function{ID: uint64(len(prof.Function) + 1), Name: fr.Func, SystemName: fr.Func, Filename: fr.File}
+				funcs[fr.Func+"\x00"+fr.File] = fn
+				prof.Function = append(prof.Function, fn)
+			}
+			l.Line = append(l.Line, profile.Line{Function: fn, Line: int64(fr.Line)})
+		}
+		locs[pc] = l
+		prof.Location = append(prof.Location, l)
+		return l
+	}
+	for _, r := range h.Records {
+		stk := p.hideRuntime(r.Stack)
+		s := &profile.Sample{}
+		for _, pc := range stk {
+			s.Location = append(s.Location, loc(pc))
+		}
+		ao, ab := scaleHeapSample(r.AllocObjects, r.AllocBytes, h.Rate)
+		io, ib := scaleHeapSample(r.InUseObjects(), r.InUseBytes(), h.Rate)
+		s.Value = []int64{ao, ab, io, ib}
+		if bytes := r.AllocBytes; r.AllocObjects > 0 {
+			s.NumLabel = map[string][]int64{"bytes": {bytes / r.AllocObjects}}
+			s.NumUnit = map[string][]string{"bytes": {"bytes"}}
+		}
+		prof.Sample = append(prof.Sample, s)
+	}
+	return prof
+}
+
+// hideRuntime drops the runtime's frames on top of an allocation stack
+// (the allocator itself), keeping them where nothing else is left.
+func (p *Process) hideRuntime(stk []uint64) []uint64 {
+	for i, pc := range stk {
+		fr := p.frameAt(pc, true)
+		if strings.HasPrefix(fr.Func, "runtime.") || strings.HasPrefix(fr.Func, "internal/runtime/") {
+			continue
+		}
+		return stk[i:]
+	}
+	return stk
+}
