@@ -8,7 +8,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/user"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/web"
@@ -22,12 +26,13 @@ type webFlags struct {
 	history     time.Duration
 	linger      time.Duration
 	allowRemote bool
+	allowUsers  userList
 }
 
 func init() {
 	register(&command{
 		Name:  "web",
-		Usage: "web [--listen 127.0.0.1:9468] [--pid PID ...] [--proc ROOT] [--allow-remote]",
+		Usage: "web [--listen 127.0.0.1:9468] [--pid PID ...] [--proc ROOT] [--allow-uid USER ...] [--allow-remote]",
 		Short: "live charts of any process in the browser, with the doctor's findings and flame graphs",
 		Long: `
 Serves one page: the process list (sortable, filterable) and, for a chosen
@@ -42,10 +47,20 @@ samples user and kernel stacks into a flame graph and a pprof file.
 
 Each watched process keeps --history of points in memory, shared by every
 viewer; its sampler runs while a page shows it (and --linger after). The page
-loads nothing from outside (its assets are in the binary), and the server
-answers GET only. It listens on loopback unless --allow-remote is given: the
-page shows command lines and stacks, and has no authentication. Other
-users' processes are shown only when gosleuth runs as root.`,
+loads nothing from outside (its assets are in the binary). Other users'
+processes are shown only when gosleuth runs as root.
+
+Who may use it: the dashboard acts with gosleuth's privileges, so it serves
+only the user who started it, root and the users named by --allow-uid (under
+sudo, the user in SUDO_UID too): the owner of each connecting socket is
+looked up in the kernel's socket table, and another local user gets 403 even
+with the token. Every request needs the token in the URL printed at start
+(the first page load keeps it in a cookie; scripts send it as
+"Authorization: Bearer TOKEN"). Exact syscall counting and profiles are
+started by POST, and only the dashboard's own page may send them: requests
+from other sites or other ports get 403. It listens on loopback unless
+--allow-remote is given; then connections from other hosts are served to
+whoever has the token.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
 			f := &webFlags{}
 			fs.StringVar(&f.listen, "listen", "127.0.0.1:9468", "`address` to listen on (loopback unless --allow-remote)")
@@ -53,7 +68,8 @@ users' processes are shown only when gosleuth runs as root.`,
 			fs.StringVar(&f.procRoot, "proc", "/proc", "procfs mount `path`")
 			fs.DurationVar(&f.history, "history", time.Hour, "history kept per watched process, at 1 s")
 			fs.DurationVar(&f.linger, "linger", 30*time.Second, "how long a process's sampler runs on after its last viewer left")
-			fs.BoolVar(&f.allowRemote, "allow-remote", false, "allow --listen on a non-loopback address (no authentication: anyone who can reach it sees command lines and stacks)")
+			fs.BoolVar(&f.allowRemote, "allow-remote", false, "allow --listen on a non-loopback address (anyone who can reach it and has the token sees command lines and stacks)")
+			fs.Var(&f.allowUsers, "allow-uid", "also serve these local `users` (names or uids, comma list or repeated); they see and profile what gosleuth can")
 			return func(ctx context.Context, args []string, _, stderr io.Writer) error {
 				if len(args) > 0 {
 					return usagef("web takes no arguments (got %q); use --pid", args[0])
@@ -76,7 +92,7 @@ func runWeb(ctx context.Context, f *webFlags, stderr io.Writer, ready chan<- str
 		loopback = true
 	}
 	if !loopback && !f.allowRemote {
-		return usagef("--listen %s is not a loopback address: the dashboard has no authentication, add --allow-remote to mean it", f.listen)
+		return usagef("--listen %s is not a loopback address: anyone with the token could use the dashboard from another host, add --allow-remote to mean it", f.listen)
 	}
 	if f.history < time.Minute {
 		return usagef("--history must be at least 1m, got %s", f.history)
@@ -91,8 +107,12 @@ func runWeb(ctx context.Context, f *webFlags, stderr io.Writer, ready chan<- str
 		return err
 	}
 	oneP()
+	allow := []int(f.allowUsers)
+	if uid, err := strconv.Atoi(os.Getenv("SUDO_UID")); err == nil && os.Getuid() == 0 {
+		allow = append(allow, uid) // the user who ran sudo gosleuth web opens the page
+	}
 	srv, err := web.New(web.Config{PIDs: f.pids, ProcRoot: f.procRoot, History: f.history,
-		Linger: max(f.linger, time.Millisecond), AnyHost: !loopback})
+		Linger: max(f.linger, time.Millisecond), AnyHost: !loopback, AllowUIDs: allow})
 	if err != nil {
 		return err
 	}
@@ -101,11 +121,15 @@ func runWeb(ctx context.Context, f *webFlags, stderr io.Writer, ready chan<- str
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: srv.Handler(), ConnContext: srv.ConnContext, ReadHeaderTimeout: 10 * time.Second}
 	if !loopback {
-		fmt.Fprintf(stderr, "gosleuth web: WARNING: listening on %s, beyond loopback, without authentication: anyone who reaches it sees this host's processes, command lines and stacks\n", ln.Addr())
+		fmt.Fprintf(stderr, "gosleuth web: WARNING: listening on %s, beyond loopback: anyone who reaches it with the token sees this host's processes, command lines and stacks (plain HTTP: the token crosses the network in clear)\n", ln.Addr())
 	}
-	fmt.Fprintf(stderr, "gosleuth web: serving http://%s/\n", ln.Addr())
+	users := make([]string, 0, 4)
+	for _, u := range srv.Users() {
+		users = append(users, "uid "+strconv.Itoa(u))
+	}
+	fmt.Fprintf(stderr, "gosleuth web: serving http://%s/?token=%s to %s\n", ln.Addr(), srv.Token(), strings.Join(users, ", "))
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
@@ -120,5 +144,36 @@ func runWeb(ctx context.Context, f *webFlags, stderr io.Writer, ready chan<- str
 	defer cancel()
 	srv.Close() // ends the event streams, so Shutdown need not wait for them
 	hs.Shutdown(sctx)
+	return nil
+}
+
+// userList is a --allow-uid value: users by name or number, as uids.
+type userList []int
+
+func (l *userList) String() string {
+	s := make([]string, len(*l))
+	for i, u := range *l {
+		s[i] = strconv.Itoa(u)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *userList) Set(v string) error {
+	for _, name := range strings.Split(v, ",") {
+		name = strings.TrimSpace(name)
+		if uid, err := strconv.Atoi(name); err == nil && uid >= 0 {
+			*l = append(*l, uid)
+			continue
+		}
+		u, err := user.Lookup(name)
+		if err != nil {
+			return fmt.Errorf("user %q: %w", name, err)
+		}
+		uid, err := strconv.Atoi(u.Uid)
+		if err != nil {
+			return fmt.Errorf("user %q: uid %q is not a number", name, u.Uid)
+		}
+		*l = append(*l, uid)
+	}
 	return nil
 }

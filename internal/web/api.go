@@ -206,11 +206,11 @@ func (s *Server) closedLocked() bool {
 	return s.closed
 }
 
-// serveSyscallMode switches a process's syscall chart between /proc's
-// read/write-class counters (?mode=proc, free) and exact counts by kind
-// (?mode=exact: per-task tracepoint counters, root only, which cost the
-// target about a microsecond per syscall while on). Exact mode ends when
-// the sampler stops.
+// serveSyscallMode (POST only) switches a process's syscall chart between
+// /proc's read/write-class counters (?mode=proc, free) and exact counts by
+// kind (?mode=exact: per-task tracepoint counters, root only, which cost
+// the target about a microsecond per syscall while on). Exact mode ends
+// when the sampler stops.
 func (s *Server) serveSyscallMode(rw http.ResponseWriter, r *http.Request) {
 	pid, err := pidParam(r)
 	if err != nil {

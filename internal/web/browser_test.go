@@ -4,9 +4,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,6 +138,17 @@ func saveScreenshot(t *testing.T, ctx context.Context, name string) {
 	t.Logf("screenshot: %s (%d bytes)", p, len(b))
 }
 
+// pageURL is the address gosleuth web prints at start, for the page at
+// path ("/?pid=N"): the token in the query, which the first load trades
+// for a cookie.
+func pageURL(s *Server, ts *httptest.Server, path string) string {
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	return ts.URL + path + sep + "token=" + s.Token()
+}
+
 // seriesPixels counts the pixels of a panel's canvas drawn in the colour
 // of its first series (palette[0], #3866c7): the line, not the axes or
 // grid, so a chart without points counts none.
@@ -158,12 +172,12 @@ func TestBrowserProcessPage(t *testing.T) {
 	ctx := browser(t)
 	cmd := startPatient(t, []string{"PATIENT_AGENT=1"}, "alloc")
 	pid := cmd.Process.Pid
-	_, ts := newTestServer(t, Config{Interval: 500 * time.Millisecond, Slice: 2 * time.Second, EvalEvery: 2})
+	s, ts := newTestServer(t, Config{Interval: 500 * time.Millisecond, Slice: 2 * time.Second, EvalEvery: 2})
 	pw := watchPage(t, ctx, ts.URL)
 
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	url := ts.URL + "/?pid=" + strconv.Itoa(pid)
+	url := pageURL(s, ts, "/?pid="+strconv.Itoa(pid))
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(url),
 		chromedp.WaitVisible(chromedp.CSS("#panel-cpu canvas")),
@@ -205,13 +219,13 @@ func TestBrowserProcessPage(t *testing.T) {
 func TestBrowserListPage(t *testing.T) {
 	testenv.Require(t, testenv.Linux, testenv.Chromium)
 	ctx := browser(t)
-	_, ts := newTestServer(t, Config{})
+	s, ts := newTestServer(t, Config{})
 	pw := watchPage(t, ctx, ts.URL)
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	self := strconv.Itoa(os.Getpid())
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(ts.URL+"/?filter="+self),
+		chromedp.Navigate(pageURL(s, ts, "/?filter="+self)),
 		chromedp.WaitVisible(chromedp.CSS("#procs tbody tr")),
 	); err != nil {
 		t.Fatal(err)
@@ -245,12 +259,12 @@ func TestBrowserProfile(t *testing.T) {
 	}
 	ctx := browser(t)
 	cmd := startPatient(t, nil, "alloc")
-	_, ts := newTestServer(t, Config{})
+	s, ts := newTestServer(t, Config{})
 	pw := watchPage(t, ctx, ts.URL)
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(ts.URL+"/?pid="+strconv.Itoa(cmd.Process.Pid)),
+		chromedp.Navigate(pageURL(s, ts, "/?pid="+strconv.Itoa(cmd.Process.Pid))),
 		chromedp.WaitVisible(chromedp.CSS("#panel-cpu canvas")),
 		chromedp.Click(chromedp.CSS("#prof")),
 		chromedp.WaitVisible(chromedp.CSS("#fc")),
@@ -295,7 +309,7 @@ func TestBrowserHiddenTabPauses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(ts.URL+"/?pid="+strconv.Itoa(cmd.Process.Pid)),
+		chromedp.Navigate(pageURL(s, ts, "/?pid="+strconv.Itoa(cmd.Process.Pid))),
 		chromedp.WaitVisible(chromedp.CSS("#panel-cpu canvas")),
 	); err != nil {
 		t.Fatal(err)
@@ -321,4 +335,139 @@ func TestBrowserHiddenTabPauses(t *testing.T) {
 		t.Errorf("no live points after the tab was shown again: %v", err)
 	}
 	pw.check(t)
+}
+
+// seen is one request a recording handler saw.
+type seen struct {
+	method, path string
+	status       int
+	cookie       bool
+}
+
+// recorder records each request's answer and whether it carried the
+// dashboard's cookie.
+type recorder struct {
+	h  http.Handler
+	mu sync.Mutex
+	rs []seen
+}
+
+func (rec *recorder) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	sw := &statusWriter{ResponseWriter: rw, status: 200}
+	rec.h.ServeHTTP(sw, r)
+	_, err := r.Cookie(cookieName(r))
+	rec.mu.Lock()
+	rec.rs = append(rec.rs, seen{r.Method, r.URL.Path, sw.status, err == nil})
+	rec.mu.Unlock()
+}
+
+func (rec *recorder) list() []seen {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return slices.Clone(rec.rs)
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (sw *statusWriter) WriteHeader(code int) {
+	sw.status = code
+	sw.ResponseWriter.WriteHeader(code)
+}
+
+func (sw *statusWriter) Flush() { sw.ResponseWriter.(http.Flusher).Flush() }
+
+// evilPage is a page on another origin that tries to make the operator's
+// browser start exact syscall counting and a profile: an image and two
+// no-cors POSTs, with the browser's cookies.
+const evilPage = `<!doctype html><title>elsewhere</title>
+<img src="%[1]s/api/syscalls?pid=%[2]d&mode=exact">
+<script>
+const o = {method: "POST", mode: "no-cors", credentials: "include"};
+fetch("%[1]s/api/syscalls?pid=%[2]d&mode=exact", o).catch(() => {});
+fetch("%[1]s/api/profile?pid=%[2]d&seconds=1", o).catch(() => {});
+</script>`
+
+// TestBrowserCrossSite: the operator's browser holds the dashboard's
+// cookie and visits a page on another port of the same host (same-site,
+// so a SameSite=Strict cookie goes along); the page's image and POSTs reach
+// the dashboard with the cookie and are refused, and neither exact
+// counting nor a profile starts. Then the dashboard's own page switches
+// exact counting on with its checkbox (a POST from its origin).
+func TestBrowserCrossSite(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Chromium, testenv.Root, testenv.Tracefs)
+	ctx := browser(t)
+	pid := startPatient(t, nil).Process.Pid
+	s, err := New(Config{Interval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{h: s.Handler()}
+	ts := httptest.NewUnstartedServer(rec)
+	ts.Config.ConnContext = s.ConnContext
+	ts.Start()
+	t.Cleanup(func() { s.Close(); ts.Close() })
+	evil := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		rw.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(rw, evilPage, ts.URL, pid)
+	}))
+	t.Cleanup(evil.Close)
+
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(pageURL(s, ts, "/")),
+		chromedp.WaitVisible(chromedp.CSS("#procs tbody tr")),
+		chromedp.Navigate(evil.URL),
+	); err != nil {
+		t.Fatal(err)
+	}
+	var attacks []seen
+	waitFor(t, "the other page's three requests", func() bool {
+		attacks = attacks[:0]
+		for _, r := range rec.list() {
+			if r.path == "/api/syscalls" || r.path == "/api/profile" {
+				attacks = append(attacks, r)
+			}
+		}
+		return len(attacks) >= 3
+	})
+	for _, r := range attacks {
+		if r.status != http.StatusForbidden && r.status != http.StatusMethodNotAllowed {
+			t.Errorf("from another origin: %+v, want 403 (or 405 for the image's GET)", r)
+		}
+		if !r.cookie {
+			t.Errorf("from another origin: %+v came without the cookie: the test proves nothing", r)
+		}
+	}
+	s.mu.Lock()
+	w := s.watches[pid]
+	s.mu.Unlock()
+	s.profiles.mu.Lock()
+	profiles := len(s.profiles.runs) + len(s.profiles.running)
+	s.profiles.mu.Unlock()
+	if w != nil || profiles != 0 {
+		t.Fatalf("after the other page: watch %v, %d profiles", w != nil, profiles)
+	}
+
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(pageURL(s, ts, "/?pid="+strconv.Itoa(pid))),
+		chromedp.WaitVisible(chromedp.CSS("#panel-cpu canvas")),
+		chromedp.Click(chromedp.CSS("#exact")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "exact counting from the page's checkbox", func() bool {
+		s.mu.Lock()
+		w := s.watches[pid]
+		s.mu.Unlock()
+		if w == nil {
+			return false
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.exactOn
+	})
 }

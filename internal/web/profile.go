@@ -38,14 +38,20 @@ type profileStore struct {
 
 const keepProfiles = 8
 
-// serveProfile answers /api/profile?pid=N[&seconds=10][&since=ID]: it
-// samples user and kernel stacks (user only without privileges) for the
-// given seconds and returns the flame graph's tree, with the id under
-// which /api/profile.pb.gz?id=ID serves the pprof file. It takes as long
-// as the profile. With ?id=ID it returns a kept profile instead.
+// serveProfile answers POST /api/profile?pid=N[&seconds=10]: it samples
+// user and kernel stacks (user only without privileges) for the given
+// seconds and returns the flame graph's tree, with the id under which
+// /api/profile.pb.gz?id=ID serves the pprof file. It takes as long as the
+// profile. GET /api/profile?id=ID returns a kept profile instead.
 func (s *Server) serveProfile(rw http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if id := q.Get("id"); id != "" {
+	if r.Method != http.MethodPost {
+		id := q.Get("id")
+		if id == "" {
+			rw.Header().Set("Allow", "POST")
+			http.Error(rw, "starting a profile is a POST; GET takes ?id= of a kept profile", http.StatusMethodNotAllowed)
+			return
+		}
 		run := s.profiles.get(id)
 		if run == nil {
 			http.Error(rw, "no such profile (only the last 8 are kept)", http.StatusNotFound)

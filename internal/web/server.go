@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +55,14 @@ type Config struct {
 	// AllUsers shows other users' processes; the default is root's view
 	// when running as root and one's own processes otherwise.
 	AllUsers bool
+	// Token is the secret every request must carry (in the cookie the
+	// first page load sets from ?token=, or an Authorization: Bearer
+	// header). Empty: New makes one; Server.Token returns it.
+	Token string
+	// AllowUIDs are users, besides the dashboard's own and root, whose
+	// local connections are served. They see what the dashboard's user
+	// sees (every process when it runs as root) and may profile it.
+	AllowUIDs []int
 }
 
 // Server is the dashboard: its handler and the samplers behind it.
@@ -62,6 +71,9 @@ type Server struct {
 	capacity int
 	cpus     int
 	uid      int
+	token    string
+	uids     []int // users served: the dashboard's own, root, Config.AllowUIDs
+	fs       proc.FS
 	assets   map[string]*asset
 	wg       sync.WaitGroup
 	samplers atomic.Int32 // per-process samplers running, for tests
@@ -108,10 +120,22 @@ func New(cfg Config) (*Server, error) {
 		capacity: int(cfg.History / cfg.Interval),
 		cpus:     onlineCPUs(cfg.ProcRoot),
 		uid:      os.Getuid(),
+		token:    cfg.Token,
+		fs:       proc.NewFS(cfg.ProcRoot),
 		watches:  map[int]*watch{},
+	}
+	for _, u := range append([]int{os.Getuid(), 0}, cfg.AllowUIDs...) {
+		if !slices.Contains(s.uids, u) {
+			s.uids = append(s.uids, u)
+		}
 	}
 	s.list = &procList{s: s}
 	var err error
+	if s.token == "" {
+		if s.token, err = newToken(); err != nil {
+			return nil, err
+		}
+	}
 	if s.assets, err = loadAssets(); err != nil {
 		return nil, err
 	}
@@ -174,8 +198,9 @@ func (s *Server) Close() {
 	s.wg.Wait()
 }
 
-// Handler serves the page, its assets and its API. Every route is
-// read-only and answers GET (and HEAD) only.
+// Handler serves the page, its assets and its API to the users and the
+// page the checks in guard.go admit. Reading is GET (and HEAD); the two
+// actions, exact syscall counting and a profile, are POST.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", s.serveIndex)
@@ -188,22 +213,53 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/api/profile", s.serveProfile)
 	mux.HandleFunc("/api/profile.pb.gz", s.servePprof)
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			rw.Header().Set("Allow", "GET, HEAD")
-			http.Error(rw, "read-only: GET only", http.StatusMethodNotAllowed)
-			return
-		}
-		if !s.cfg.AnyHost && !loopbackHost(r.Host) {
-			http.Error(rw, "this dashboard answers only to loopback names (localhost, 127.0.0.1, [::1])", http.StatusForbidden)
-			return
-		}
 		h := rw.Header()
 		// Nothing the page loads or connects to may leave its origin.
 		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
+		if !s.cfg.AnyHost && !loopbackHost(r.Host) {
+			http.Error(rw, "this dashboard answers only to loopback names (localhost, 127.0.0.1, [::1])", http.StatusForbidden)
+			return
+		}
+		if why := s.peerRefused(r); why != "" {
+			http.Error(rw, why, http.StatusForbidden)
+			return
+		}
+		if allow := methodsFor(r.URL.Path); !slices.Contains(allow, r.Method) {
+			h.Set("Allow", strings.Join(allow, ", "))
+			http.Error(rw, r.Method+" "+r.URL.Path+": want "+strings.Join(allow, " or "), http.StatusMethodNotAllowed)
+			return
+		}
+		pageLoad := r.URL.Path == "/" && r.Method != http.MethodPost
+		if pageLoad && s.takeToken(rw, r) {
+			return
+		}
+		if !s.tokenOK(r) {
+			http.Error(rw, "this dashboard needs its token: open the URL with ?token= that gosleuth web printed when it started", http.StatusUnauthorized)
+			return
+		}
+		if !pageLoad {
+			if why := crossOrigin(r); why != "" {
+				http.Error(rw, why, http.StatusForbidden)
+				return
+			}
+		}
 		mux.ServeHTTP(rw, r)
 	})
+}
+
+// methodsFor lists the methods a path answers: POST for the actions,
+// GET and HEAD for the rest. /api/profile also answers GET ?id= with a
+// kept profile.
+func methodsFor(path string) []string {
+	switch path {
+	case "/api/syscalls":
+		return []string{http.MethodPost}
+	case "/api/profile":
+		return []string{http.MethodGet, http.MethodHead, http.MethodPost}
+	}
+	return []string{http.MethodGet, http.MethodHead}
 }
 
 // loopbackHost reports whether a Host header names this machine's loopback.

@@ -81,18 +81,36 @@ func TestAppendNum(t *testing.T) {
 	}
 }
 
+// newTestServer serves a dashboard on loopback, wired as gosleuth web
+// wires it. The test server's Client carries the token.
 func newTestServer(t *testing.T, cfg Config) (*Server, *httptest.Server) {
 	t.Helper()
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(s.Handler())
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.Config.ConnContext = s.ConnContext
+	ts.Start()
 	t.Cleanup(func() {
 		s.Close()
 		ts.Close()
 	})
+	c := ts.Client()
+	c.Transport = bearer{s.Token(), c.Transport}
 	return s, ts
+}
+
+// bearer adds the dashboard's token to each request, as a script would.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
 
 func TestHandlerSafety(t *testing.T) {
@@ -108,6 +126,9 @@ func TestHandlerSafety(t *testing.T) {
 		{"GET", "/nope", "", 404},
 		{"POST", "/", "", 405},
 		{"PUT", "/api/syscalls?pid=1&mode=exact", "", 405},
+		{"GET", "/api/syscalls?pid=1&mode=exact", "", 405},
+		{"GET", "/api/profile?pid=1&seconds=1", "", 405},
+		{"POST", "/api/history?pid=1", "", 405},
 		{"DELETE", "/api/history?pid=1", "", 405},
 		{"GET", "/", "evil.example:9468", 403},
 		{"GET", "/", "localhost:9468", 200},
@@ -115,14 +136,14 @@ func TestHandlerSafety(t *testing.T) {
 		{"GET", "/api/history", "", 400},
 		{"GET", "/api/history?pid=abc", "", 400},
 		{"GET", "/api/history?pid=999999999", "", 404},
-		{"GET", "/api/syscalls?pid=1&mode=fast", "", 400},
+		{"POST", "/api/syscalls?pid=1&mode=fast", "", 400},
 		{"GET", "/api/profile.pb.gz?id=7", "", 404},
 	} {
 		req, _ := http.NewRequest(tc.method, ts.URL+tc.path, nil)
 		if tc.host != "" {
 			req.Host = tc.host
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := ts.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +162,7 @@ func TestAssetsGzip(t *testing.T) {
 	s, ts := newTestServer(t, Config{})
 	req, _ := http.NewRequest("GET", ts.URL+"/assets/vendor/uPlot.iife.min.js", nil)
 	req.Header.Set("Accept-Encoding", "gzip")
-	resp, err := http.DefaultTransport.RoundTrip(req)
+	resp, err := ts.Client().Transport.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,12 +283,12 @@ func TestHistoryAndEvents(t *testing.T) {
 		} `json:"series"`
 		Data wireBatch `json:"data"`
 	}
-	getJSON(t, url, &h)
+	getJSON(t, ts.Client(), url, &h)
 	if h.State.PID != pid || len(h.Series) != int(numCols) || h.Series[colWake].Name != "wake" {
 		t.Fatalf("history: %+v", h)
 	}
 
-	resp, err := http.Get(ts.URL + "/api/events?pid=" + strconv.Itoa(pid) + "&since=" + strconv.FormatUint(h.Data.Seq, 10))
+	resp, err := ts.Client().Get(ts.URL + "/api/events?pid=" + strconv.Itoa(pid) + "&since=" + strconv.FormatUint(h.Data.Seq, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +367,7 @@ func TestHistoryAndEvents(t *testing.T) {
 	for range events {
 		// The stream ends after the exit.
 	}
-	getJSON(t, url, &h)
+	getJSON(t, ts.Client(), url, &h)
 	if !h.State.Exited || len(h.Data.Cols[colT]) < rows {
 		t.Errorf("after exit: exited %v, %d rows kept of %d seen", h.State.Exited, len(h.Data.Cols[colT]), rows)
 	}
@@ -377,7 +398,7 @@ func TestSharedSampler(t *testing.T) {
 	s, ts := newTestServer(t, Config{Interval: 100 * time.Millisecond, Linger: 200 * time.Millisecond})
 	var bodies []io.Closer
 	for range 5 {
-		resp, err := http.Get(ts.URL + "/api/events?pid=" + pid)
+		resp, err := ts.Client().Get(ts.URL + "/api/events?pid=" + pid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -393,7 +414,7 @@ func TestSharedSampler(t *testing.T) {
 	// Two rows at least before the viewers leave (on a loaded machine five
 	// connections may take longer than one interval, or less).
 	waitFor(t, "two rows of history", func() bool {
-		getJSON(t, ts.URL+"/api/history?pid="+pid, &h)
+		getJSON(t, ts.Client(), ts.URL+"/api/history?pid="+pid, &h)
 		return len(h.Data.Cols[colT]) >= 2
 	})
 	for _, b := range bodies {
@@ -402,7 +423,7 @@ func TestSharedSampler(t *testing.T) {
 	waitFor(t, "the sampler to stop", func() bool { return s.samplers.Load() == 0 })
 	// The history stays, and a new viewer starts a new sampler.
 	h.Data = wireBatch{}
-	getJSON(t, ts.URL+"/api/history?pid="+pid, &h)
+	getJSON(t, ts.Client(), ts.URL+"/api/history?pid="+pid, &h)
 	if len(h.Data.Cols[colT]) < 2 {
 		t.Errorf("history lost: %d rows", len(h.Data.Cols[colT]))
 	}
@@ -416,7 +437,7 @@ func TestProcList(t *testing.T) {
 		Cols []string `json:"cols"`
 		Rows [][]any  `json:"rows"`
 	}
-	getJSON(t, ts.URL+"/api/procs", &l)
+	getJSON(t, ts.Client(), ts.URL+"/api/procs", &l)
 	if len(l.Cols) != len(listCols) || l.Cols[0] != "pid" {
 		t.Fatalf("cols %v", l.Cols)
 	}
@@ -435,7 +456,7 @@ func TestProcList(t *testing.T) {
 func TestPIDRestriction(t *testing.T) {
 	testenv.Require(t, testenv.Linux)
 	_, ts := newTestServer(t, Config{PIDs: []int{os.Getpid()}})
-	resp, err := http.Get(ts.URL + "/api/history?pid=1")
+	resp, err := ts.Client().Get(ts.URL + "/api/history?pid=1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,9 +466,9 @@ func TestPIDRestriction(t *testing.T) {
 	}
 }
 
-func getJSON(t *testing.T, url string, v any) {
+func getJSON(t *testing.T, c *http.Client, url string, v any) {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

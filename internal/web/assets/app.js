@@ -303,7 +303,8 @@ function procPage() {
   });
 
   $("exact").addEventListener("change", (ev) => {
-    fetch("/api/syscalls?pid=" + pid + "&mode=" + (ev.target.checked ? "exact" : "proc")).then(async (r) => {
+    // A state change: POST (the server refuses it on GET and from other origins).
+    fetch("/api/syscalls?pid=" + pid + "&mode=" + (ev.target.checked ? "exact" : "proc"), { method: "POST" }).then(async (r) => {
       if (!r.ok) { $("syswhy").hidden = false; $("syswhy").textContent = await r.text(); ev.target.checked = false; }
     });
   });
@@ -323,7 +324,7 @@ function flameSetup() {
     const btn = $("prof");
     btn.disabled = true;
     btn.textContent = "profiling…";
-    fetch("/api/profile?pid=" + pid + "&seconds=10").then(async (r) => {
+    fetch("/api/profile?pid=" + pid + "&seconds=10", { method: "POST" }).then(async (r) => {
       if (!r.ok) throw new Error(await r.text());
       return r.json();
     }).then((run) => {
