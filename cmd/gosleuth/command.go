@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"strings"
 
 	"github.com/gosleuth/gosleuth/internal/goruntime"
 )
@@ -108,11 +107,11 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", c.Name, c.Short)
 	}
 	fmt.Fprint(w, contract)
-	fmt.Fprintf(w, "\nRun 'gosleuth help COMMAND' for a command's flags.\n")
+	fmt.Fprintf(w, "\nRun 'gosleuth help COMMAND' for a command's flags, an example and its page\nunder docs/; the contract above is docs/cli.md.\n")
 }
 
-// contract is the one CLI contract every command follows (the README's
-// table says the same).
+// contract is the one CLI contract every command follows (docs/cli.md
+// says the same at length).
 const contract = `
 Every command:
   --pid PID     the target (a comma list where several make sense); a PID
@@ -128,25 +127,12 @@ Every command:
                 (doctor --fail-on, load --sla)
 `
 
-func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "Usage: gosleuth %s\n\n", c.Usage)
-	if c.Long != "" {
-		fmt.Fprintf(w, "%s\n\n", strings.TrimSpace(c.Long))
-	}
-	var n int
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n > 0 {
-		fmt.Fprintf(w, "Flags:\n")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-	}
-}
-
+// help is registered here, first, so that it leads the list of commands.
 func init() {
 	register(&command{
 		Name:  "help",
 		Usage: "help [COMMAND]",
-		Short: "show the commands, or one command's flags",
+		Short: "show the commands, or one command's flags, an example and its page",
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
 			return func(_ context.Context, args []string, stdout, _ io.Writer) error {
 				switch len(args) {
