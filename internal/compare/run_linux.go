@@ -25,19 +25,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// countedSyscalls are the syscalls counted by kind (plus an exact total of
-// all): the ones that tell waiting and waking (futex, epoll, sleeps) from
-// I/O and from churn. A few dozen tracepoints instead of all ~360 keep
-// attach and release short: the kernel frees each after an RCU grace
-// period.
-var countedSyscalls = []string{
-	"futex", "epoll_pwait", "epoll_pwait2", "epoll_wait", "epoll_ctl", "nanosleep", "clock_nanosleep", "sched_yield",
-	"openat", "close", "fstat", "newfstatat", "fcntl", "read", "write", "pread64", "pwrite64", "readv", "writev",
-	"recvfrom", "sendto", "recvmsg", "sendmsg", "accept4", "getsockopt", "setsockopt",
-	"clone", "clone3", "execve", "wait4", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "tgkill", "getpid",
-	"mmap", "munmap", "madvise", "getrandom",
-}
-
 // target is one side while the run goes.
 type target struct {
 	idx  int
@@ -64,13 +51,10 @@ type runner struct {
 	hsnap   proc.Snapshot
 	cpus    []int
 	engines map[string]*load.Engine
-	events  []syscalls.Event
-	total   *syscalls.Event
-	sysWhy  string
-	// bpf: syscall windows count with one BPF program per process, not
-	// per-task tracepoint counters.
-	bpf     bool
-	running *target // restart mode: the side whose process is up
+	// counting: syscall windows are taken; mech is how they count.
+	counting bool
+	mech     syscalls.Mechanism
+	running  *target // restart mode: the side whose process is up
 	// releasing, when not nil, is closed once the last syscall window's
 	// counters are released (restart mode releases them in the
 	// background).
@@ -281,7 +265,7 @@ func (r *runner) slot(ctx context.Context, t *target) error {
 			return fmt.Errorf("compare: %w: side %s: 5 windows in a row dropped (%s): the load cannot be held at this rate", ErrTarget, t.side.Name, w.Why)
 		}
 	}
-	for try := 0; r.events != nil; try++ {
+	for try := 0; r.counting; try++ {
 		t0 := time.Now()
 		w, err := r.syscallWindow(ctx, t)
 		r.spent(&r.res.Time.SyscallWindows, t0)
@@ -291,7 +275,7 @@ func (r *runner) slot(ctx context.Context, t *target) error {
 		// Counters attached just after others were released have been
 		// seen to count nothing at all: a busy process making no syscall
 		// in a whole window is that, not a measurement.
-		if r.events != nil && w.Values[metricSyscalls.Name] == 0 {
+		if r.counting && w.Values[metricSyscalls.Name] == 0 {
 			w.Dropped, w.Why = true, "the syscall counters counted nothing (attached while the kernel was releasing others)"
 		}
 		w.Round = r.round
@@ -399,29 +383,21 @@ func (r *runner) setupSyscalls() {
 		p.Syscalls = "not counted (--syscalls off)"
 		return
 	}
-	all, err := syscalls.SyscallEventsNamed(syscalls.HostArch, countedSyscalls)
-	var tot syscalls.Event
-	if err == nil {
-		tot, err = syscalls.TotalEvent()
-	}
-	if err != nil {
+	if err := syscalls.ExactAvailable(); err != nil {
 		p.Syscalls = "not counted: " + err.Error()
-		r.sysWhy = err.Error()
 		return
 	}
-	r.events = all
-	r.total = &tot
 	p.SyscallSeconds = r.cfg.SyscallWindow.Seconds()
+	r.counting = true
 	// One BPF program per process costs one RCU grace period to release
-	// where the per-task counters cost one per syscall counted (39): 1.35 s
+	// where the per-task counters cost one per syscall counted: 1.35 s
 	// a syscall window, 27 s of a default run.
-	if c, err := syscalls.NewBPFCounter(os.Getpid()); err == nil {
-		c.Close()
-		r.bpf = true
-		p.Syscalls = fmt.Sprintf("exact counts from one BPF program on raw_syscalls:sys_enter per process (every syscall, %d by name), in windows of their own after each CPU window: syscall tracing taxes the target", len(r.events))
+	if syscalls.BPFWorks() {
+		r.mech = syscalls.BPF
+		p.Syscalls = fmt.Sprintf("exact counts from one BPF program on raw_syscalls:sys_enter per process (every syscall, %d by name), in windows of their own after each CPU window: syscall tracing taxes the target", len(syscalls.CountedNames))
 		return
 	}
-	p.Syscalls = fmt.Sprintf("exact per-task tracepoint counters (%d syscalls and the total), in windows of their own after each CPU window: tracepoints tax the target", len(r.events))
+	p.Syscalls = fmt.Sprintf("exact per-task tracepoint counters (%d syscalls and the total), in windows of their own after each CPU window: tracepoints tax the target", len(syscalls.CountedNames))
 }
 
 // start runs t's command under /bin/sh -c in a process group of its own,
@@ -1069,10 +1045,7 @@ func (r *runner) syscallWindow(ctx context.Context, t *target) (Window, error) {
 	if err != nil {
 		return w, err
 	}
-	if r.bpf {
-		return r.bpfWindow(ctx, t, w, tree, step)
-	}
-	var counters []*syscalls.Counter
+	var counters []*syscalls.Exact
 	// One counter after the other: closing them side by side made each
 	// wait on the others' grace periods (1.2 s instead of 30 ms here).
 	closeAll := func() {
@@ -1082,7 +1055,7 @@ func (r *runner) syscallWindow(ctx context.Context, t *target) (Window, error) {
 	}
 	pids := r.counted(tree)
 	for _, pid := range pids {
-		c, err := syscalls.NewCounter(pid, syscalls.CounterOptions{Events: r.events, ThreadsOnly: true, Total: r.total, ProcRoot: r.cfg.ProcRoot})
+		c, err := syscalls.CountExact(pid, syscalls.ExactOptions{FS: proc.NewFS(r.cfg.ProcRoot), Mechanism: r.mech, Total: true})
 		if errors.Is(err, unix.ESRCH) && len(pids) > 1 {
 			continue
 		}
@@ -1091,27 +1064,30 @@ func (r *runner) syscallWindow(ctx context.Context, t *target) (Window, error) {
 			if step != nil {
 				<-step
 			}
-			if r.cfg.Syscalls == "on" {
+			if r.cfg.Syscalls == "on" || r.mech == syscalls.BPF {
 				return w, fmt.Errorf("compare: count syscalls of side %s: %w", t.side.Name, err)
 			}
 			// Without root or tracefs: no syscall windows from now on.
-			r.events = nil
+			r.counting = false
 			r.res.Protocol.Syscalls = "not counted: " + err.Error()
 			r.res.Protocol.SyscallSeconds = 0
 			return w, nil
 		}
 		counters = append(counters, c)
 	}
-	sum := make([]uint64, len(r.events))
-	var total uint64
+	var sum syscalls.Reading
 	start, sec, err := r.countWindow(ctx, t, step, func() error {
 		var first error
+		sum = syscalls.Reading{ByName: map[string]uint64{}}
 		for _, c := range counters {
-			tot, _, err := c.Read(sum, false)
+			rd, err := c.Read()
 			if first == nil {
 				first = err
 			}
-			total += tot
+			sum.Total += rd.Total
+			for name, n := range rd.ByName {
+				sum.ByName[name] += n
+			}
 		}
 		return first
 	}, closeAll)
@@ -1119,9 +1095,10 @@ func (r *runner) syscallWindow(ctx context.Context, t *target) (Window, error) {
 		return w, err
 	}
 	w.Start, w.Seconds = start, sec
-	w.Values[metricSyscalls.Name] = float64(total) / sec
-	for i, e := range r.events {
-		w.Values["syscall."+e.Name] += float64(sum[i]) / sec
+	w.Values[metricSyscalls.Name] = float64(sum.Total) / sec
+	// Every kind counted by name has a value, 0 when it was not called.
+	for name, n := range sum.ByName {
+		w.Values["syscall."+name] = float64(n) / sec
 	}
 	return w, nil
 }
@@ -1161,60 +1138,6 @@ func (r *runner) countWindow(ctx context.Context, t *target, step chan *load.Ste
 		}
 	}
 	return start, sec, err
-}
-
-// bpfWindow is a syscall window counted by one BPF program per process.
-func (r *runner) bpfWindow(ctx context.Context, t *target, w Window, tree []int, step chan *load.StepResult) (Window, error) {
-	var counters []*syscalls.BPFCounter
-	closeAll := func() {
-		for _, c := range counters {
-			c.Close()
-		}
-	}
-	for _, pid := range r.counted(tree) {
-		c, err := syscalls.NewBPFCounter(pid)
-		if err != nil {
-			closeAll()
-			if step != nil {
-				<-step
-			}
-			return w, fmt.Errorf("compare: count syscalls of side %s: %w", t.side.Name, err)
-		}
-		counters = append(counters, c)
-	}
-	byNr := map[int]uint64{}
-	start, sec, err := r.countWindow(ctx, t, step, func() error {
-		var first error
-		for _, c := range counters {
-			m, err := c.Read()
-			if first == nil {
-				first = err
-			}
-			for nr, n := range m {
-				byNr[nr] += n
-			}
-		}
-		return first
-	}, closeAll)
-	if err != nil {
-		return w, err
-	}
-	w.Start, w.Seconds = start, sec
-	// Every kind counted by name has a value, 0 when it was not called,
-	// as the per-task counters give it.
-	for _, e := range r.events {
-		w.Values["syscall."+e.Name] = 0
-	}
-	var total uint64
-	for nr, n := range byNr {
-		total += n
-		k := "syscall." + syscalls.Name(syscalls.HostArch, nr)
-		if _, named := w.Values[k]; named {
-			w.Values[k] += float64(n) / sec
-		}
-	}
-	w.Values[metricSyscalls.Name] = float64(total) / sec
-	return w, nil
 }
 
 // counted returns the processes of a tree whose syscalls are counted: all

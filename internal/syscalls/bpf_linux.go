@@ -1,15 +1,12 @@
 package syscalls
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/link"
 
 	"github.com/gosleuth/gosleuth/internal/perf"
-	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 // maxNr bounds the syscall numbers the BPF counter keeps (Linux has fewer
@@ -25,9 +22,8 @@ const maxNr = 1024
 // a few tens of nanoseconds on every syscall of the host while attached.
 // Close (or the end of gosleuth, even by SIGKILL) detaches it.
 type BPFCounter struct {
+	objs   tracepointProgram
 	counts *ebpf.Map
-	prog   *ebpf.Program
-	link   link.Link
 }
 
 // NewBPFCounter attaches a counter for the thread group pid. It needs root
@@ -36,11 +32,12 @@ func NewBPFCounter(pid int) (*BPFCounter, error) {
 	if _, err := perf.TracefsRoot(); err != nil {
 		return nil, fmt.Errorf("count syscalls with BPF: %w", err)
 	}
-	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: maxNr})
+	c := &BPFCounter{}
+	m, err := c.objs.newMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: maxNr})
 	if err != nil {
-		return nil, fmt.Errorf("count syscalls with BPF: create map: %w", wrapBPF(err))
+		return nil, fmt.Errorf("count syscalls with BPF: %w", err)
 	}
-	c := &BPFCounter{counts: m}
+	c.counts = m
 	// The tracepoint's record: 8 bytes of common fields, then long id.
 	insns := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
@@ -62,24 +59,11 @@ func NewBPFCounter(pid int) (*BPFCounter, error) {
 		asm.Mov.Imm(asm.R0, 1).WithSymbol("out"),
 		asm.Return(),
 	}
-	c.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.TracePoint, License: "GPL", Instructions: insns})
-	if err != nil {
+	if err := c.objs.attach("raw_syscalls", "sys_enter", insns); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("count syscalls with BPF: load program: %w", wrapBPF(err))
-	}
-	c.link, err = link.Tracepoint("raw_syscalls", "sys_enter", c.prog, nil)
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("count syscalls with BPF: attach to raw_syscalls:sys_enter: %w", wrapBPF(err))
+		return nil, fmt.Errorf("count syscalls with BPF: %w", err)
 	}
 	return c, nil
-}
-
-func wrapBPF(err error) error {
-	if errors.Is(err, ebpf.ErrNotSupported) {
-		return fmt.Errorf("%w: %w", proc.ErrNotSupported, err)
-	}
-	return err
 }
 
 // Read returns the calls counted so far by syscall number.
@@ -98,16 +82,4 @@ func (c *BPFCounter) Read() (map[int]uint64, error) {
 }
 
 // Close detaches the program and frees the map.
-func (c *BPFCounter) Close() error {
-	var errs []error
-	if c.link != nil {
-		errs = append(errs, c.link.Close())
-	}
-	if c.prog != nil {
-		errs = append(errs, c.prog.Close())
-	}
-	if c.counts != nil {
-		errs = append(errs, c.counts.Close())
-	}
-	return errors.Join(errs...)
-}
+func (c *BPFCounter) Close() error { return c.objs.Close() }

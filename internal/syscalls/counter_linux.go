@@ -85,8 +85,9 @@ type CounterOptions struct {
 	// Total is the event counted for the exact total with PerThread or
 	// ThreadsOnly.
 	Total *Event
-	// ProcRoot is the proc mount ("" means /proc).
-	ProcRoot string
+	// FS is the procfs the target's threads are listed from (the zero FS
+	// is /proc).
+	FS proc.FS
 	// Attempts bounds how often the attach is redone when a thread appears
 	// during it (0 means 3).
 	Attempts int
@@ -214,7 +215,7 @@ func fdBudget(limit uint64) int {
 }
 
 func (c *Counter) listTasks() ([]int, error) {
-	tids, err := proc.NewFS(c.opts.ProcRoot).TaskIDs(c.pid)
+	tids, err := c.opts.FS.TaskIDs(c.pid)
 	if errors.Is(err, proc.ErrProcessGone) {
 		return nil, fmt.Errorf("list threads of %d: %w", c.pid, unix.ESRCH)
 	}

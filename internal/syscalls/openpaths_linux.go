@@ -2,13 +2,11 @@ package syscalls
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"sort"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/link"
 
 	"github.com/gosleuth/gosleuth/internal/perf"
 )
@@ -31,10 +29,9 @@ const openPathsMax = 1024
 // the tracepoint's test of their thread group only). Close (or the end of
 // gosleuth, even by SIGKILL) detaches it.
 type OpenPaths struct {
+	objs  tracepointProgram
 	paths *ebpf.Map
 	total *ebpf.Map
-	prog  *ebpf.Program
-	link  link.Link
 }
 
 // PathCount is one path and the times it was opened.
@@ -49,15 +46,14 @@ func NewOpenPaths(pid int) (*OpenPaths, error) {
 	if _, err := perf.TracefsRoot(); err != nil {
 		return nil, fmt.Errorf("count opened paths: %w", err)
 	}
-	paths, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: PathMax, ValueSize: 8, MaxEntries: openPathsMax})
-	if err != nil {
-		return nil, fmt.Errorf("count opened paths: create map: %w", wrapBPF(err))
+	o := &OpenPaths{}
+	var err error
+	if o.paths, err = o.objs.newMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: PathMax, ValueSize: 8, MaxEntries: openPathsMax}); err == nil {
+		o.total, err = o.objs.newMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1})
 	}
-	o := &OpenPaths{paths: paths}
-	o.total, err = ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1})
 	if err != nil {
 		o.Close()
-		return nil, fmt.Errorf("count opened paths: create map: %w", wrapBPF(err))
+		return nil, fmt.Errorf("count opened paths: %w", err)
 	}
 	// The tracepoint's record (events/syscalls/sys_enter_openat/format):
 	// common fields, __syscall_nr, dfd at 16, filename at 24. The key is
@@ -118,15 +114,9 @@ func NewOpenPaths(pid int) (*OpenPaths, error) {
 		asm.Mov.Imm(asm.R0, 1).WithSymbol("out"),
 		asm.Return(),
 	)
-	o.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.TracePoint, License: "GPL", Instructions: insns})
-	if err != nil {
+	if err := o.objs.attach("syscalls", "sys_enter_openat", insns); err != nil {
 		o.Close()
-		return nil, fmt.Errorf("count opened paths: load program: %w", wrapBPF(err))
-	}
-	o.link, err = link.Tracepoint("syscalls", "sys_enter_openat", o.prog, nil)
-	if err != nil {
-		o.Close()
-		return nil, fmt.Errorf("count opened paths: attach to syscalls:sys_enter_openat: %w", wrapBPF(err))
+		return nil, fmt.Errorf("count opened paths: %w", err)
 	}
 	return o, nil
 }
@@ -165,18 +155,4 @@ func (o *OpenPaths) Read() (paths []PathCount, total uint64, err error) {
 }
 
 // Close detaches the program and frees the maps.
-func (o *OpenPaths) Close() error {
-	var errs []error
-	if o.link != nil {
-		errs = append(errs, o.link.Close())
-	}
-	if o.prog != nil {
-		errs = append(errs, o.prog.Close())
-	}
-	for _, m := range []*ebpf.Map{o.paths, o.total} {
-		if m != nil {
-			errs = append(errs, m.Close())
-		}
-	}
-	return errors.Join(errs...)
-}
+func (o *OpenPaths) Close() error { return o.objs.Close() }

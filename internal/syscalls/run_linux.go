@@ -134,7 +134,7 @@ func openExact(cfg Config, pid int, r *Report) (*exactSource, error) {
 		evs = keep
 	}
 	tot, totErr := TotalEvent()
-	opts := CounterOptions{Events: evs, PerThread: cfg.Threads, ProcRoot: cfg.ProcRoot}
+	opts := CounterOptions{Events: evs, PerThread: cfg.Threads, FS: proc.NewFS(cfg.ProcRoot)}
 	if len(cfg.Only) > 0 && totErr == nil {
 		opts.Events = append(opts.Events, tot)
 	}
@@ -152,7 +152,7 @@ func openExact(cfg Config, pid int, r *Report) (*exactSource, error) {
 	if errors.Is(err, ErrTooManyFDs) && totErr == nil {
 		r.Notes = append(r.Notes, err.Error()+"; counting only the total of all syscalls, no per-thread counts (raise the hard RLIMIT_NOFILE for a per-syscall table)")
 		r.Mode = ModeTotals
-		opts = CounterOptions{Events: []Event{tot}, ProcRoot: cfg.ProcRoot}
+		opts = CounterOptions{Events: []Event{tot}, FS: opts.FS}
 		c, err = NewCounter(pid, opts)
 	}
 	if err != nil {

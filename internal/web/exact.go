@@ -4,18 +4,12 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/syscalls"
 )
 
-// exactCounter counts a process's syscalls exactly while attached.
-type exactCounter interface {
-	// read returns the cumulative counts by syscall name (the names in
-	// exactKinds and the doctor's) and the exact total of all syscalls.
-	read() (map[string]uint64, uint64, error)
-	close()
-}
-
-// exactKinds group syscalls for the chart; everything else counts as
-// "other" (the exact total minus the named ones).
+// exactKinds group the syscalls counted by name (syscalls.CountedNames)
+// for the chart; everything else counts as "other" (the exact total minus
+// the kinds' calls).
 var exactKinds = []struct {
 	c     col
 	names []string
@@ -29,17 +23,6 @@ var exactKinds = []struct {
 	{colXMem, []string{"mmap", "munmap", "madvise"}},
 }
 
-// exactNames are the syscalls counted: the chart's kinds and the ones the
-// doctor's rules read. A few dozen tracepoints rather than all ~360 keep
-// attaching and releasing short.
-var exactNames = func() []string {
-	var out []string
-	for _, k := range exactKinds {
-		out = append(out, k.names...)
-	}
-	return append(out, "clone", "clone3", "execve", "wait4", "waitid", "rt_sigaction", "rt_sigprocmask", "getpid", "tgkill")
-}()
-
 // readExact starts, stops and reads exact syscall counting as viewers ask.
 func (w *watch) readExact(sm *sampler, pt *point, now time.Time) {
 	w.mu.Lock()
@@ -47,7 +30,7 @@ func (w *watch) readExact(sm *sampler, pt *point, now time.Time) {
 	w.mu.Unlock()
 	if !want {
 		if sm.exact != nil {
-			go sm.exact.close()
+			go sm.exact.Close()
 			sm.exact, sm.exactBase, sm.exactLast = nil, nil, nil
 			w.mu.Lock()
 			w.exactOn = false
@@ -56,23 +39,26 @@ func (w *watch) readExact(sm *sampler, pt *point, now time.Time) {
 		return
 	}
 	if sm.exact == nil {
-		c, mech, err := newExactCounter(w.pid)
+		c, err := syscalls.CountExact(w.pid, syscalls.ExactOptions{FS: proc.NewFS(w.s.cfg.ProcRoot), Total: true})
 		w.mu.Lock()
 		if err != nil {
 			w.exactWant, w.exactOn, w.exactWhy = false, false, err.Error()
 		} else {
-			w.exactOn, w.exactWhy, w.exactMech = true, "", mech
+			w.exactOn, w.exactWhy, w.exactMech = true, "", c.Describe()
 		}
 		w.mu.Unlock()
 		if err != nil {
 			return
 		}
 		sm.exact, sm.exactT0 = c, now
-		sm.exactBase, sm.exactTot, _ = c.read()
+		if r, err := c.Read(); err == nil {
+			sm.exactBase, sm.exactTot = r.ByName, r.Total
+		}
 		sm.exactLast, sm.exactLastT = sm.exactBase, now
 		return
 	}
-	counts, total, err := sm.exact.read()
+	r, err := sm.exact.Read()
+	counts, total := r.ByName, r.Total
 	if err != nil {
 		w.mu.Lock()
 		w.exactWhy = err.Error()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/goruntime"
 	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/syscalls"
 	"github.com/gosleuth/gosleuth/internal/window"
 )
 
@@ -69,7 +70,7 @@ type sampler struct {
 	rtNext     time.Time // when to look for a runtime source again
 	rtHist     []*goruntime.Sample
 	rtFirst    *goruntime.Sample
-	exact      exactCounter
+	exact      *syscalls.Exact
 	exactLast  map[string]uint64
 	exactTot   uint64
 	exactBase  map[string]uint64 // counts when exact counting started
@@ -317,7 +318,7 @@ func (sm *sampler) close() {
 	if sm.exact != nil {
 		// Releasing tracepoint events waits for the kernel's grace
 		// periods: not on the way out of a request.
-		go sm.exact.close()
+		go sm.exact.Close()
 	}
 }
 
