@@ -5,6 +5,7 @@
 package internal_test
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -40,6 +41,7 @@ var layer = map[string]string{
 	"internal/doctor":         "view",
 	"internal/top":            "view",
 	"internal/probe":          "source",
+	"internal/gomem":          "source", // reads a Go process's runtime structures from its memory
 	"internal/window":         "window",
 	"internal/export":         "view",
 	"internal/web":            "view",
@@ -65,6 +67,154 @@ var procReaders = []string{
 	"internal/proc",
 	"internal/inspect", // its report names /proc in its output
 	"cmd/gosleuth",     // flag defaults
+}
+
+// procFileReaders are the files outside internal/proc that still open proc
+// paths themselves, though built by a proc.FS (so --proc reaches them): the
+// list may only shrink, and a file that starts reading proc paths fails
+// TestLayers.
+var procFileReaders = []string{
+	"internal/goruntime/agentsrc.go",       // the agent's socket, under the target's root
+	"internal/goruntime/cgroup.go",         // cgroup and mountinfo, the limits under /proc/PID/root
+	"internal/goruntime/facts.go",          // status, exe, environ
+	"internal/goruntime/maxprocs_linux.go", // maps, for the load bias
+	"internal/stacks/sampler_linux.go",     // maps, re-read as the target maps code
+	"internal/gomem/process.go",            // exe and the target's root
+}
+
+// fileAccess are the functions that open, list or resolve a path.
+var fileAccess = map[string][]string{
+	"os":     {"ReadFile", "Open", "OpenFile", "ReadDir", "Readlink", "Stat", "Lstat", "DirFS"},
+	"unix":   {"Open", "Openat", "Readlink", "Stat", "Lstat", "Getdents"},
+	"ioutil": {"ReadFile", "ReadDir"},
+}
+
+// procNames are names under a proc mount; a path built from one, or from a
+// variable called like a proc root, is a proc path however it is joined.
+var procNames = []string{"/proc", "self", "task", "fd", "fdinfo", "net/tcp", "net/tcp6", "net/udp", "net/unix",
+	"stat", "status", "statm", "schedstat", "io", "cmdline", "comm", "maps", "smaps", "smaps_rollup", "limits",
+	"cgroup", "mountinfo", "environ", "wchan", "syscall", "children", "loadavg", "meminfo", "pressure"}
+
+// procRootName matches identifiers that hold a proc mount or a path below
+// one (procRoot, ProcRoot, fdDir, taskDir, procPath, ...), and the
+// proc.FS methods that build paths (fs.PID(pid, "maps"), fs.Path("net")).
+func procRootName(name string) bool {
+	n := strings.ToLower(name)
+	return strings.Contains(n, "procroot") || strings.HasPrefix(n, "proc") ||
+		strings.HasPrefix(n, "fddir") || strings.HasPrefix(n, "taskdir") || name == "PID"
+}
+
+// procFileAccess returns the places in the Go file f where a file is
+// opened, listed or resolved at a path built from proc names: a literal
+// such as "/proc/self/stat" or "net/tcp", or a variable named like a proc
+// root (filepath.Join(root, pid, "fd")), directly or through a local
+// variable assigned from such a path.
+func procFileAccess(t *testing.T, f string, src any) []string {
+	fset := token.NewFileSet()
+	af, err := parser.ParseFile(fset, f, src, 0)
+	if err != nil {
+		t.Errorf("%s: %v", f, err)
+		return nil
+	}
+	// Local variables assigned from a proc path are proc paths too.
+	tainted := map[string]bool{}
+	var procExpr func(e ast.Expr) bool
+	procExpr = func(e ast.Expr) bool {
+		found := false
+		ast.Inspect(e, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.BasicLit:
+				if v, err := strconv.Unquote(n.Value); err == nil && n.Kind == token.STRING {
+					for _, name := range procNames {
+						if v == name || strings.HasPrefix(v, "/proc/") || v == "/proc" || strings.HasPrefix(v, name+"/") && strings.Contains(name, "/") {
+							found = true
+						}
+					}
+				}
+			case *ast.Ident:
+				found = found || procRootName(n.Name) || tainted[n.Name]
+			case *ast.SelectorExpr:
+				found = found || procRootName(n.Sel.Name)
+				if id, ok := n.X.(*ast.Ident); ok && (id.Name == "os" || id.Name == "filepath" || id.Name == "path") {
+					return false
+				}
+			}
+			return !found
+		})
+		return found
+	}
+	ast.Inspect(af, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.AssignStmt:
+			for i, l := range n.Lhs {
+				if id, ok := l.(*ast.Ident); ok && i < len(n.Rhs) && procExpr(n.Rhs[i]) {
+					tainted[id.Name] = true
+				}
+			}
+		case *ast.RangeStmt:
+			// for _, f := range []string{"net/tcp", "net/tcp6"}
+			if id, ok := n.Value.(*ast.Ident); ok && procExpr(n.X) {
+				tainted[id.Name] = true
+			}
+		}
+		return true
+	})
+	var out []string
+	ast.Inspect(af, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) == 0 {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		pkg, ok := sel.X.(*ast.Ident)
+		if !ok || !slices.Contains(fileAccess[pkg.Name], sel.Sel.Name) {
+			return true
+		}
+		arg := call.Args[0]
+		if pkg.Name == "unix" && sel.Sel.Name == "Openat" && len(call.Args) > 1 {
+			arg = call.Args[1]
+		}
+		if procExpr(arg) {
+			out = append(out, fmt.Sprintf("%s: %s.%s", fset.Position(call.Pos()), pkg.Name, sel.Sel.Name))
+		}
+		return true
+	})
+	return out
+}
+
+// TestProcFileAccess: the file access check finds proc paths however they
+// are built (a root and names joined, a variable holding such a path, a
+// range over names), and leaves other file systems alone.
+func TestProcFileAccess(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		leaks      int
+	}{
+		{"a listener's owner found by hand (load's FindListener before it moved to proc)", `
+			for _, f := range []string{"net/tcp", "net/tcp6"} {
+				b, _ := os.ReadFile(filepath.Join(root, f))
+				_ = b
+			}
+			fdDir := filepath.Join(root, name, "fd")
+			fds, _ := os.ReadDir(fdDir)
+			for _, fd := range fds {
+				os.Readlink(filepath.Join(fdDir, fd.Name()))
+			}`, 3},
+		{"a literal path", `os.ReadFile("/proc/self/status")`, 1},
+		{"a proc root flag", `os.Open(filepath.Join(procRoot, "loadavg"))`, 1},
+		{"a path from proc.FS", `os.Open(fs.PID(pid, "maps"))`, 1},
+		{"tracefs", `os.ReadFile(filepath.Join(root, "events", group, name, "id"))`, 0},
+		{"a cgroup file", `os.ReadFile(filepath.Join(base, "cpu.max"))`, 0},
+		{"through proc.FS", `fs.ListenerPID(port)`, 0},
+	} {
+		src := "package p\nfunc f() {\n" + tc.body + "\n}\n"
+		if got := procFileAccess(t, "x.go", src); len(got) != tc.leaks {
+			t.Errorf("%s: found %d proc reads %v, want %d", tc.name, len(got), got, tc.leaks)
+		}
+	}
 }
 
 func TestLayers(t *testing.T) {
@@ -108,6 +258,11 @@ func checkPackage(t *testing.T, dir, pkg string) {
 		}
 		b, _ := os.ReadFile(f)
 		readsProc = readsProc || strings.Contains(string(b), `"/proc`)
+		if rel := filepath.Join(pkg, filepath.Base(f)); !slices.Contains(procReaders, pkg) && !slices.Contains(procFileReaders, rel) {
+			for _, leak := range procFileAccess(t, f, nil) {
+				t.Errorf("%s: %s reads a proc path itself: go through internal/proc (proc.FS, with its --proc root)", pkg, leak)
+			}
+		}
 	}
 	if len(files) == 0 {
 		return

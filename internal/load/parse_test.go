@@ -5,8 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/url"
-	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,26 +165,6 @@ func TestReadResponse(t *testing.T) {
 				t.Errorf("left %q, want %q", rest, tt.rest)
 			}
 		})
-	}
-}
-
-func TestListenInodes(t *testing.T) {
-	b, err := os.ReadFile("testdata/net_tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := listenInodes(b, 0x46A0); !slices.Equal(got, []string{"762133"}) {
-		t.Errorf("port 0x46A0: %v", got)
-	}
-	if got := listenInodes(b, 0xD2F4); len(got) != 0 {
-		t.Errorf("port 0xD2F4 (not listening): %v", got)
-	}
-	b6, err := os.ReadFile("testdata/net_tcp6")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := listenInodes(b6, 8080); !slices.Equal(got, []string{"43210"}) {
-		t.Errorf("tcp6 port 8080: %v", got)
 	}
 }
 

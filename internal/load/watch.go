@@ -1,15 +1,9 @@
 package load
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -258,8 +252,8 @@ func (t *targetAcc) stats(first targetReading, w *watcher) *TargetStats {
 }
 
 // ErrNoListener is returned by FindListener when no local process listens
-// on the port (or the URL's host is not local).
-var ErrNoListener = errors.New("no local process listens on the port")
+// on the port.
+var ErrNoListener = proc.ErrNoListener
 
 // IsLocalHost reports whether host (a name or an address) is this machine.
 func IsLocalHost(host string) bool {
@@ -286,67 +280,8 @@ func IsLocalHost(host string) bool {
 }
 
 // FindListener returns the PID of the process with a TCP socket listening
-// on port, found through /proc/net/tcp{,6} (socket inode) and the
-// processes' fd links. root is the procfs mount (/proc when empty).
+// on port, through the procfs mounted at root (/proc when empty): see
+// proc.FS.ListenerPID.
 func FindListener(root string, port int) (int, error) {
-	inodes := map[string]bool{}
-	for _, f := range []string{"net/tcp", "net/tcp6"} {
-		b, err := os.ReadFile(filepath.Join(root, f))
-		if err != nil {
-			continue
-		}
-		for _, ino := range listenInodes(b, port) {
-			inodes[ino] = true
-		}
-	}
-	if len(inodes) == 0 {
-		return 0, fmt.Errorf("port %d: %w", port, ErrNoListener)
-	}
-	ents, err := os.ReadDir(root)
-	if err != nil {
-		return 0, fmt.Errorf("find listener on port %d: %w", port, err)
-	}
-	for _, ent := range ents {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
-		fdDir := filepath.Join(root, ent.Name(), "fd")
-		fds, err := os.ReadDir(fdDir)
-		if err != nil {
-			continue
-		}
-		for _, fd := range fds {
-			l, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
-			if err != nil || !strings.HasPrefix(l, "socket:[") {
-				continue
-			}
-			if inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] {
-				return pid, nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("port %d (socket owner not visible): %w", port, ErrNoListener)
-}
-
-// listenInodes parses a /proc/net/tcp{,6} table and returns the inodes of
-// the sockets in state LISTEN (0A) on port.
-func listenInodes(b []byte, port int) []string {
-	var out []string
-	want := fmt.Sprintf(":%04X", port)
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	first := true
-	for sc.Scan() {
-		if first { // header
-			first = false
-			continue
-		}
-		f := strings.Fields(sc.Text())
-		// sl local_address rem_address st tx:rx tr:tm retrnsmt uid timeout inode
-		if len(f) < 10 || f[3] != "0A" || !strings.HasSuffix(f[1], want) {
-			continue
-		}
-		out = append(out, f[9])
-	}
-	return out
+	return proc.NewFS(root).ListenerPID(port)
 }

@@ -39,6 +39,12 @@ func (fs FS) PID(pid int, elem ...string) string {
 	return fs.Path(append([]string{strconv.Itoa(pid)}, elem...)...)
 }
 
+// Open opens ROOT/PID/elem... for reading, for a file the caller keeps
+// open and re-reads from offset 0 (a thread's syscall or stat file).
+func (fs FS) Open(pid int, elem ...string) (*os.File, error) {
+	return os.Open(fs.PID(pid, elem...))
+}
+
 // OnlineCPUs counts the host's online CPUs from ROOT/stat (one "cpuN" line
 // each). This is the host's count, not gosleuth's own affinity (which
 // runtime.NumCPU gives, wrong under taskset or a cpuset), and it is read

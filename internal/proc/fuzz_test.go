@@ -34,5 +34,6 @@ func FuzzParsers(f *testing.F) {
 		cgroupPath(b)
 		ap := netip.MustParseAddrPort("127.0.0.1:46866")
 		parseTCPSocketOwner(b, ap, ap)
+		parseListenInodes(b, 8080)
 	})
 }

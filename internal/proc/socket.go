@@ -59,6 +59,35 @@ func (fs FS) TCPSocketOwner(local, remote netip.AddrPort) (owner SocketOwner, fo
 func parseTCPSocketOwner(b []byte, local, remote netip.AddrPort) (SocketOwner, bool, error) {
 	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
 	remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
+	var owner SocketOwner
+	found := false
+	err := socketTable(b, func(f [][]byte, line []byte) (bool, error) {
+		l, err := parseSocketAddr(f[1])
+		if err != nil || l != local {
+			return false, err
+		}
+		r, err := parseSocketAddr(f[2])
+		if err != nil || r != remote {
+			return false, err
+		}
+		uid, err1 := strconv.ParseUint(string(f[7]), 10, 32)
+		ino, err2 := strconv.ParseUint(string(f[9]), 10, 64)
+		if err1 != nil || err2 != nil {
+			return false, fmt.Errorf("socket line %q: bad uid or inode: %w", line, ErrParse)
+		}
+		owner, found = SocketOwner{UID: int(uid), Inode: ino}, true
+		return true, nil
+	})
+	if err != nil {
+		return SocketOwner{}, false, err
+	}
+	return owner, found, nil
+}
+
+// socketTable calls fn with the fields of each socket line of a net/tcp or
+// tcp6 table, the header and blank lines left out, until fn says stop. A
+// line of fewer than 10 fields is an ErrParse.
+func socketTable(b []byte, fn func(f [][]byte, line []byte) (stop bool, err error)) error {
 	first := true
 	for len(b) > 0 {
 		var line []byte
@@ -68,34 +97,17 @@ func parseTCPSocketOwner(b []byte, local, remote netip.AddrPort) (SocketOwner, b
 			continue // the header
 		}
 		f := bytes.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
 		if len(f) < 10 {
-			if len(f) == 0 {
-				continue
-			}
-			return SocketOwner{}, false, fmt.Errorf("socket line of %d fields, want 10 or more: %w", len(f), ErrParse)
+			return fmt.Errorf("socket line of %d fields, want 10 or more: %w", len(f), ErrParse)
 		}
-		l, err := parseSocketAddr(f[1])
-		if err != nil {
-			return SocketOwner{}, false, err
+		if stop, err := fn(f, line); stop || err != nil {
+			return err
 		}
-		if l != local {
-			continue
-		}
-		r, err := parseSocketAddr(f[2])
-		if err != nil {
-			return SocketOwner{}, false, err
-		}
-		if r != remote {
-			continue
-		}
-		uid, err1 := strconv.ParseUint(string(f[7]), 10, 32)
-		ino, err2 := strconv.ParseUint(string(f[9]), 10, 64)
-		if err1 != nil || err2 != nil {
-			return SocketOwner{}, false, fmt.Errorf("socket line %q: bad uid or inode: %w", line, ErrParse)
-		}
-		return SocketOwner{UID: int(uid), Inode: ino}, true, nil
 	}
-	return SocketOwner{}, false, nil
+	return nil
 }
 
 // parseSocketAddr reads "0100007F:1F90" (IPv4) or 32 hex digits and a port

@@ -37,22 +37,17 @@ func NewProcSampler(root string, pid int, a Arch) *ProcSampler {
 // Rescan opens the syscall files of threads that appeared and closes those
 // of threads that have gone.
 func (s *ProcSampler) Rescan() {
-	dir := s.fs.PID(s.pid, "task")
-	ents, err := os.ReadDir(dir)
+	tids, err := s.fs.TaskIDs(s.pid)
 	if err != nil {
 		return
 	}
 	seen := map[int]bool{}
-	for _, e := range ents {
-		tid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, tid := range tids {
 		seen[tid] = true
 		if _, ok := s.tasks[tid]; ok {
 			continue
 		}
-		f, err := os.Open(dir + "/" + e.Name() + "/syscall")
+		f, err := s.fs.Open(s.pid, "task", strconv.Itoa(tid), "syscall")
 		if err != nil {
 			continue
 		}
