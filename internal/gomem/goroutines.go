@@ -291,7 +291,7 @@ func (p *Process) group(c *Census, recs []gRec, now int64) {
 		k := key{r.startpc, r.gopc, state}
 		gi, ok := idx[k]
 		if !ok {
-			start := frame(r.startpc, false)
+			start := p.startFrame(r.startpc, frame)
 			gi = len(c.Groups)
 			idx[k] = gi
 			c.Groups = append(c.Groups, Group{Start: start, CreatedBy: frame(r.gopc, true), State: state,
@@ -310,6 +310,38 @@ func (p *Process) group(c *Census, recs []gRec, now int64) {
 			g.MaxWait = max(g.MaxWait, time.Duration(now-int64(r.since)))
 		}
 	}
+}
+
+// startFrame names the function a goroutine starts in. A go statement
+// with arguments starts in a compiler-generated wrapper (main.main.gowrap1)
+// that calls the function written: the wrapper's code is read for it,
+// either inlined into the wrapper (the function table's inline tree) or
+// called by its first direct CALL.
+func (p *Process) startFrame(pc uint64, frame func(uint64, bool) Frame) Frame {
+	fr := frame(pc, false)
+	if !isWrapper(fr) || p.bin == nil || pc < p.bias {
+		return fr
+	}
+	v := pc - p.bias
+	code, ok := p.bin.Read(v, 256)
+	if !ok {
+		return fr
+	}
+	for i := 0; i < len(code); i++ {
+		if fs := p.bin.Frames(v + uint64(i)); len(fs) > 1 {
+			inner := fs[0]
+			return Frame{Func: inner.Func, File: inner.File, Line: inner.Line}
+		} else if len(fs) == 1 && fs[0].Func != fr.Func {
+			break // past the wrapper's end
+		}
+		if code[i] == 0xe8 && i+5 <= len(code) {
+			target := v + uint64(i) + 5 + uint64(int64(int32(binary.LittleEndian.Uint32(code[i+1:]))))
+			if fs := p.bin.Frames(target); len(fs) > 0 && !strings.HasPrefix(fs[0].Func, "runtime.") {
+				return Frame{Func: fs[0].Func, File: fs[0].File, Line: fs[0].Line}
+			}
+		}
+	}
+	return fr
 }
 
 // isSystem says whether a goroutine started at function fn is the
