@@ -55,6 +55,9 @@ type runner struct {
 	counting bool
 	mech     syscalls.Mechanism
 	running  *target // restart mode: the side whose process is up
+	// reaper kills the sides' process groups if compare dies before
+	// stopping them.
+	reaper *reaper
 	// releasing, when not nil, is closed once the last syscall window's
 	// counters are released (restart mode releases them in the
 	// background).
@@ -110,6 +113,13 @@ func (r *runner) run(ctx context.Context) error {
 		}
 	}
 	p.Restart = !c.Keep && commands
+	if commands {
+		rp, err := startReaper()
+		if err != nil {
+			return err
+		}
+		r.reaper = rp
+	}
 	host, err := proc.NewReader(proc.Options{Root: c.ProcRoot, SkipKernelThreads: true})
 	if err != nil {
 		return fmt.Errorf("compare: %w", err)
@@ -419,6 +429,7 @@ func (r *runner) start(ctx context.Context, t *target) error {
 		return fmt.Errorf("compare: side %s: start %q: %w", t.side.Name, t.side.Command, err)
 	}
 	t.cmd, t.pgid, t.started = cmd, cmd.Process.Pid, time.Now()
+	r.reaper.add(t.pgid)
 	t.done = make(chan struct{})
 	t.life++
 	t.side.Lives++
@@ -691,6 +702,7 @@ func (r *runner) stop(t *target) {
 	}
 	// Children that left the group's shell behind.
 	unix.Kill(-t.pgid, unix.SIGKILL)
+	r.reaper.remove(t.pgid)
 	t.cmd = nil
 	t.paused = false
 	if t.gc != nil {
@@ -713,6 +725,7 @@ func (r *runner) cleanup() {
 	if r.host != nil {
 		r.host.Close()
 	}
+	r.reaper.close()
 }
 
 // released waits until the last syscall window's counters are released;
