@@ -47,6 +47,10 @@ const (
 	// NodeExporter is Debian's prometheus-node-exporter: a real stripped
 	// binary built by an older Go (1.19), for the layout readers.
 	NodeExporter Feature = "node-exporter"
+	// GoToolchains is the go command fetching the toolchain of an older Go
+	// release through the module proxy (GOTOOLCHAIN=go1.20.14 go version),
+	// for the tests that build reference programs with every release.
+	GoToolchains Feature = "gotoolchains"
 )
 
 // EnvRequire is the variable that lists the features whose absence fails a
@@ -141,6 +145,11 @@ func probe(f Feature) string {
 			if _, err := exec.LookPath(name); err != nil {
 				return "no " + name + " on PATH (apt-get install prometheus)"
 			}
+		}
+		return ""
+	case GoToolchains:
+		if _, err := exec.LookPath("go"); err != nil {
+			return "no go command on PATH"
 		}
 		return ""
 	case Tmux, GCC, Node, Strace:
