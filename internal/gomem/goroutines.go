@@ -91,6 +91,9 @@ type Group struct {
 	// where the runtime recorded when it blocked (it does so during GC),
 	// zero otherwise.
 	MaxWait time.Duration `json:"max_wait_ns"`
+	// Unwound counts the group's goroutines whose stacks are in
+	// Census.Stacks.
+	Unwound int `json:"unwound"`
 }
 
 // StackGroup is unwound goroutines with identical stacks and state.
@@ -501,6 +504,7 @@ func (p *Process) unwindAll(c *Census, recs []gRec, limit int) {
 			continue
 		}
 		c.Unwound++
+		c.Groups[r.group].Unwound++
 		state := c.Groups[r.group].State
 		var sb strings.Builder
 		for _, x := range pcs {

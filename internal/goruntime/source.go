@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 // Source is a way into a running Go program's runtime: its agent socket, a
@@ -68,10 +70,14 @@ type Options struct {
 	Facts *Facts
 	// HTTPClient is used for URLs; a client with a 10 s timeout when nil.
 	HTTPClient *http.Client
+	// NoMemory leaves out the memory source: without an agent or a URL,
+	// Connect then fails with ErrNoSource.
+	NoMemory bool
 }
 
 // Connect finds a runtime source for process pid: an explicit URL when
-// given (MetricsURL, then PprofURL), otherwise the process's agent socket.
+// given (MetricsURL, then PprofURL), otherwise the process's agent socket,
+// otherwise its memory (package gomem; needs ptrace access to it).
 // The notes say what was tried and ignored (a stale socket, one owned by
 // another process). With nothing found it returns an error wrapping
 // ErrNoSource.
@@ -108,10 +114,18 @@ func Connect(ctx context.Context, pid int, opts Options) (Source, []string, erro
 	if err != nil {
 		return nil, notes, err
 	}
-	if s == nil {
+	if s != nil {
+		return s, notes, nil
+	}
+	if opts.NoMemory {
 		return nil, notes, fmt.Errorf("process %d: %w (no agent socket found)", pid, ErrNoSource)
 	}
-	return s, notes, nil
+	// No agent: read the runtime from the process's memory.
+	ms, err := newMemSource(proc.NewFS(opts.ProcRoot), pid)
+	if err != nil {
+		return nil, notes, fmt.Errorf("process %d: %w (no agent socket found; memory: %v)", pid, ErrNoSource, err)
+	}
+	return ms, notes, nil
 }
 
 // CheckURL parses the URL of a runtime endpoint given on the command line

@@ -187,8 +187,8 @@ func TestPprofOnly(t *testing.T) {
 	p := startPatient(t, nil, nil, "-mode", "gc", "-pprof")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, _, err := Connect(ctx, p.pid(), Options{}); !errors.Is(err, ErrNoSource) {
-		t.Errorf("connect without agent or URL: %v, want ErrNoSource", err)
+	if _, _, err := Connect(ctx, p.pid(), Options{NoMemory: true}); !errors.Is(err, ErrNoSource) {
+		t.Errorf("connect without agent, URL or memory: %v, want ErrNoSource", err)
 	}
 	src, _, err := Connect(ctx, p.pid(), Options{PprofURL: p.addr})
 	if err != nil {
@@ -584,5 +584,44 @@ func TestPIDNamespace(t *testing.T) {
 	}
 	if info := src.(*agentSource).Info(); info["pid"] != "1" {
 		t.Errorf("agent says pid %q", info["pid"])
+	}
+}
+
+// TestMemoryOnly reads a patient that offers nothing, from its memory: the
+// source Connect falls back to without an agent or a URL. Its GC cycles
+// and goroutines agree with the patient's own count over the same window.
+func TestMemoryOnly(t *testing.T) {
+	testenv.Require(t, testenv.AMD64)
+	p := startPatient(t, nil, nil, "-mode", "gc")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	src, _, err := Connect(ctx, p.pid(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if src.Kind() != "memory" {
+		t.Fatalf("kind %s, want memory", src.Kind())
+	}
+	w, self := readWindow(t, p, src, 2*time.Second)
+	t.Logf("gosleuth: %d cycles, goroutines %d; patient %.0f cycles, NumGoroutine %.0f",
+		w.GCCycles, w.Goroutines, self.cycles, self.numGoroutine)
+	// The patient reports after gosleuth's second read: cycles ended
+	// since can only make its count larger.
+	if float64(w.GCCycles) > self.cycles || float64(w.GCCycles) < self.cycles-max(3, 0.3*self.cycles) {
+		t.Errorf("GC cycles: gosleuth %d, patient %.0f", w.GCCycles, self.cycles)
+	}
+	if !within(float64(w.Goroutines), self.numGoroutine, 0, 2) {
+		t.Errorf("goroutines: gosleuth %d, patient %.0f", w.Goroutines, self.numGoroutine)
+	}
+	if !w.Known.Has(KnownHeapGoal | KnownHeapLive | KnownGoroutineStates | KnownGCCycles | KnownAllocs) {
+		t.Errorf("known bits %b", w.Known)
+	}
+	dump, err := src.Goroutines(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dump.Total < int(self.numGoroutine) || len(dump.Groups) == 0 {
+		t.Errorf("goroutine dump: %d goroutines in %d groups, patient has %.0f", dump.Total, len(dump.Groups), self.numGoroutine)
 	}
 }

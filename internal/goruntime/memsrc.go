@@ -1,0 +1,167 @@
+package goruntime
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gosleuth/gosleuth/internal/gomem"
+	"github.com/gosleuth/gosleuth/internal/proc"
+)
+
+// memSource reads a Go program's runtime from its memory (package gomem):
+// any Go program, no agent, no endpoint, no pause. Its samples carry the
+// goroutines by state, threads, GOMAXPROCS, GC cycles, heap live and goal,
+// scannable bytes, cumulative allocations and the GC's CPU classes; its
+// goroutine dump is grouped from unwound stacks.
+type memSource struct {
+	p *gomem.Process
+}
+
+// newMemSource opens process pid's runtime memory.
+func newMemSource(pfs proc.FS, pid int) (*memSource, error) {
+	p, err := gomem.Open(pfs, pid)
+	if err != nil {
+		return nil, err
+	}
+	return &memSource{p: p}, nil
+}
+
+func (s *memSource) Kind() string { return "memory" }
+
+// Addr names the process and how its runtime was located.
+func (s *memSource) Addr() string {
+	return fmt.Sprintf("/proc/%d/mem (%s, layout from %s)", s.p.PID, s.p.GoVersion, s.p.Layout.From)
+}
+
+func (s *memSource) Close() error { return s.p.Close() }
+
+// Process is the reader behind the source, for views that want more than
+// a Sample (the heap profile, the census's groups, the timers).
+func (s *memSource) Process() *gomem.Process { return s.p }
+
+// MemoryReader is implemented by sources that read the runtime from the
+// process's memory.
+type MemoryReader interface {
+	Process() *gomem.Process
+}
+
+func (s *memSource) Read(ctx context.Context) (*Sample, error) {
+	c, err := s.p.Census(gomem.CensusOptions{Unwind: -1})
+	if err != nil {
+		return nil, fmt.Errorf("read goroutines from memory: %w", err)
+	}
+	st, err := s.p.Stats()
+	if err != nil {
+		return nil, fmt.Errorf("read runtime statistics from memory: %w", err)
+	}
+	return sampleFromMemory(s.p.GoVersion, c, st), nil
+}
+
+// sampleFromMemory turns a census and statistics into a Sample. Goroutines
+// counts the program's goroutines as runtime.NumGoroutine does (without
+// the runtime's own).
+func sampleFromMemory(goVersion string, c *gomem.Census, st *gomem.Stats) *Sample {
+	smp := &Sample{Time: st.Time, Source: "memory", GoVersion: goVersion}
+	smp.Goroutines = uint64(c.Total - c.System)
+	smp.Known |= KnownGoroutines
+	if c.CreatedKnown {
+		smp.GoroutinesCreated = c.Created
+		smp.Known |= KnownGoroutinesCreated
+	}
+	for state, n := range c.ByState {
+		switch state {
+		case "running":
+			smp.Running += uint64(n)
+		case "runnable":
+			smp.Runnable += uint64(n)
+		case "syscall":
+			smp.NotInGo += uint64(n)
+		default:
+			smp.Waiting += uint64(n)
+		}
+	}
+	smp.Known |= KnownGoroutineStates
+	missing := strings.Join(st.Missing, "\n")
+	has := func(field string) bool { return !strings.Contains(missing, field) }
+	if st.Threads > 0 {
+		smp.Threads = uint64(st.Threads)
+		smp.Known |= KnownThreads
+	}
+	if st.GOMAXPROCS > 0 {
+		smp.GOMAXPROCS = uint64(st.GOMAXPROCS)
+		smp.Known |= KnownGOMAXPROCS
+	}
+	if has("numgc") {
+		smp.GCCycles = uint64(st.GCCycles)
+		smp.Known |= KnownGCCycles
+	}
+	if has("heapMarked") {
+		smp.HeapLive = st.HeapMarked
+		smp.Known |= KnownHeapLive
+	}
+	if has("gcPercentHeapGoal") {
+		smp.HeapGoal = st.HeapGoal
+		smp.Known |= KnownHeapGoal
+	}
+	if has("heapScan") && has("lastStackScan") && has("globalsScan") {
+		smp.ScanHeap, smp.ScanStack, smp.ScanGlobals = st.ScanHeap, st.ScanStack, st.ScanGlobals
+		smp.Known |= KnownScan
+	}
+	if !strings.Contains(missing, "heap statistics") {
+		smp.AllocBytes, smp.AllocObjects = st.AllocBytes, st.AllocObjects
+		smp.HeapObjects = st.AllocObjects - min(st.FreeObjects, st.AllocObjects)
+		smp.Known |= KnownAllocs | KnownHeapObjects
+	}
+	if !strings.Contains(missing, "cpuStats") && !strings.Contains(missing, "GC CPU") {
+		sec := func(d interface{ Seconds() float64 }) float64 { return d.Seconds() }
+		smp.CPU = CPUClasses{
+			Total: sec(st.CPUTotal), GCTotal: sec(st.GCTotal), GCAssist: sec(st.GCAssist),
+			GCDedicated: sec(st.GCDedicated), GCIdle: sec(st.GCIdle), GCPause: sec(st.GCPause),
+		}
+		smp.Known |= KnownCPUClasses
+	}
+	if has("gc_cpu_fraction") {
+		smp.GCCPUFraction = st.GCCPUFraction
+		smp.Known |= KnownGCCPUFraction
+	}
+	return smp
+}
+
+// Goroutines returns the goroutines grouped by identical stacks, from
+// stacks unwound in memory (running goroutines, whose saved registers are
+// stale, are counted by their start function only).
+func (s *memSource) Goroutines(ctx context.Context) (*GoroutineDump, error) {
+	c, err := s.p.Census(gomem.CensusOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read goroutines from memory: %w", err)
+	}
+	return dumpFromCensus(c), nil
+}
+
+// dumpFromCensus converts a census's unwound stacks to a GoroutineDump.
+func dumpFromCensus(c *gomem.Census) *GoroutineDump {
+	d := &GoroutineDump{Total: c.Total}
+	for _, sg := range c.Stacks {
+		g := GoroutineGroup{Count: sg.Count, State: sg.State, States: map[string]int{sg.State: sg.Count}}
+		for _, f := range sg.Frames {
+			if f.Func == "runtime.goexit" {
+				continue
+			}
+			g.Frames = append(g.Frames, Frame{Func: f.Func, File: f.File, Line: f.Line})
+		}
+		d.Groups = append(d.Groups, g)
+	}
+	// Goroutines not unwound (running ones, whose saved registers are
+	// stale, or beyond the unwind bound) are grouped by start function.
+	for _, g := range c.Groups {
+		if rest := g.Count - g.Unwound; rest > 0 {
+			cb := Frame{Func: g.CreatedBy.Func, File: g.CreatedBy.File, Line: g.CreatedBy.Line}
+			d.Groups = append(d.Groups, GoroutineGroup{Count: rest, State: g.State, States: map[string]int{g.State: rest},
+				Frames: []Frame{{Func: g.Start.Func, File: g.Start.File, Line: g.Start.Line}}, CreatedBy: &cb})
+		}
+	}
+	sort.SliceStable(d.Groups, func(i, j int) bool { return d.Groups[i].Count > d.Groups[j].Count })
+	return d
+}
