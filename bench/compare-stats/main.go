@@ -12,8 +12,8 @@
 //   - power: a server under a fixed open-loop load whose B side spins
 //     3.2% longer per request (about 3% more CPU in all), -power-runs times
 //     (default 10): the share of runs that call CPU worse (goal: 90%);
-//   - sweep: GOMAXPROCS=1,2,8 of a light periodic fan-out (the seeds' case
-//     5): the direction of CPU and futex calls and the best value;
+//   - sweep: GOMAXPROCS=1,2,8 of a light periodic fan-out: the direction
+//     of CPU and futex calls and the best value;
 //   - default: one run with the default protocol under load (10 windows of
 //     10 s a side), timed (goal: 5 minutes);
 //   - aaload: the 3% pair's A side against itself under its load at

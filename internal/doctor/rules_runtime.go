@@ -79,8 +79,8 @@ const (
 	hotCallShare = 0.25
 	// A known slow path whose work is needed (reflection codecs, fmt) but
 	// has a faster equivalent is a warning when it holds the majority of
-	// the CPU: replacing it halves the cost (the seeds' encoding/json took
-	// more than half). Below that it is information.
+	// the CPU: replacing it halves the cost (a JSON service's encoding/json
+	// can hold more than half). Below that it is information.
 	replaceableShareWarn = 0.5
 	// The fewest samples under the call it is judged on (binomial noise on
 	// 10 samples at 25% is about +-14 points).
