@@ -200,6 +200,42 @@ func TestREADMEStaysShort(t *testing.T) {
 	}
 }
 
+// TestREADMETestCommand holds the README's test command to the one .ci/run
+// runs (which adds -v and sends the output to a log).
+func TestREADMETestCommand(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile(filepath.Join(repoRoot, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	for _, line := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(line, "go test ") && strings.HasSuffix(line, " ./...") {
+			want = line
+			break
+		}
+	}
+	if want == "" {
+		t.Fatal("README.md shows no 'go test ... ./...' command")
+	}
+	for _, line := range strings.Split(string(ci), "\n") {
+		cmd, _, _ := strings.Cut(line, ">")
+		var fields []string
+		for _, f := range strings.Fields(cmd) {
+			if f != "-v" {
+				fields = append(fields, f)
+			}
+		}
+		if strings.Join(fields, " ") == want {
+			return
+		}
+	}
+	t.Errorf("README.md's test command %q is not the one .ci/run runs", want)
+}
+
 // comment is one Go comment and the line it starts on.
 type comment struct {
 	text string
