@@ -27,11 +27,18 @@ busy CPU (over at least 2 GC cycles), heap live/objects/goal, scannable bytes,
 scheduling latency p50/p99, mutex wait per second, GODEBUG non-default events,
 and the goroutine dump grouped by identical stacks, largest groups first.
 
-The runtime is read from the program's gosleuth agent (import
-github.com/gosleuth/gosleuth/agent; found by PID), or from --pprof-url (a
-net/http/pprof endpoint, with expvar /debug/vars when served) or --metrics-url
-(a Prometheus client_golang /metrics page). Unknown figures are omitted in
-text and null in JSON. Ctrl-C ends the window early.`,
+The runtime is read from --metrics-url (a Prometheus client_golang /metrics
+page) or --pprof-url (a net/http/pprof endpoint, with expvar /debug/vars when
+served), else from the program's gosleuth agent (import
+github.com/gosleuth/gosleuth/agent; found by PID), else from its memory. For
+any Go program it may read (root, or the same user where ptrace is allowed),
+inspect also reads the runtime's own books from memory at the window's end,
+without stopping it: goroutines by state, start function and creation site
+with the stack memory they hold, GC state against its goal and limit, the
+scheduler, timers and the heap profile's top sites; the goroutine dump then
+comes from memory too (--dump-from source takes the source's, which stops
+the process). Unknown figures are omitted in text and null in JSON. Ctrl-C
+ends the window early.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
 			f := &inspectFlags{}
 			fs.IntVar(&f.pid, "pid", 0, "process `PID` to inspect (required)")
@@ -41,6 +48,7 @@ text and null in JSON. Ctrl-C ends the window early.`,
 			fs.StringVar(&f.metricsURL, "metrics-url", "", "Prometheus /metrics `URL` of the process")
 			fs.IntVar(&f.groups, "groups", 10, "goroutine groups to show (0: no dump)")
 			fs.IntVar(&f.dumpMax, "dump-max", inspect.DefaultDumpMax, "take the goroutine dump only when the process has at most `N` goroutines (it stops the process for ~3 µs each; -1: no limit)")
+			fs.StringVar(&f.dumpFrom, "dump-from", "memory", "where the goroutine dump comes from: `memory` (no pause) or source (the agent's or pprof's, which stops the process)")
 			fs.StringVar(&f.root, "proc", "/proc", "procfs mount `path`")
 			fs.StringVar(&f.out, "o", "", "write the report (in --format) to `FILE`, completely or not at all")
 			fs.StringVar(&f.trace, "trace", "", "write the agent's FlightRecorder snapshot (execution trace of the last seconds) to `FILE` at the end of the window")
@@ -58,6 +66,7 @@ type inspectFlags struct {
 	format     string
 	pprofURL   string
 	metricsURL string
+	dumpFrom   string
 	groups     int
 	dumpMax    int
 	root       string
@@ -82,6 +91,8 @@ func runInspect(ctx context.Context, f *inspectFlags, args []string, stdout, std
 		return usagef("--duration must be at most 1h, got %s", f.duration)
 	case f.pprofURL != "" && f.metricsURL != "":
 		return usagef("give --pprof-url or --metrics-url, not both")
+	case f.dumpFrom != "memory" && f.dumpFrom != "source":
+		return usagef("--dump-from must be memory or source, got %q", f.dumpFrom)
 	}
 	if err := checkURLs(f.pprofURL, f.metricsURL); err != nil {
 		return err
@@ -104,7 +115,7 @@ func runInspect(ctx context.Context, f *inspectFlags, args []string, stdout, std
 		g = -1
 	}
 	rep, err := inspect.Run(ctx, inspect.Options{PID: f.pid, Duration: f.duration,
-		ProcRoot: f.root, PprofURL: f.pprofURL, MetricsURL: f.metricsURL, Groups: g, DumpMax: f.dumpMax, TracePath: f.trace})
+		ProcRoot: f.root, PprofURL: f.pprofURL, MetricsURL: f.metricsURL, Groups: g, DumpMax: f.dumpMax, TracePath: f.trace, DumpFromSource: f.dumpFrom == "source"})
 	if err != nil {
 		return err
 	}

@@ -252,7 +252,9 @@ func testInspectWithoutSource(t *testing.T, bin string) {
 		pid   int
 		words []string
 	}{
-		{cmd.Process.Pid, []string{"GOMAXPROCS", "/proc", "import github.com/gosleuth/gosleuth/agent", "--pprof-url"}},
+		// A Go program with no agent and no endpoint: its runtime is read
+		// from its memory.
+		{cmd.Process.Pid, []string{"GOMAXPROCS", "/proc", "from memory at", "runtime books", "goroutines by stack"}},
 		{sleeper.Process.Pid, []string{"not a Go program", "/proc", "threads"}},
 	}
 	for _, tt := range tests {

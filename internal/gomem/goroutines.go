@@ -100,6 +100,7 @@ type Group struct {
 type StackGroup struct {
 	Count  int     `json:"count"`
 	State  string  `json:"state"`
+	System bool    `json:"system,omitempty"`
 	Frames []Frame `json:"frames"`
 }
 
@@ -483,6 +484,7 @@ func (p *Process) unwindAll(c *Census, recs []gRec, limit int) {
 	taken := map[int]int{}
 	type skey struct {
 		state, stack string
+		system       bool
 	}
 	idx := map[skey]int{}
 	var pcs []uint64
@@ -505,17 +507,17 @@ func (p *Process) unwindAll(c *Census, recs []gRec, limit int) {
 		}
 		c.Unwound++
 		c.Groups[r.group].Unwound++
-		state := c.Groups[r.group].State
+		state, system := c.Groups[r.group].State, c.Groups[r.group].System
 		var sb strings.Builder
 		for _, x := range pcs {
 			fmt.Fprintf(&sb, "%x,", x)
 		}
-		k := skey{state, sb.String()}
+		k := skey{state, sb.String(), system}
 		si, ok := idx[k]
 		if !ok {
 			si = len(c.Stacks)
 			idx[k] = si
-			c.Stacks = append(c.Stacks, StackGroup{State: state, Frames: p.symbolize(pcs)})
+			c.Stacks = append(c.Stacks, StackGroup{State: state, System: system, Frames: p.symbolize(pcs)})
 		}
 		c.Stacks[si].Count++
 	}

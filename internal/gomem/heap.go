@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"time"
 
@@ -344,4 +345,73 @@ func isWrapper(fr Frame) bool {
 		}
 	}
 	return len(fr.Func) > i+len(".gowrap")
+}
+
+// Site is an allocation site of the heap profile: the innermost frame
+// outside the runtime, the stack above it, and the scaled estimates of
+// what was allocated there and is still in use (as pprof reports them).
+type Site struct {
+	Frame
+	// Stack is the site's stack, innermost first, at most 8 frames.
+	Stack        []Frame `json:"stack"`
+	AllocObjects int64   `json:"alloc_objects"`
+	AllocBytes   int64   `json:"alloc_bytes"`
+	InUseObjects int64   `json:"inuse_objects"`
+	InUseBytes   int64   `json:"inuse_bytes"`
+}
+
+// Sites sums the heap profile by allocation site, largest in-use bytes
+// first.
+func (p *Process) Sites(h *HeapProfile) []Site {
+	idx := map[Frame]int{}
+	var out []Site
+	for _, r := range h.Records {
+		frames := p.symbolize(p.hideRuntime(r.Stack))
+		var kept []Frame
+		for _, f := range frames {
+			if f.Func != "runtime.goexit" && !isWrapper(f) {
+				kept = append(kept, f)
+			}
+		}
+		// A stack all in the runtime (its own allocations) is named by
+		// the first frame past the allocator.
+		for len(kept) > 1 && isAllocator(kept[0].Func) {
+			kept = kept[1:]
+		}
+		if len(kept) == 0 {
+			continue
+		}
+		ao, ab := scaleHeapSample(r.AllocObjects, r.AllocBytes, h.Rate)
+		io, ib := scaleHeapSample(r.InUseObjects(), r.InUseBytes(), h.Rate)
+		i, ok := idx[kept[0]]
+		if !ok {
+			i = len(out)
+			idx[kept[0]] = i
+			out = append(out, Site{Frame: kept[0], Stack: kept[:min(len(kept), 8)]})
+		}
+		s := &out[i]
+		s.AllocObjects += ao
+		s.AllocBytes += ab
+		s.InUseObjects += io
+		s.InUseBytes += ib
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].InUseBytes != out[j].InUseBytes {
+			return out[i].InUseBytes > out[j].InUseBytes
+		}
+		return out[i].AllocBytes > out[j].AllocBytes
+	})
+	return out
+}
+
+// isAllocator reports the runtime's allocation entry points, which top
+// every heap profile stack.
+func isAllocator(fn string) bool {
+	switch fn {
+	case "runtime.mallocgc", "runtime.newobject", "runtime.makeslice", "runtime.growslice", "runtime.makechan",
+		"runtime.newarray", "runtime.makemap", "runtime.makemap_small", "runtime.rawstring", "runtime.rawbyteslice",
+		"runtime.rawruneslice", "runtime.mapassign", "runtime.convT", "runtime.convTstring", "runtime.convTslice":
+		return true
+	}
+	return strings.HasPrefix(fn, "runtime.mallocgc")
 }

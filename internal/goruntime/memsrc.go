@@ -70,16 +70,19 @@ func sampleFromMemory(goVersion string, c *gomem.Census, st *gomem.Stats) *Sampl
 		smp.GoroutinesCreated = c.Created
 		smp.Known |= KnownGoroutinesCreated
 	}
-	for state, n := range c.ByState {
-		switch state {
+	for _, g := range c.Groups {
+		if g.System {
+			continue // as NumGoroutine, without the runtime's own
+		}
+		switch g.State {
 		case "running":
-			smp.Running += uint64(n)
+			smp.Running += uint64(g.Count)
 		case "runnable":
-			smp.Runnable += uint64(n)
+			smp.Runnable += uint64(g.Count)
 		case "syscall":
-			smp.NotInGo += uint64(n)
+			smp.NotInGo += uint64(g.Count)
 		default:
-			smp.Waiting += uint64(n)
+			smp.Waiting += uint64(g.Count)
 		}
 	}
 	smp.Known |= KnownGoroutineStates
@@ -137,13 +140,17 @@ func (s *memSource) Goroutines(ctx context.Context) (*GoroutineDump, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read goroutines from memory: %w", err)
 	}
-	return dumpFromCensus(c), nil
+	return DumpFromCensus(c), nil
 }
 
-// dumpFromCensus converts a census's unwound stacks to a GoroutineDump.
-func dumpFromCensus(c *gomem.Census) *GoroutineDump {
-	d := &GoroutineDump{Total: c.Total}
+// DumpFromCensus converts a census's unwound stacks to a GoroutineDump;
+// goroutines not unwound are grouped by start function.
+func DumpFromCensus(c *gomem.Census) *GoroutineDump {
+	d := &GoroutineDump{Total: c.Total - c.System}
 	for _, sg := range c.Stacks {
+		if sg.System {
+			continue // as the runtime's goroutine profile, without its own
+		}
 		g := GoroutineGroup{Count: sg.Count, State: sg.State, States: map[string]int{sg.State: sg.Count}}
 		for _, f := range sg.Frames {
 			if f.Func == "runtime.goexit" {
@@ -156,7 +163,7 @@ func dumpFromCensus(c *gomem.Census) *GoroutineDump {
 	// Goroutines not unwound (running ones, whose saved registers are
 	// stale, or beyond the unwind bound) are grouped by start function.
 	for _, g := range c.Groups {
-		if rest := g.Count - g.Unwound; rest > 0 {
+		if rest := g.Count - g.Unwound; rest > 0 && !g.System {
 			cb := Frame{Func: g.CreatedBy.Func, File: g.CreatedBy.File, Line: g.CreatedBy.Line}
 			d.Groups = append(d.Groups, GoroutineGroup{Count: rest, State: g.State, States: map[string]int{g.State: rest},
 				Frames: []Frame{{Func: g.Start.Func, File: g.Start.File, Line: g.Start.Line}}, CreatedBy: &cb})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/atomicfile"
+	"github.com/gosleuth/gosleuth/internal/gomem"
 	"github.com/gosleuth/gosleuth/internal/goruntime"
 	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/window"
@@ -33,6 +34,10 @@ type Options struct {
 	// be taken (default DefaultDumpMax; negative: no limit). A full dump
 	// stops the target's world for about 3 µs per goroutine.
 	DumpMax int
+	// DumpFromSource takes the goroutine dump from the runtime source
+	// (which stops the process's world) even where the dump can be read
+	// from memory (which does not).
+	DumpFromSource bool
 	// TracePath, when set, receives the agent's FlightRecorder snapshot
 	// taken at the end of the window.
 	TracePath string
@@ -64,6 +69,9 @@ type Report struct {
 	Info   map[string]string        `json:"agent_info,omitempty"`
 	Window *goruntime.Window        `json:"window,omitempty"`
 	Dump   *goruntime.GoroutineDump `json:"goroutines,omitempty"`
+	// Books is the runtime's own books read from the process's memory at
+	// the window's end, for any Go program gosleuth may read.
+	Books *Books `json:"runtime_books,omitempty"`
 	// Notes say what was ignored or could not be read; Hint how to get more.
 	Notes []string `json:"notes,omitempty"`
 	// TraceErr says why the execution trace asked for was not written.
@@ -106,6 +114,21 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		r.Notes = append(r.Notes, notes...)
 		if err != nil && !errors.Is(err, goruntime.ErrNoSource) {
 			return nil, err
+		}
+	}
+	// The runtime's books in memory, whatever the source: from the memory
+	// source itself, else opened beside the agent or URL (its goroutine
+	// dump then comes from memory too, without stopping the process).
+	var books *gomem.Process
+	if mr, ok := src.(goruntime.MemoryReader); ok {
+		books = mr.Process()
+	} else if facts.IsGo && opts.PprofURL == "" && opts.MetricsURL == "" {
+		p, err := gomem.Open(proc.NewFS(opts.ProcRoot), opts.PID)
+		if err != nil {
+			r.Notes = append(r.Notes, fmt.Sprintf("runtime books not read from memory: %v", err))
+		} else {
+			books = p
+			defer p.Close()
 		}
 	}
 	if src != nil {
@@ -163,6 +186,28 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	dumpMax := opts.DumpMax
 	if dumpMax == 0 {
 		dumpMax = DefaultDumpMax
+	}
+	if books != nil {
+		bk, err := readBooks(books, opts.Groups)
+		if err != nil {
+			r.Notes = append(r.Notes, fmt.Sprintf("runtime books: %v", err))
+		} else {
+			r.Books = bk
+		}
+	}
+	if books != nil && opts.Groups > 0 && !opts.DumpFromSource {
+		// The dump from memory costs the process nothing: no bound.
+		c, err := books.Census(gomem.CensusOptions{})
+		if err != nil {
+			r.Notes = append(r.Notes, fmt.Sprintf("goroutine dump from memory: %v", err))
+		} else {
+			d := goruntime.DumpFromCensus(c)
+			if len(d.Groups) > opts.Groups {
+				d.Groups = d.Groups[:opts.Groups]
+			}
+			r.Dump = d
+			return r, nil
+		}
 	}
 	tooMany := b != nil && b.Known.Has(goruntime.KnownGoroutines) && dumpMax > 0 && b.Goroutines > uint64(dumpMax)
 	if src != nil && opts.Groups > 0 && tooMany {

@@ -156,6 +156,9 @@ func (r *Report) WriteText(out io.Writer) error {
 	if r.Window != nil {
 		r.writeWindow(w)
 	}
+	if r.Books != nil {
+		r.writeBooks(w)
+	}
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
@@ -192,9 +195,10 @@ func (r *Report) writeWindow(w io.Writer) {
 	}
 	if k.Has(goruntime.KnownGoroutines) {
 		g := fmt.Sprintf("%d (%+d in window", win.Goroutines, win.GoroutinesDelta)
-		if k.Has(goruntime.KnownGoroutineStates) {
+		if k.Has(goruntime.KnownGoroutineStates) && r.Source != "memory" {
 			// runtime/metrics counts the runtime's own goroutines too
-			// (GC workers, sweeper, scavenger, ...).
+			// (GC workers, sweeper, scavenger, ...); the memory source
+			// counts the program's, as NumGoroutine does.
 			g = fmt.Sprintf("%d incl. the runtime's own (%+d in window", win.Goroutines, win.GoroutinesDelta)
 		}
 		if k.Has(goruntime.KnownGoroutinesCreated) {
