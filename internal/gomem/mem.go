@@ -20,6 +20,11 @@ type Mem struct {
 	pid     int
 	regions []region // sorted, readable
 	raw     rawReader
+	// reload reads the mappings again: the heap grows into new mappings
+	// after the process was opened. It is called at most once per
+	// snapshot, on the first address outside the known regions.
+	reload   func() ([]region, error)
+	reloaded bool
 	// Budget bounds the bytes one snapshot may read; 0 is unbounded.
 	budget, used uint64
 }
@@ -39,13 +44,31 @@ func newMem(pid int, regions []region, raw rawReader) *Mem {
 }
 
 // setBudget starts a snapshot that may read at most n bytes (0: no bound).
-func (m *Mem) setBudget(n uint64) { m.budget, m.used = n, 0 }
+func (m *Mem) setBudget(n uint64) { m.budget, m.used, m.reloaded = n, 0, false }
 
-// Readable reports whether [addr, addr+n) lies in one readable mapping.
+// Readable reports whether [addr, addr+n) lies in one readable mapping,
+// reading the mappings again once per snapshot where it does not.
 func (m *Mem) Readable(addr, n uint64) bool {
 	if n == 0 || addr+n < addr {
 		return false
 	}
+	if m.inRegions(addr, n) {
+		return true
+	}
+	if m.reload == nil || m.reloaded {
+		return false
+	}
+	m.reloaded = true
+	rs, err := m.reload()
+	if err != nil {
+		return false
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].lo < rs[j].lo })
+	m.regions = rs
+	return m.inRegions(addr, n)
+}
+
+func (m *Mem) inRegions(addr, n uint64) bool {
 	i := sort.Search(len(m.regions), func(i int) bool { return m.regions[i].hi > addr })
 	return i < len(m.regions) && m.regions[i].lo <= addr && addr+n <= m.regions[i].hi
 }

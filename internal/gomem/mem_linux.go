@@ -48,19 +48,32 @@ func (r *vmReader) readv(bufs [][]byte, addrs []uint64) (int, error) {
 }
 
 // openMem opens process pid's memory for reading: its readable mappings
-// from maps, reads by process_vm_readv.
+// from maps (read again when the heap grows past them), reads by
+// process_vm_readv.
 func openMem(pfs proc.FS, pid int) (*Mem, []proc.Mapping, error) {
 	maps, err := pfs.Maps(pid)
 	if err != nil {
 		return nil, nil, err
 	}
+	m := newMem(pid, readable(maps), &vmReader{pid: pid})
+	m.reload = func() ([]region, error) {
+		maps, err := pfs.Maps(pid)
+		if err != nil {
+			return nil, err
+		}
+		return readable(maps), nil
+	}
+	return m, maps, nil
+}
+
+func readable(maps []proc.Mapping) []region {
 	var rs []region
 	for _, mp := range maps {
 		if mp.Read {
 			rs = append(rs, region{mp.Start, mp.End})
 		}
 	}
-	return newMem(pid, rs, &vmReader{pid: pid}), maps, nil
+	return rs
 }
 
 // monotonicNow reads the clock the runtime's nanotime reads
