@@ -22,6 +22,13 @@ type ProcRate struct {
 	// nanoseconds as whole numbers over the interval, for summing over
 	// many intervals (internal/window) without rounding.
 	Vol, Invol, WaitNS uint64
+	// RunNS is the threads' time on CPU over the interval from schedstat,
+	// merged by thread like the switches (a thread created in the interval
+	// counts in full, one that exited loses its last part-interval); exact
+	// to the nanosecond where UserPct and SysPct move by whole clock ticks.
+	// RunKnown says both readings had the threads (KnownCtxsw).
+	RunNS    uint64
+	RunKnown bool
 	// SyscallsPerSec is syscr+syscw per second, -1 when io is unreadable.
 	SyscallsPerSec float64
 	// RunQueuePct is time spent runnable but waiting for a CPU, in percent
@@ -94,7 +101,7 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 			pt = prev.Tasks[p.taskLo:p.taskHi]
 		}
 		k := 0
-		var vol, invol, wait uint64
+		var vol, invol, wait, run uint64
 		for ti := range ct {
 			t := &ct[ti]
 			tr := &r.Tasks[int(c.taskLo)+ti]
@@ -113,6 +120,7 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 					vol += t.VolCtxsw
 					invol += t.InvolCtxsw
 					wait += t.WaitNS
+					run += t.RunNS
 				}
 				continue
 			}
@@ -131,9 +139,11 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 			vol += dv
 			invol += di
 			wait += dw
+			run += Delta(o.RunNS, t.RunNS)
 		}
 		if p != nil {
 			pr.Vol, pr.Invol, pr.WaitNS = vol, invol, wait
+			pr.RunNS, pr.RunKnown = run, p.Known&c.Known&KnownCtxsw != 0
 			pr.VolPerSec = float64(vol) / sec
 			pr.InvolPerSec = float64(invol) / sec
 			pr.RunQueuePct = float64(wait) * nsPct

@@ -70,8 +70,12 @@ type acc struct {
 	gone       bool
 	vol, invol uint64
 	waitNS     uint64
-	series     []Point
-	children   int
+	runNS      uint64
+	// runMissed: an interval whose readings lacked the threads, so
+	// runNS is not the whole window's.
+	runMissed bool
+	series    []Point
+	children  int
 	// intervals counts readings after the first; reaps those in which
 	// the children's CPU grew (some child was reaped).
 	intervals, reaps int
@@ -173,6 +177,10 @@ func (b *Builder) observe(rates *proc.Rates, s *proc.Snapshot) {
 				a.vol += r.Vol
 				a.invol += r.Invol
 				a.waitNS += r.WaitNS
+				a.runNS += r.RunNS
+				a.runMissed = a.runMissed || !r.RunKnown
+			} else {
+				a.runMissed = true
 			}
 		}
 		a.last, a.lastT = *p, s.Time
@@ -260,6 +268,8 @@ func (b *Builder) window(a *acc) *Window {
 		InvolCtxsw:   a.invol,
 		IOCalls:      -1,
 		RunQueueSec:  float64(a.waitNS) / 1e9,
+		RunSec:       float64(a.runNS) / 1e9,
+		RunKnown:     a.intervals > 0 && !a.runMissed,
 		FDsKnown:     l.Known&proc.KnownFDs != 0,
 		Series:       slices.Clone(a.series),
 		ChildrenSeen: a.children,
@@ -268,7 +278,8 @@ func (b *Builder) window(a *acc) *Window {
 		w.ReapShare = float64(a.reaps) / float64(a.intervals)
 	}
 	if l.Known&proc.KnownIO != 0 && f.Known&proc.KnownIO != 0 {
-		w.IOCalls = int64(proc.Delta(f.SyscR+f.SyscW, l.SyscR+l.SyscW))
+		w.ReadCalls, w.WriteCalls = proc.Delta(f.SyscR, l.SyscR), proc.Delta(f.SyscW, l.SyscW)
+		w.IOCalls = int64(w.ReadCalls + w.WriteCalls)
 	}
 	if l.Known&proc.KnownFDLimit != 0 {
 		w.FDLimit = l.FDLimit
@@ -314,11 +325,15 @@ func Between(earlier, later *Window) *Window {
 	w.ChildUserSec = sub(earlier.ChildUserSec, later.ChildUserSec)
 	w.ChildSysSec = sub(earlier.ChildSysSec, later.ChildSysSec)
 	w.RunQueueSec = sub(earlier.RunQueueSec, later.RunQueueSec)
+	w.RunSec = sub(earlier.RunSec, later.RunSec)
+	w.RunKnown = earlier.RunKnown && later.RunKnown
 	w.VolCtxsw = proc.Delta(earlier.VolCtxsw, later.VolCtxsw)
 	w.InvolCtxsw = proc.Delta(earlier.InvolCtxsw, later.InvolCtxsw)
 	w.ChildrenSeen = max(later.ChildrenSeen-earlier.ChildrenSeen, 0)
 	if earlier.IOCalls >= 0 && later.IOCalls >= 0 {
-		w.IOCalls = int64(proc.Delta(uint64(earlier.IOCalls), uint64(later.IOCalls)))
+		w.ReadCalls = proc.Delta(earlier.ReadCalls, later.ReadCalls)
+		w.WriteCalls = proc.Delta(earlier.WriteCalls, later.WriteCalls)
+		w.IOCalls = int64(w.ReadCalls + w.WriteCalls)
 	} else {
 		w.IOCalls = -1
 	}

@@ -1,6 +1,7 @@
 package window
 
 import (
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 func newBuilder(t *testing.T, opts proc.Options, cfg Config) *Builder {
@@ -248,5 +250,58 @@ func TestDeferredProcessWindow(t *testing.T) {
 			t.Errorf("descriptor series %+v: want the same count of at least 6 throughout", w.Series)
 			break
 		}
+	}
+}
+
+// TestCPUFromSchedstat spins a locked thread for 300 ms of its own CPU
+// (its thread CPU clock, the kernel's sum_exec_runtime, which schedstat
+// shows too) and lets the thread exit before the window ends. The window's
+// CPU is the schedstat run time: at least the spin, kept though the thread
+// is gone, and no more than the process's CPU by getrusage (which counts
+// every thread, exited ones included, to the nanosecond).
+func TestCPUFromSchedstat(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	self := os.Getpid()
+	b := newBuilder(t, proc.Options{PIDs: []int{self}}, Config{PIDs: []int{self}, NoFacts: true})
+	var ru0, ru1 unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+	if _, err := b.Read(); err != nil {
+		t.Fatal(err)
+	}
+	spun := make(chan time.Duration)
+	read := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		var ts unix.Timespec
+		for {
+			unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+			if d := time.Duration(ts.Nano()); d >= 300*time.Millisecond {
+				spun <- d
+				break
+			}
+		}
+		<-read // the builder reads the thread alive once
+	}()
+	d := <-spun
+	if _, err := b.Read(); err != nil {
+		t.Fatal(err)
+	}
+	close(read)
+	time.Sleep(100 * time.Millisecond) // the thread exits
+	if _, err := b.Read(); err != nil {
+		t.Fatal(err)
+	}
+	unix.Getrusage(unix.RUSAGE_SELF, &ru1)
+	w := b.Window(self)
+	all := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+	t.Logf("spun %v; window: run %.3fs (known %v), ticks %.2fs; getrusage %v", d, w.RunSec, w.RunKnown, w.UserSec+w.SysSec, all)
+	if !w.RunKnown || w.CPUSec() != w.RunSec {
+		t.Fatalf("the window's CPU is not the schedstat run time: %+v", w)
+	}
+	if got := time.Duration(w.RunSec * 1e9); got < d || got > all+time.Millisecond {
+		t.Errorf("window CPU %v: want at least the exited thread's %v and at most the process's %v", got, d, all)
+	}
+	if u, s := w.UserSys(); math.Abs(u+s-w.CPUSec()) > 1e-9 {
+		t.Errorf("user %v + sys %v is not the CPU %v", u, s, w.CPUSec())
 	}
 }

@@ -65,16 +65,27 @@ type Window struct {
 	// Exited is true when the process went away before the window ended.
 	Exited bool
 
-	// UserSec and SysSec are CPU seconds in user and kernel mode;
-	// ChildUserSec and ChildSysSec those of children reaped in the window.
+	// UserSec and SysSec are CPU seconds in user and kernel mode, from the
+	// clock-tick counters (the kernel charges a whole 10 ms tick to one or
+	// the other by where it lands); ChildUserSec and ChildSysSec those of
+	// children reaped in the window. CPUSec and UserSys give the process's
+	// CPU: read those, not these.
 	UserSec, SysSec           float64
 	ChildUserSec, ChildSysSec float64
+	// RunSec is the threads' time on CPU from schedstat, in nanoseconds
+	// summed by thread ID (threads that exit keep what they ran up to
+	// their last reading), when RunKnown: every reading in the window had
+	// the process's threads.
+	RunSec   float64
+	RunKnown bool
 	// VolCtxsw counts voluntary context switches over all threads (each one
 	// is a wake-up later); InvolCtxsw counts preemptions.
 	VolCtxsw, InvolCtxsw uint64
 	// IOCalls counts read- and write-like syscalls (/proc/PID/io syscr +
-	// syscw), -1 when io was unreadable.
-	IOCalls int64
+	// syscw), -1 when io was unreadable; ReadCalls and WriteCalls are its
+	// two parts.
+	IOCalls               int64
+	ReadCalls, WriteCalls uint64
 	// RunQueueSec is time threads spent runnable but waiting for a CPU.
 	RunQueueSec float64
 	// FDLimit is the process's own soft RLIMIT_NOFILE, 0 when unknown,
@@ -323,8 +334,25 @@ type GoroutineGroup struct {
 // Seconds is the window's length.
 func (w *Window) Seconds() float64 { return w.End.Sub(w.Start).Seconds() }
 
-// CPUSec is the process's own CPU seconds (user + system).
-func (w *Window) CPUSec() float64 { return w.UserSec + w.SysSec }
+// CPUSec is the process's own CPU seconds: the schedstat run time where it
+// is known, exact to the nanosecond, else user + system from the clock
+// ticks. It is gosleuth's one definition of a process's CPU.
+func (w *Window) CPUSec() float64 {
+	if w.RunKnown {
+		return w.RunSec
+	}
+	return w.UserSec + w.SysSec
+}
+
+// UserSys splits CPUSec into user and kernel time by the clock ticks'
+// ratio (all user when no tick landed in the window).
+func (w *Window) UserSys() (user, sys float64) {
+	cpu := w.CPUSec()
+	if ticks := w.UserSec + w.SysSec; ticks > 0 {
+		return cpu * w.UserSec / ticks, cpu * w.SysSec / ticks
+	}
+	return cpu, 0
+}
 
 // Cores is the average number of CPUs the process used (1.0 = one core).
 func (w *Window) Cores() float64 { return PerSec(w.CPUSec(), w.Seconds()) }
