@@ -306,9 +306,13 @@ var pclnMagics = [][]byte{{0xf1, 0xff, 0xff, 0xff, 0, 0}, {0xf0, 0xff, 0xff, 0xf
 // findPclntab returns the pclntab's address and contents (to the end of
 // its segment).
 func (o *object) findPclntab() (uint64, []byte) {
-	if s := o.ef.Section(".gopclntab"); s != nil {
-		if b, err := s.Data(); err == nil && len(b) > 64 {
-			return s.Addr, b
+	// A PIE keeps it in .data.rel.ro.gopclntab (Go 1.20 to 1.25; the
+	// section header stays when the symbol table is stripped).
+	for _, name := range []string{".gopclntab", ".data.rel.ro.gopclntab"} {
+		if s := o.ef.Section(name); s != nil {
+			if b, err := s.Data(); err == nil && len(b) > 64 {
+				return s.Addr, b
+			}
 		}
 	}
 	if a := o.symbolAddr("runtime.pclntab"); a != 0 {
