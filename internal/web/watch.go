@@ -137,13 +137,6 @@ func (w *watch) run(stopc chan struct{}) {
 // step takes one reading and records it; it reports true when the
 // process is gone.
 func (w *watch) step(sm *sampler) (gone bool) {
-	var prevIO [2]uint64
-	prevIOKnown := false
-	if prev := sm.wb.Latest(); prev != nil {
-		if sp := prev.Find(int32(w.pid)); sp != nil && sp.Known&proc.KnownIO != 0 {
-			prevIO, prevIOKnown = [2]uint64{sp.SyscR, sp.SyscW}, true
-		}
-	}
 	cur, err := sm.wb.Read()
 	if err != nil {
 		w.mu.Lock()
@@ -163,14 +156,17 @@ func (w *watch) step(sm *sampler) (gone bool) {
 		d := window.Between(sm.last, win)
 		if sec := d.Seconds(); sec > 0 {
 			pct := func(s float64) float64 { return 100 * s / sec }
-			pt[colUsr], pt[colSys] = pct(d.UserSec), pct(d.SysSec)
+			// The CPU is the window's (schedstat nanoseconds): a steady
+			// 2% process draws at 2%, not at the 1, 2 or 3 whole clock
+			// ticks that land in each second.
+			user, sys := d.UserSys()
+			pt[colUsr], pt[colSys] = pct(user), pct(sys)
 			pt[colCUsr], pt[colCSys] = pct(d.ChildUserSec), pct(d.ChildSysSec)
 			pt[colWake], pt[colInvol] = float64(d.VolCtxsw)/sec, float64(d.InvolCtxsw)/sec
 			pt[colRunQ] = pct(d.RunQueueSec)
-			// Read and write calls apart: the window keeps only their sum.
-			if prevIOKnown && p.Known&proc.KnownIO != 0 {
-				pt[colSysR] = float64(proc.Delta(prevIO[0], p.SyscR)) / sec
-				pt[colSysW] = float64(proc.Delta(prevIO[1], p.SyscW)) / sec
+			if d.IOCalls >= 0 {
+				pt[colSysR] = float64(d.ReadCalls) / sec
+				pt[colSysW] = float64(d.WriteCalls) / sec
 			}
 		}
 	}
