@@ -13,6 +13,7 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/arch v0.33.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.37.0
 )

@@ -12,6 +12,7 @@ targets=(
   "./internal/stacks FuzzObject"        # ELF headers and segments
   "./internal/stacks FuzzImage"         # another process's binary, for GOMAXPROCS's address
   "./internal/goruntime FuzzRipLoads32" # that binary's code, for the load of runtime.gomaxprocs
+  "./internal/gomem FuzzRipRefs"        # a binary's code, for the runtime's variables in a stripped binary
   "./internal/stacks FuzzParseSample"   # perf sample records
   "./internal/stacks FuzzKallsyms"      # /proc/kallsyms, against a strings/strconv reference
   "./internal/perf FuzzReadRecords"     # the perf ring walk

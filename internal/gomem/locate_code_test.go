@@ -1,0 +1,216 @@
+package gomem
+
+import (
+	"debug/buildinfo"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gosleuth/gosleuth/internal/stacks"
+	"github.com/gosleuth/gosleuth/internal/testenv"
+)
+
+// codeRuleNames are the variables globalsFromCode finds.
+func codeRuleNames() []string {
+	var names []string
+	for _, r := range codeRules {
+		names = append(names, r.name)
+	}
+	return names
+}
+
+// symbolsOf reads names from the symbol table of the executable at path.
+func symbolsOf(t *testing.T, path string, names []string) map[string]uint64 {
+	t.Helper()
+	im, err := stacks.OpenImage(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	syms, err := im.Symbols(names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if _, ok := syms[n]; !ok {
+			t.Fatalf("%s: no symbol %s", path, n)
+		}
+	}
+	return syms
+}
+
+// fromCode runs globalsFromCode on the executable at path with the table
+// layout of the release it was built with.
+func fromCode(t *testing.T, path string) (map[string]uint64, error) {
+	t.Helper()
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := tableLayout(bi.GoVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := stacks.OpenImage(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	return globalsFromCode(im, l)
+}
+
+// TestLocateFromCode builds the reference program with the newest patch
+// of every tabled release, plain, PIE and with cgo, each with and without
+// its symbol table, and checks that the variables found from the code of
+// the stripped build are where the symbol table of the other says. The
+// two builds differ only in the tables the linker drops (checked: the
+// code found in both gives the same addresses).
+func TestLocateFromCode(t *testing.T) {
+	names := codeRuleNames()
+	for _, rel := range tabledReleases {
+		newest := -1
+		for _, r := range tables {
+			if r.release == rel {
+				newest = max(newest, r.last)
+			}
+		}
+		v := patchVersion(rel, newest)
+		for _, kind := range []refBuild{{toolchain: v}, {toolchain: v, pie: true}, {toolchain: v, cgo: true}} {
+			stripped := kind
+			stripped.stripped = true
+			t.Run(stripped.String(), func(t *testing.T) {
+				plain := buildRef(t, kind)
+				want := symbolsOf(t, plain, names)
+				same, err := fromCode(t, plain)
+				if err != nil {
+					t.Fatalf("with symbols: %v", err)
+				}
+				s := buildRef(t, stripped)
+				got, err := fromCode(t, s)
+				if err != nil {
+					t.Fatalf("stripped: %v", err)
+				}
+				for _, n := range names {
+					if same[n] != want[n] {
+						t.Errorf("%s: %#x from the code of the build with symbols, %#x in its symbol table", n, same[n], want[n])
+					}
+					if got[n] != want[n] {
+						t.Errorf("%s: %#x from the stripped build's code, %#x in the symbol table", n, got[n], want[n])
+					}
+				}
+				im, err := stacks.OpenImage(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer im.Close()
+				if _, err := im.Symbols(names); !errors.Is(err, stacks.ErrNoSymtab) {
+					t.Errorf("the stripped build has a symbol table: %v", err)
+				}
+			})
+		}
+	}
+}
+
+// TestLocateFromCodeBadInput: a non-Go executable, a Go executable whose
+// code is overwritten and a missing layout give an error, never a panic.
+func TestLocateFromCodeBadInput(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	l, err := tableLayout("go1.26.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, exe := range []string{"/bin/true", "/bin/sh"} {
+		im, err := stacks.OpenImage(exe)
+		if err != nil {
+			continue
+		}
+		addrs, err := globalsFromCode(im, l)
+		im.Close()
+		if err == nil || len(addrs) != 0 {
+			t.Errorf("%s: %v, %v: want an error and nothing", exe, addrs, err)
+		}
+	}
+
+	src := buildRef(t, refBuild{toolchain: "go1.26.11", stripped: true})
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := stacks.OpenImage(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := globalsFromCode(im, nil); err == nil {
+		t.Error("no layout: no error")
+	}
+	im.Close()
+	// Overwrite the start of .text (the runtime's functions) with a
+	// pattern: the function table still names the functions, their code
+	// no longer references anything.
+	for _, fill := range []byte{0x00, 0xff, 0x8b} {
+		bad := append([]byte(nil), data...)
+		off := textOffset(t, src)
+		for i := off; i < len(bad) && i < off+(1<<20); i++ {
+			bad[i] = fill
+		}
+		path := filepath.Join(t.TempDir(), "bad")
+		if err := os.WriteFile(path, bad, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		im, err := stacks.OpenImage(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs, err := globalsFromCode(im, l)
+		im.Close()
+		if err == nil {
+			t.Errorf("code filled with %#x: found %v, no error", fill, addrs)
+		} else if !strings.Contains(err.Error(), "runtime variables from code") {
+			t.Errorf("code filled with %#x: error %q does not say what failed", fill, err)
+		}
+	}
+}
+
+// textOffset returns the file offset of the executable's .text section.
+func textOffset(t *testing.T, path string) int {
+	t.Helper()
+	b, err := stacks.OpenBinary(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range b.Funcs() {
+		if f.Name == "runtime.forEachG" {
+			off, ok := b.FileOffset(f.Entry)
+			if !ok {
+				t.Fatal("runtime.forEachG's code is not in the file")
+			}
+			// A little before it, so its neighbours go too.
+			return int(off) &^ 0xffff
+		}
+	}
+	t.Fatal("no runtime.forEachG")
+	return 0
+}
+
+// FuzzRipRefs: any bytes decode to operands within the code's addresses
+// (or wrapped around by a displacement), and every rule's pick takes
+// any operand list without panicking.
+func FuzzRipRefs(f *testing.F) {
+	f.Add([]byte{0x48, 0x8b, 0x05, 0x10, 0, 0, 0}, uint64(0x401000))               // MOV RAX, [rip+16]
+	f.Add([]byte{0x80, 0x3d, 0xf0, 0xff, 0xff, 0xff, 0x00, 0x74, 0x0b}, uint64(0)) // CMP byte [rip-16], 0; JE
+	f.Add([]byte{0x48, 0xc7, 0x05, 1, 2, 3, 4, 0, 0, 0, 0}, ^uint64(0))            // MOV qword [rip+d], 0
+	f.Add([]byte{0x48, 0x8d, 0x05}, uint64(7))                                     // LEA cut short
+	f.Fuzz(func(t *testing.T, code []byte, pc uint64) {
+		sections := []string{".bss", ".noptrbss", ".noptrdata", ".data", ""}
+		refs := ripRefs(code, pc, func(a uint64) string { return sections[a%uint64(len(sections))] })
+		if len(refs) > len(code) {
+			t.Fatalf("%d operands in %d bytes", len(refs), len(code))
+		}
+		found := map[string]uint64{symMemProfileRate: pc}
+		for _, r := range codeRules {
+			r.pick(refs, found)
+		}
+	})
+}
