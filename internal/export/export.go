@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/window"
 )
 
 // Config is what the exporter exports and how often it samples.
@@ -310,10 +311,9 @@ func (e *Exporter) Sample() error {
 	sec := e.cur.Time.Sub(e.prev.Time).Seconds()
 	e.cpu = grow(e.cpu, len(e.cur.Procs))
 	// The processes of the last sample are matched to this one's by PID
-	// (both sorted) with their groups: a map lookup (or three) per
-	// process and sample was a tenth of the exporter's CPU. Their
-	// counters' differences are what proc.Rates would give, without the
-	// copy of every thread that Rates needs.
+	// (both sorted) with their groups, and each process's interval comes
+	// from window.StepOf, without the copy of every thread that Rates
+	// needs.
 	prevGroups := e.curGroups
 	e.curGroups = grow(e.prevGroups, len(e.cur.Procs))
 	e.prevGroups = prevGroups
@@ -368,23 +368,17 @@ func (e *Exporter) Sample() error {
 		if first {
 			continue // the first sample is the baseline
 		}
-		if was == nil {
-			// Born during the interval: everything it did is new.
-			g.UserSec += float64(p.UTime) / proc.ClockTicks
-			g.SysSec += float64(p.STime) / proc.ClockTicks
-			g.Wakeups += float64(p.VolCtxsw)
-			g.Involuntary += float64(p.InvolCtxsw)
-			continue
+		// The window layer subtracts the two readings (was is nil for a
+		// process born in the interval: everything it did is new).
+		st := window.StepOf(was, p)
+		g.UserSec += st.UserSec
+		g.SysSec += st.SysSec
+		if was != nil {
+			e.cpu[i] = st.CPUSec / sec
 		}
-		du, ds := proc.Delta(was.UTime, p.UTime), proc.Delta(was.STime, p.STime)
-		g.UserSec += float64(du) / proc.ClockTicks
-		g.SysSec += float64(ds) / proc.ClockTicks
-		e.cpu[i] = float64(du+ds) / proc.ClockTicks / sec
-		if was.Known&p.Known&proc.KnownCtxsw != 0 {
-			// Merged by thread, as the window layer counts them: a
-			// thread's exit does not take its switches back.
-			g.Wakeups += float64(proc.Delta(was.VolMerged, p.VolMerged))
-			g.Involuntary += float64(proc.Delta(was.InvolMerged, p.InvolMerged))
+		if st.SwitchesKnown {
+			g.Wakeups += float64(st.Wakeups)
+			g.Involuntary += float64(st.Involuntary)
 		}
 	}
 	for ; j < len(e.prev.Procs); j++ {

@@ -361,14 +361,19 @@ type procCounters struct{ vol, invol, cpu float64 }
 func readCounters(t *testing.T, pid int) procCounters {
 	t.Helper()
 	var c procCounters
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
+	// CPU is the threads' schedstat run time, as gosleuth defines it.
+	scheds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if len(scheds) == 0 {
+		t.Fatalf("process %d has no threads' schedstat", pid)
 	}
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
-	u, _ := strconv.ParseFloat(f[11], 64)
-	sy, _ := strconv.ParseFloat(f[12], 64)
-	c.cpu = (u + sy) / 100
+	for _, f := range scheds {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		ns, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+		c.cpu += ns / 1e9
+	}
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
 	for _, task := range tasks {
 		b, err := os.ReadFile(task)

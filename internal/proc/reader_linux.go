@@ -160,9 +160,9 @@ type taskSlot struct {
 	rec     int32
 	start   uint64
 	prev    cputime
-	// vol and invol are the switch counts last added to its process's
-	// Proc.VolMerged and InvolMerged.
-	vol, invol uint64
+	// vol, invol and run are the switch counts and run time last added
+	// to its process's Proc.VolMerged, InvolMerged and RunMerged.
+	vol, invol, run uint64
 }
 
 // Errors a read can end in. errGone means the task exited (ENOENT, ESRCH);
@@ -1265,10 +1265,11 @@ func (r *Reader) finishProc(s *procSlot, full bool) {
 		// since: all its switches are new (its vol starts at 0).
 		s.p.VolMerged += Delta(ts.vol, ts.t.VolCtxsw)
 		s.p.InvolMerged += Delta(ts.invol, ts.t.InvolCtxsw)
-		ts.vol, ts.invol = ts.t.VolCtxsw, ts.t.InvolCtxsw
+		s.p.RunMerged += Delta(ts.run, ts.t.RunNS)
+		ts.vol, ts.invol, ts.run = ts.t.VolCtxsw, ts.t.InvolCtxsw, ts.t.RunNS
 	}
 	if s.fresh {
-		s.p.VolMerged, s.p.InvolMerged = vol, invol // the baseline
+		s.p.VolMerged, s.p.InvolMerged, s.p.RunMerged = vol, invol, run // the baseline
 	}
 	s.p.VolCtxsw, s.p.InvolCtxsw, s.p.RunNS, s.p.WaitNS = vol, invol, run, wait
 	s.p.Known |= KnownCtxsw

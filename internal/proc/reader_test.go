@@ -1157,6 +1157,9 @@ func TestVolMerged(t *testing.T) {
 				if dv, di := c.VolMerged-p.VolMerged, c.InvolMerged-p.InvolMerged; dv != pr.Vol || di != pr.Invol {
 					t.Errorf("process %d (%s): merged switches grew by %d and %d, Rates says %d and %d", c.PID, c.Comm, dv, di, pr.Vol, pr.Invol)
 				}
+				if dr := c.RunMerged - p.RunMerged; dr != pr.RunNS || !pr.RunKnown {
+					t.Errorf("process %d (%s): merged run time grew by %d ns, Rates says %d (known %v)", c.PID, c.Comm, dr, pr.RunNS, pr.RunKnown)
+				}
 			}
 			if compared < 2 {
 				t.Fatalf("%d processes compared", compared)

@@ -84,6 +84,9 @@ type Proc struct {
 	// difference between two readings of a process that both have
 	// KnownCtxsw is the Vol and Invol that Rates gives for it.
 	VolMerged, InvolMerged uint64
+	// RunMerged is RunNS merged by thread the same way: the threads' time
+	// on CPU from schedstat, which a thread's exit does not take back.
+	RunMerged uint64
 	// SyscR, SyscW count read-like and write-like syscalls (from io).
 	SyscR, SyscW uint64
 	// RunNS, WaitNS are schedstat times summed over the live threads.

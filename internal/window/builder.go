@@ -270,6 +270,8 @@ func (b *Builder) window(a *acc) *Window {
 		RunQueueSec:  float64(a.waitNS) / 1e9,
 		RunSec:       float64(a.runNS) / 1e9,
 		RunKnown:     a.intervals > 0 && !a.runMissed,
+		lifeUser:     float64(l.UTime),
+		lifeSys:      float64(l.STime),
 		FDsKnown:     l.Known&proc.KnownFDs != 0,
 		Series:       slices.Clone(a.series),
 		ChildrenSeen: a.children,

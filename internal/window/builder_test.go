@@ -273,9 +273,11 @@ func TestCPUFromSchedstat(t *testing.T) {
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
 		var ts unix.Timespec
+		unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+		t0 := time.Duration(ts.Nano()) // the thread may have run before
 		for {
 			unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-			if d := time.Duration(ts.Nano()); d >= 300*time.Millisecond {
+			if d := time.Duration(ts.Nano()) - t0; d >= 300*time.Millisecond {
 				spun <- d
 				break
 			}

@@ -78,6 +78,9 @@ type Window struct {
 	// the process's threads.
 	RunSec   float64
 	RunKnown bool
+	// lifeUser and lifeSys are the process's clock ticks since it started,
+	// for UserSys.
+	lifeUser, lifeSys float64
 	// VolCtxsw counts voluntary context switches over all threads (each one
 	// is a wake-up later); InvolCtxsw counts preemptions.
 	VolCtxsw, InvolCtxsw uint64
@@ -319,6 +322,10 @@ type Runtime struct {
 	// creator, from a goroutine dump taken at the end of the window when
 	// the count rose (nil otherwise, or when the source has no dump).
 	Groups []GoroutineGroup
+	// Books is what the runtime's own books in the process's memory said
+	// at the window's start and end (looks_books.go), nil when its memory
+	// could not be read.
+	Books *Books
 }
 
 // GoroutineGroup is a group of goroutines with the same stack and creator.
@@ -345,13 +352,10 @@ func (w *Window) CPUSec() float64 {
 }
 
 // UserSys splits CPUSec into user and kernel time by the clock ticks'
-// ratio (all user when no tick landed in the window).
+// ratio in the window, or the process's lifetime ratio when no tick landed
+// in it.
 func (w *Window) UserSys() (user, sys float64) {
-	cpu := w.CPUSec()
-	if ticks := w.UserSec + w.SysSec; ticks > 0 {
-		return cpu * w.UserSec / ticks, cpu * w.SysSec / ticks
-	}
-	return cpu, 0
+	return split(w.CPUSec(), w.UserSec, w.SysSec, w.lifeUser, w.lifeSys)
 }
 
 // Cores is the average number of CPUs the process used (1.0 = one core).

@@ -1,0 +1,49 @@
+package window
+
+import (
+	"math"
+	"testing"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
+)
+
+func TestStepOf(t *testing.T) {
+	threads := proc.KnownCtxsw
+	for _, tc := range []struct {
+		name           string
+		earlier, later *proc.Proc
+		cpu, user, sys float64
+		wakeups        uint64
+		switchesKnown  bool
+	}{
+		{"run time, split by the interval's ticks",
+			&proc.Proc{UTime: 100, STime: 100, RunMerged: 2e9, VolMerged: 10, Known: threads},
+			&proc.Proc{UTime: 103, STime: 101, RunMerged: 2.0355e9, VolMerged: 25, Known: threads},
+			0.0355, 0.0355 * 3 / 4, 0.0355 / 4, 15, true},
+		{"no tick in the interval: the lifetime's ratio",
+			&proc.Proc{UTime: 30, STime: 10, RunMerged: 5e8, Known: threads},
+			&proc.Proc{UTime: 30, STime: 10, RunMerged: 5.04e8, Known: threads},
+			0.004, 0.003, 0.001, 0, true},
+		{"threads unread at one end: the ticks",
+			&proc.Proc{UTime: 100, STime: 100},
+			&proc.Proc{UTime: 104, STime: 101, RunMerged: 9e9, VolMerged: 99, Known: threads},
+			0.05, 0.04, 0.01, 0, false},
+		{"born in the interval: all it did",
+			nil,
+			&proc.Proc{UTime: 1, STime: 1, RunMerged: 2.5e7, VolMerged: 7, Known: threads},
+			0.025, 0.0125, 0.0125, 7, true},
+		{"a counter that went back counts nothing",
+			&proc.Proc{UTime: 100, RunMerged: 5e9, Known: threads},
+			&proc.Proc{UTime: 100, RunMerged: 4e9, Known: threads},
+			0, 0, 0, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := StepOf(tc.earlier, tc.later)
+			near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+			if !near(st.CPUSec, tc.cpu) || !near(st.UserSec, tc.user) || !near(st.SysSec, tc.sys) ||
+				st.Wakeups != tc.wakeups || st.SwitchesKnown != tc.switchesKnown {
+				t.Errorf("got %+v, want CPU %v (user %v, sys %v), wake-ups %d known %v", st, tc.cpu, tc.user, tc.sys, tc.wakeups, tc.switchesKnown)
+			}
+		})
+	}
+}
