@@ -13,6 +13,7 @@ targets=(
   "./internal/stacks FuzzImage"         # another process's binary, for GOMAXPROCS's address
   "./internal/goruntime FuzzRipLoads32" # that binary's code, for the load of runtime.gomaxprocs
   "./internal/gomem FuzzRipRefs"        # a binary's code, for the runtime's variables in a stripped binary
+  "./internal/gomem FuzzDecoders"       # another process's memory: goroutines, heap profile buckets, GC and timers
   "./internal/stacks FuzzParseSample"   # perf sample records
   "./internal/stacks FuzzKallsyms"      # /proc/kallsyms, against a strings/strconv reference
   "./internal/perf FuzzReadRecords"     # the perf ring walk

@@ -172,6 +172,9 @@ func (p *Process) allGs() ([]uint64, error) {
 		if n == 0 {
 			return nil, nil
 		}
+		if !p.mem.Readable(arr, n*8) {
+			return nil, fmt.Errorf("runtime.allgs array of %d goroutines at %#x: %w", n, arr, ErrBadAddress)
+		}
 		buf := make([]byte, n*8)
 		const chunk = 1 << 20
 		for off := uint64(0); off < uint64(len(buf)); off += chunk {
@@ -201,20 +204,25 @@ type gRec struct {
 }
 
 // Census counts and groups the process's goroutines without stopping it.
+// Its memory is bounded by the groups (at most maxGroups) and the
+// goroutines kept for unwinding, not by the goroutines counted.
 func (p *Process) Census(opts CensusOptions) (*Census, error) {
 	c := &Census{Time: time.Now(), ByState: map[string]int{}}
 	f, err := p.gFields()
 	if err != nil {
 		return nil, err
 	}
-	p.mem.setBudget(1 << 30)
+	p.mem.setBudget(censusBudget)
 	defer p.mem.setBudget(0)
 	ptrs, err := p.allGs()
 	if err != nil {
 		return nil, err
 	}
-	now := monotonicNow()
-	recs := make([]gRec, 0, len(ptrs))
+	unwind := opts.Unwind
+	if unwind == 0 {
+		unwind = defaultUnwind
+	}
+	g := p.newGrouper(c, monotonicNow(), max(unwind, 0))
 	const batch = 1024
 	bufs := make([][]byte, batch)
 	back := make([]byte, batch*int(f.size))
@@ -226,7 +234,8 @@ func (p *Process) Census(opts CensusOptions) (*Census, error) {
 	for start := 0; start < len(ptrs); start += batch {
 		chunk := ptrs[start:min(start+batch, len(ptrs))]
 		if err := p.mem.ReadMany(bufs[:len(chunk)], chunk, ok[:len(chunk)]); err != nil {
-			return nil, err
+			c.Notes = append(c.Notes, fmt.Sprintf("census stopped after %d of %d goroutine records: %v", start, len(ptrs), err))
+			break
 		}
 		for i := range chunk {
 			if !ok[i] {
@@ -245,74 +254,113 @@ func (p *Process) Census(opts CensusOptions) (*Census, error) {
 			if r.status == gDead || r.status == gDeadExtra || r.status == gIdle {
 				continue
 			}
-			recs = append(recs, r)
+			g.add(r)
 		}
 	}
 	if unreadable > 0 {
 		c.Notes = append(c.Notes, fmt.Sprintf("%d goroutine records not readable (freed or moved while read)", unreadable))
 	}
-	p.group(c, recs, now)
+	if g.overflow > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("%d goroutines beyond %d groups counted in the last group", g.overflow, maxGroups))
+	}
 	if created, err := p.created(); err == nil {
 		c.Created, c.CreatedKnown = created, true
 	} else {
 		c.Notes = append(c.Notes, "goroutines created: "+err.Error())
 	}
-	unwind := opts.Unwind
-	if unwind == 0 {
-		unwind = defaultUnwind
-	}
 	if unwind > 0 {
-		p.unwindAll(c, recs, unwind)
+		p.unwindAll(c, g.kept, unwind)
 	}
 	sort.SliceStable(c.Groups, func(i, j int) bool { return c.Groups[i].Count > c.Groups[j].Count })
 	return c, nil
 }
 
-// group fills the census's counts and groups.
-func (p *Process) group(c *Census, recs []gRec, now int64) {
-	type key struct {
-		start, gopc uint64
-		state       string
-	}
-	idx := map[key]int{}
-	funcs := map[uint64]Frame{}
-	frame := func(pc uint64, ret bool) Frame {
-		if fr, ok := funcs[pc]; ok {
-			return fr
-		}
-		fr := p.frameAt(pc, ret)
-		funcs[pc] = fr
+// Bounds of a census's own memory and reads: a hostile allgs can repeat
+// one readable record millions of times or make every record a group of
+// its own.
+const (
+	censusBudget = 2 << 30 // bytes read
+	maxGroups    = 10_000
+	minKeptGroup = 16 // goroutines of each group kept for unwinding
+)
+
+type groupKey struct {
+	start, gopc uint64
+	state       string
+}
+
+// grouper folds goroutine records into a census's groups as they are
+// read, keeping a bounded set of them for unwinding: every record while
+// fewer than the unwind bound are kept, and the first minKeptGroup of each
+// group after.
+type grouper struct {
+	p        *Process
+	c        *Census
+	now      int64
+	idx      map[groupKey]int
+	funcs    map[uint64]Frame
+	kept     []gRec
+	keptOf   map[int]int
+	limit    int
+	overflow int
+}
+
+func (p *Process) newGrouper(c *Census, now int64, limit int) *grouper {
+	return &grouper{p: p, c: c, now: now, idx: map[groupKey]int{}, funcs: map[uint64]Frame{}, keptOf: map[int]int{}, limit: limit}
+}
+
+func (g *grouper) frame(pc uint64, ret bool) Frame {
+	if fr, ok := g.funcs[pc]; ok {
 		return fr
 	}
-	for i := range recs {
-		r := &recs[i]
-		state := p.stateName(r.status, r.reason)
-		c.Total++
+	fr := g.p.frameAt(pc, ret)
+	if len(g.funcs) < 4*maxGroups {
+		g.funcs[pc] = fr
+	}
+	return fr
+}
+
+func (g *grouper) add(r gRec) {
+	c := g.c
+	state := g.p.stateName(r.status, r.reason)
+	c.Total++
+	if len(c.ByState) < 256 {
 		c.ByState[state]++
-		if r.hi > r.lo && r.hi-r.lo <= 1<<30 {
-			c.StackBytes += r.hi - r.lo
-		}
-		k := key{r.startpc, r.gopc, state}
-		gi, ok := idx[k]
-		if !ok {
-			start := p.startFrame(r.startpc, frame)
+	} else {
+		c.ByState["other"]++
+	}
+	stack := uint64(0)
+	if r.hi > r.lo && r.hi-r.lo <= 1<<30 {
+		stack = r.hi - r.lo
+	}
+	c.StackBytes += stack
+	k := groupKey{r.startpc, r.gopc, state}
+	gi, ok := g.idx[k]
+	if !ok {
+		if len(c.Groups) >= maxGroups {
+			gi = len(c.Groups) - 1
+			g.overflow++
+		} else {
+			start := g.p.startFrame(r.startpc, g.frame)
 			gi = len(c.Groups)
-			idx[k] = gi
-			c.Groups = append(c.Groups, Group{Start: start, CreatedBy: frame(r.gopc, true), State: state,
+			g.idx[k] = gi
+			c.Groups = append(c.Groups, Group{Start: start, CreatedBy: g.frame(r.gopc, true), State: state,
 				System: isSystem(start.Func)})
 		}
-		r.group = gi
-		g := &c.Groups[gi]
-		g.Count++
-		if g.System {
-			c.System++
-		}
-		if r.hi > r.lo && r.hi-r.lo <= 1<<30 {
-			g.StackBytes += r.hi - r.lo
-		}
-		if r.status == gWaiting && r.since != 0 && now > int64(r.since) {
-			g.MaxWait = max(g.MaxWait, time.Duration(now-int64(r.since)))
-		}
+	}
+	r.group = gi
+	grp := &c.Groups[gi]
+	grp.Count++
+	if grp.System {
+		c.System++
+	}
+	grp.StackBytes += stack
+	if r.status == gWaiting && r.since != 0 && g.now > int64(r.since) {
+		grp.MaxWait = max(grp.MaxWait, time.Duration(g.now-int64(r.since)))
+	}
+	if g.limit > 0 && (len(g.kept) < g.limit || g.keptOf[gi] < minKeptGroup) {
+		g.kept = append(g.kept, r)
+		g.keptOf[gi]++
 	}
 }
 
@@ -384,7 +432,7 @@ func (p *Process) stateName(status uint32, reason uint8) string {
 // frameAt symbolizes a run-time pc; ret says it is a return address (the
 // call is the instruction before it).
 func (p *Process) frameAt(pc uint64, ret bool) Frame {
-	if pc < p.bias {
+	if pc < p.bias || p.bin == nil {
 		return Frame{Func: fmt.Sprintf("%#x", pc)}
 	}
 	v := pc - p.bias
@@ -461,6 +509,9 @@ func (p *Process) allPs() ([]uint64, error) {
 	if n == 0 {
 		return nil, nil
 	}
+	if !p.mem.Readable(arr, n*8) {
+		return nil, fmt.Errorf("runtime.allp array of %d Ps at %#x: %w", n, arr, ErrBadAddress)
+	}
 	buf := make([]byte, n*8)
 	if err := p.mem.ReadAt(buf, arr); err != nil {
 		return nil, fmt.Errorf("read runtime.allp array: %w", err)
@@ -528,7 +579,8 @@ func (p *Process) unwindAll(c *Census, recs []gRec, limit int) {
 func (p *Process) symbolize(pcs []uint64) []Frame {
 	var out []Frame
 	for _, pc := range pcs {
-		if pc <= p.bias {
+		if pc <= p.bias || p.bin == nil {
+			out = append(out, Frame{Func: fmt.Sprintf("%#x", pc)})
 			continue
 		}
 		for _, fr := range p.bin.Frames(pc - p.bias - 1) {
@@ -544,7 +596,7 @@ func (p *Process) symbolize(pcs []uint64) []Frame {
 // at runtime.goexit, at a pc outside the binary, at the stack's bounds or
 // after maxFrames.
 func (p *Process) unwind(dst []uint64, sp, pc, lo, hi uint64) []uint64 {
-	if hi <= lo || hi-lo > 1<<30 || sp < lo || sp >= hi {
+	if p.bin == nil || hi <= lo || hi-lo > 1<<30 || sp < lo || sp >= hi {
 		return dst
 	}
 	var win [stackWindow]byte

@@ -305,7 +305,7 @@ func (p *Process) perP(st *Stats) {
 			}
 			st.LocalRunqs = append(st.LocalRunqs, n)
 		}
-		timers, n, err := p.timers(pp)
+		timers, n, err := p.timers(pp, maxTimersWalked-walked)
 		if err != nil {
 			if len(st.TimersPerP) == 0 {
 				st.Missing = append(st.Missing, "timers: "+err.Error())
@@ -337,9 +337,10 @@ func (p *Process) perP(st *Stats) {
 	}
 }
 
-// timers returns the timer pointers of P pp's heap and its length: Go 1.23
+// timers returns up to limit timer pointers of P pp's heap and its
+// length: Go 1.23
 // on keep p.timers.heap ([]timerWhen), older releases p.timers ([]*timer).
-func (p *Process) timers(pp uint64) ([]uint64, int, error) {
+func (p *Process) timers(pp uint64, limit int) ([]uint64, int, error) {
 	var (
 		hdrOff, stride uint64
 		err            error
@@ -367,7 +368,13 @@ func (p *Process) timers(pp uint64) ([]uint64, int, error) {
 	if n == 0 {
 		return nil, 0, nil
 	}
-	walk := min(n, maxTimersWalked)
+	walk := min(n, uint64(max(limit, 0)))
+	if walk == 0 {
+		return nil, int(n), nil
+	}
+	if !p.mem.Readable(arr, walk*stride) {
+		return nil, int(n), nil
+	}
 	buf := make([]byte, walk*stride)
 	if err := p.mem.ReadAt(buf, arr); err != nil {
 		return nil, int(n), nil

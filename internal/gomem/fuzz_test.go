@@ -1,0 +1,132 @@
+package gomem
+
+import (
+	"encoding/binary"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// The fake image's base address and the offsets of the runtime variables
+// in it (memstats is about 10 KB in Go 1.26).
+const (
+	fakeBase = 0x100000
+	fakeSize = 1 << 16
+)
+
+var fakeGlobals = map[string]uint64{
+	symAllgs: 0, symAllglen: 0x18, symAllp: 0x20, symGomaxprocs: 0x38, symMbuckets: 0x40,
+	symMProfCycle: 0x48, symMemProfileRate: 0x50, symDisableMemProf: 0x58, symSched: 0x100,
+	symGCController: 0x2000, symWork: 0x3000, symMemstats: 0x4000, symWaitReasons: 0x8000,
+}
+
+// selfLayout is the runtime layout of the Go release running the tests,
+// from the generated tables (test binaries are linked without DWARF).
+var selfLayout = sync.OnceValues(func() (*Layout, error) { return tableLayout(runtime.Version()) })
+
+// fakeProcess makes a process whose memory is img (repeated to fill the
+// fake image) at fakeBase, with the runtime layout of the tests' own Go
+// release and no function table.
+func fakeProcess(t testing.TB, img []byte) *Process {
+	l, err := selfLayout()
+	if err != nil {
+		t.Fatalf("the test binary's runtime layout: %v", err)
+	}
+	buf := make([]byte, fakeSize)
+	if len(img) > 0 {
+		for i := 0; i < len(buf); i += len(img) {
+			copy(buf[i:], img)
+		}
+	}
+	g := map[string]uint64{}
+	for k, v := range fakeGlobals {
+		g[k] = fakeBase + v
+	}
+	mem := fakeMem{fakeBase: buf}
+	return &Process{PID: 1, GoVersion: "go1.26", Layout: l, Located: "fake", globals: g,
+		mem: newMem(1, mem.regions(), mem)}
+}
+
+// seedImage is a small sound image: allgs holding n goroutine records in
+// the image, a bucket list of two buckets, the last one looping to the
+// first.
+func seedImage(t testing.TB, n int) []byte {
+	l, err := selfLayout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, fakeSize)
+	put := func(off, v uint64) { binary.LittleEndian.PutUint64(b[off:], v) }
+	arr := uint64(0x9000)
+	put(0, fakeBase+arr)
+	put(8, uint64(n))
+	put(16, uint64(n))
+	put(0x18, uint64(n))
+	gsize, _ := l.Size("runtime.g")
+	for i := 0; i < n; i++ {
+		g := 0xa000 + uint64(i)*gsize
+		put(arr+uint64(i)*8, fakeBase+g)
+		st, _ := l.Off("runtime.g.atomicstatus")
+		binary.LittleEndian.PutUint32(b[g+st:], gWaiting)
+		lo, _ := l.Off("runtime.g.stack.lo")
+		put(g+lo, fakeBase)
+		put(g+lo+8, fakeBase+0x1000)
+	}
+	bk := uint64(0xe000)
+	put(0x40, fakeBase+bk)
+	nx, _ := l.Off("runtime.bucket.allnext")
+	put(bk+nx, fakeBase+bk+0x100)
+	put(bk+0x100+nx, fakeBase+bk) // a loop
+	for _, at := range []uint64{bk, bk + 0x100} {
+		typ, _ := l.Off("runtime.bucket.typ")
+		put(at+typ, memProfile)
+		ns, _ := l.Off("runtime.bucket.nstk")
+		put(at+ns, 2)
+	}
+	return b
+}
+
+// FuzzDecoders feeds the census, statistics and heap profile readers
+// memory images of any content: they return a result or an error, never
+// panic, and their results stay within their bounds.
+func FuzzDecoders(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(seedImage(f, 3))
+	f.Add(seedImage(f, 40)[:0x9100])
+	f.Add([]byte{0x00, 0x10, 0x10, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f})
+	f.Fuzz(func(t *testing.T, img []byte) {
+		p := fakeProcess(t, img)
+		if c, err := p.Census(CensusOptions{}); err == nil {
+			if c.Total > maxGoroutines || len(c.Groups) > maxGroups {
+				t.Fatalf("census out of bounds: %d goroutines, %d groups", c.Total, len(c.Groups))
+			}
+		}
+		p.Stats()
+		if h, err := p.HeapProfile(); err == nil {
+			if len(h.Records) > maxBuckets {
+				t.Fatalf("%d heap records", len(h.Records))
+			}
+			p.Pprof(h)
+			p.Sites(h)
+		}
+	})
+}
+
+// TestSeedImage: the sound seed image reads as what it holds.
+func TestSeedImage(t *testing.T) {
+	p := fakeProcess(t, seedImage(t, 3))
+	c, err := p.Census(CensusOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Total != 3 || c.StackBytes != 3*0x1000 {
+		t.Errorf("census of the seed: %d goroutines, %d stack bytes; want 3 and %d", c.Total, c.StackBytes, 3*0x1000)
+	}
+	h, err := p.HeapProfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Records) != 2 || len(h.Notes) == 0 {
+		t.Errorf("heap profile of the looping list: %d records, notes %q; want 2 and a note on the loop", len(h.Records), h.Notes)
+	}
+}
