@@ -49,6 +49,8 @@ var layer = map[string]string{
 	"internal/inspect":        "view",
 	"internal/syscallsview":   "view",
 	"internal/profileview":    "view",
+	"internal/escape":         "source", // runs the compiler's escape analysis over a module's source
+	"internal/allocview":      "view",
 }
 
 // may says which layers a layer may import.
