@@ -91,6 +91,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return usageError{err: err, cmd: c.Name}
 	}
+	if note := capsNote(c.Name); note != "" {
+		fmt.Fprintln(stderr, "gosleuth: note: "+note)
+	}
 	err := runFn(ctx, fs.Args(), stdout, stderr)
 	var u usageError
 	if errors.As(err, &u) && u.cmd == "" {

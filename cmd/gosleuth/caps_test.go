@@ -1,0 +1,54 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestMissingCapsNote(t *testing.T) {
+	all := func(int) bool { return true }
+	only := func(caps ...int) func(int) bool {
+		return func(c int) bool {
+			for _, x := range caps {
+				if x == c {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		command string
+		euid    int
+		has     func(int) bool
+		tracefs bool
+		want    []string // substrings; none: no note
+	}{
+		{"root with every capability", "doctor", 0, all, false, nil},
+		{"not root: the sources say so", "doctor", 1000, only(), false, nil},
+		{"no ptrace", "top", 0, only(capDACReadSearch, capPerfmon, capBPF), true, []string{"CAP_SYS_PTRACE (Go versions"}},
+		{"top needs no perfmon", "top", 0, only(capSysPtrace, capDACReadSearch), true, nil},
+		{"sys_admin covers perfmon and bpf", "profile", 0, only(capSysAdmin), true, nil},
+		{"profile without perfmon", "profile", 0, only(capSysPtrace, capBPF), true, []string{"CAP_PERFMON (kernel stacks"}},
+		{"tracefs unmounted, no sys_admin", "syscalls", 0, only(capPerfmon, capBPF), false, []string{"CAP_SYS_ADMIN or the host's /sys/kernel/tracing"}},
+		{"tracefs mounted in", "syscalls", 0, only(capPerfmon, capBPF), true, nil},
+		{"nothing at all", "doctor", 0, only(), false, []string{"CAP_SYS_PTRACE", "CAP_DAC_READ_SEARCH", "CAP_PERFMON", "CAP_BPF", "CAP_SYS_ADMIN"}},
+		{"a command with no sources", "version", 0, only(), false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := missingCapsNote(tc.command, tc.euid, tc.has, tc.tracefs)
+			if len(tc.want) == 0 && got != "" {
+				t.Errorf("note %q, want none", got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("note %q lacks %q", got, w)
+				}
+			}
+			if strings.Contains(got, "\n") {
+				t.Errorf("note %q is more than one line", got)
+			}
+		})
+	}
+}
