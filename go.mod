@@ -16,6 +16,7 @@ require (
 	golang.org/x/arch v0.33.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.37.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (
