@@ -22,6 +22,7 @@ import (
 	"github.com/gosleuth/gosleuth/internal/load"
 	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/syscalls"
+	"github.com/gosleuth/gosleuth/internal/window"
 	"golang.org/x/sys/unix"
 )
 
@@ -922,40 +923,44 @@ type measured struct {
 	values  map[string]float64
 }
 
-// measure reads t's process tree every tick for d: CPU from the threads'
-// schedstat run time (nanoseconds, merged by thread ID), split into user
-// and system by the clock-tick counters; switches merged by thread (so
-// threads that exit in the window keep what they did); the largest thread
-// count and RSS seen.
+// measure reads t's process tree every tick for d through a
+// window.Builder, which subtracts the readings: CPU from the threads'
+// schedstat run time (nanoseconds, merged by thread ID) plus the children
+// reaped, split into user and system by the clock-tick counters; switches
+// merged by thread (so threads that exit in the window keep what they
+// did); and here the largest thread count and RSS of the tree seen.
 func (r *runner) measure(ctx context.Context, t *target, tree []int, d time.Duration) (measured, error) {
 	rd, err := proc.NewReader(proc.Options{Root: r.cfg.ProcRoot, PIDs: tree})
 	if err != nil {
 		return measured{}, fmt.Errorf("compare: watch side %s: %w", t.side.Name, err)
 	}
 	defer rd.Close()
-	var prev, cur proc.Snapshot
-	var rates proc.Rates
-	if err := rd.Snapshot(&prev); err != nil {
-		return measured{}, fmt.Errorf("compare: read side %s: %w", t.side.Name, err)
-	}
+	wb := window.NewBuilder(rd, window.Config{PIDs: tree, ProcRoot: r.cfg.ProcRoot, NoFacts: true, NoSeries: true})
 	root := int32(tree[0])
-	if prev.Find(root) == nil {
-		return measured{}, r.gone(t)
-	}
-	start := prev.Time
-	tick := min(max(d/10, 20*time.Millisecond), 500*time.Millisecond)
-	end := start.Add(d)
-	var runNS, userS, sysS, childS, vol, invol float64
 	var threads, rss float64
-	gauge := func(s *proc.Snapshot) {
+	read := func() (*proc.Snapshot, error) {
+		s, err := wb.Read()
+		if err != nil {
+			return nil, fmt.Errorf("compare: read side %s: %w", t.side.Name, err)
+		}
+		if s.Find(root) == nil {
+			return nil, r.gone(t)
+		}
 		var th, mem float64
 		for i := range s.Procs {
 			th += float64(s.Procs[i].Threads)
 			mem += float64(s.Procs[i].RSSBytes)
 		}
 		threads, rss = max(threads, th), max(rss, mem)
+		return s, nil
 	}
-	gauge(&prev)
+	first, err := read()
+	if err != nil {
+		return measured{}, err
+	}
+	start := first.Time
+	tick := min(max(d/10, 20*time.Millisecond), 500*time.Millisecond)
+	end := start.Add(d)
 	timer := time.NewTimer(0)
 	<-timer.C
 	defer timer.Stop()
@@ -973,34 +978,22 @@ func (r *runner) measure(ctx context.Context, t *target, tree []int, d time.Dura
 			return measured{}, r.exited(t)
 		case <-timer.C:
 		}
-		if err := rd.Snapshot(&cur); err != nil {
-			return measured{}, fmt.Errorf("compare: read side %s: %w", t.side.Name, err)
+		if _, err := read(); err != nil {
+			return measured{}, err
 		}
-		if cur.Find(root) == nil {
-			return measured{}, r.gone(t)
-		}
-		rates.Compute(&prev, &cur)
-		sec := rates.Interval.Seconds()
-		for i := range rates.Procs {
-			pr := &rates.Procs[i]
-			if pr.New {
-				continue
-			}
-			userS += pr.UserPct / 100 * sec
-			sysS += pr.SysPct / 100 * sec
-			childS += (pr.ChildUserPct + pr.ChildSysPct) / 100 * sec
-			vol += pr.VolPerSec * sec
-			invol += pr.InvolPerSec * sec
-		}
-		runNS += runDelta(&prev, &cur)
-		gauge(&cur)
-		prev, cur = cur, prev
 		if !time.Now().Before(end) {
 			break
 		}
 	}
-	sec := prev.Time.Sub(start).Seconds()
-	cpuS := runNS/1e9 + childS
+	sec := wb.Latest().Time.Sub(start).Seconds()
+	var cpuS, userS, sysS, vol, invol float64
+	for _, w := range wb.Windows(0) {
+		cpuS += w.CPUSec() + w.ChildUserSec + w.ChildSysSec
+		userS += w.UserSec
+		sysS += w.SysSec
+		vol += float64(w.VolCtxsw)
+		invol += float64(w.InvolCtxsw)
+	}
 	m := measured{start: start, seconds: sec, values: map[string]float64{}}
 	m.values[metricCPU.Name] = 100 * cpuS / sec
 	// The tick counters are coarse (the kernel charges a whole 10 ms tick
@@ -1016,35 +1009,6 @@ func (r *runner) measure(ctx context.Context, t *target, tree []int, d time.Dura
 	m.values[metricThreads.Name] = threads
 	m.values[metricRSS.Name] = rss / (1 << 20)
 	return m, nil
-}
-
-// runDelta sums the schedstat run time the threads of cur's processes
-// gained since prev, merging threads by ID: a thread new in a known
-// process counts in full, one that exited is lost only for this tick.
-func runDelta(prev, cur *proc.Snapshot) float64 {
-	var sum float64
-	for i := range cur.Procs {
-		c := &cur.Procs[i]
-		p := prev.Find(c.PID)
-		if p == nil || p.StartTime != c.StartTime {
-			continue
-		}
-		ct, pt := cur.TasksOf(c), prev.TasksOf(p)
-		k := 0
-		for j := range ct {
-			for k < len(pt) && pt[k].TID < ct[j].TID {
-				k++
-			}
-			if k < len(pt) && pt[k].TID == ct[j].TID {
-				if ct[j].RunNS > pt[k].RunNS {
-					sum += float64(ct[j].RunNS - pt[k].RunNS)
-				}
-			} else if len(pt) > 0 {
-				sum += float64(ct[j].RunNS)
-			}
-		}
-	}
-	return sum
 }
 
 // syscallWindow counts t's syscalls for one window of their own.
