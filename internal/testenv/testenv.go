@@ -51,6 +51,9 @@ const (
 	// release through the module proxy (GOTOOLCHAIN=go1.20.14 go version),
 	// for the tests that build reference programs with every release.
 	GoToolchains Feature = "gotoolchains"
+	// Podman is Debian's podman with runc, as root: the image's tests run
+	// gosleuth in real containers.
+	Podman Feature = "podman"
 )
 
 // EnvRequire is the variable that lists the features whose absence fails a
@@ -155,6 +158,17 @@ func probe(f Feature) string {
 	case Tmux, GCC, Node, Strace:
 		if _, err := exec.LookPath(string(f)); err != nil {
 			return "no " + string(f) + " on PATH"
+		}
+		return ""
+	case Podman:
+		if os.Geteuid() != 0 {
+			return "not running as root"
+		}
+		if _, err := exec.LookPath("podman"); err != nil {
+			return "no podman on PATH (apt-get install podman runc)"
+		}
+		if _, err := os.Stat("/usr/sbin/runc"); err != nil {
+			return "no /usr/sbin/runc (apt-get install runc)"
 		}
 		return ""
 	case NodeExporter:
