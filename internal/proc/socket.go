@@ -84,11 +84,13 @@ func parseTCPSocketOwner(b []byte, local, remote netip.AddrPort) (SocketOwner, b
 	return owner, found, nil
 }
 
-// socketTable calls fn with the fields of each socket line of a net/tcp or
-// tcp6 table, the header and blank lines left out, until fn says stop. A
-// line of fewer than 10 fields is an ErrParse.
+// socketTable calls fn with the first 10 fields of each socket line of a
+// net/tcp or tcp6 table, the header and blank lines left out, until fn says
+// stop. A line of fewer than 10 fields is an ErrParse. It allocates
+// nothing per line: a busy host's table has tens of thousands.
 func socketTable(b []byte, fn func(f [][]byte, line []byte) (stop bool, err error)) error {
 	first := true
+	var fa [10][]byte
 	for len(b) > 0 {
 		var line []byte
 		line, b, _ = bytes.Cut(b, []byte{'\n'})
@@ -96,7 +98,18 @@ func socketTable(b []byte, fn func(f [][]byte, line []byte) (stop bool, err erro
 			first = false
 			continue // the header
 		}
-		f := bytes.Fields(line)
+		f := fa[:0]
+		for rest := line; len(f) < len(fa); {
+			rest = skipSpace(rest)
+			if len(rest) == 0 {
+				break
+			}
+			end := bytes.IndexByte(rest, ' ')
+			if end < 0 {
+				end = len(rest)
+			}
+			f, rest = append(f, rest[:end]), rest[end:]
+		}
 		if len(f) == 0 {
 			continue
 		}
@@ -117,14 +130,14 @@ func parseSocketAddr(b []byte) (netip.AddrPort, error) {
 	if !ok || len(p) != 4 || (len(a) != 8 && len(a) != 32) {
 		return netip.AddrPort{}, fmt.Errorf("socket address %q: %w", b, ErrParse)
 	}
-	port, err := strconv.ParseUint(string(p), 16, 16)
-	if err != nil {
+	port, ok := hexWord(p)
+	if !ok {
 		return netip.AddrPort{}, fmt.Errorf("socket address %q: %w", b, ErrParse)
 	}
 	var raw [16]byte
 	for i := 0; i < len(a)/8; i++ {
-		w, err := strconv.ParseUint(string(a[i*8:i*8+8]), 16, 32)
-		if err != nil {
+		w, ok := hexWord(a[i*8 : i*8+8])
+		if !ok {
 			return netip.AddrPort{}, fmt.Errorf("socket address %q: %w", b, ErrParse)
 		}
 		binary.NativeEndian.PutUint32(raw[i*4:], uint32(w))
@@ -136,4 +149,26 @@ func parseSocketAddr(b []byte) (netip.AddrPort, error) {
 		addr = netip.AddrFrom16(raw).Unmap()
 	}
 	return netip.AddrPortFrom(addr, uint16(port)), nil
+}
+
+// hexWord reads 1 to 8 hex digits.
+func hexWord(b []byte) (uint32, bool) {
+	if len(b) == 0 || len(b) > 8 {
+		return 0, false
+	}
+	var v uint32
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | uint32(c)
+	}
+	return v, true
 }

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -100,6 +101,26 @@ func TestTCPSocketOwnerLive(t *testing.T) {
 		}
 		if _, found, err := NewFS("").TCPSocketOwner(peer, netip.AddrPortFrom(self.Addr(), self.Port()+1)); found || err != nil {
 			t.Errorf("%s: a pair nobody holds found %v err %v", addr, found, err)
+		}
+	}
+}
+
+// BenchmarkParseTCPSocketOwner looks a pair up in a table of 10,000
+// sockets, the last one matching: a busy server's table, read once per
+// connection to gosleuth web.
+func BenchmarkParseTCPSocketOwner(b *testing.B) {
+	var t []byte
+	t = append(t, "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"...)
+	for i := range 10000 {
+		t = fmt.Appendf(t, "%4d: 0100007F:%04X 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 %d 1 0000000000000000 20 4 30 10 -1\n", i, 10000+i, 50000+i)
+	}
+	local := netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", 10000+9999))
+	remote := netip.MustParseAddrPort("127.0.0.1:8080")
+	b.ReportAllocs()
+	b.SetBytes(int64(len(t)))
+	for b.Loop() {
+		if _, found, err := parseTCPSocketOwner(t, local, remote); !found || err != nil {
+			b.Fatal(found, err)
 		}
 	}
 }
