@@ -198,6 +198,8 @@ func TestLayoutTables(t *testing.T) {
 	for _, r := range tables {
 		v := patchVersion(r.release, r.last)
 		t.Run(v, func(t *testing.T) {
+			// Two at a time: one toolchain downloads while another builds.
+			t.Parallel()
 			l, err := refLayout(buildRef(t, refBuild{toolchain: v}), r.release)
 			if err != nil {
 				t.Fatal(err)

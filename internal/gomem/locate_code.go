@@ -167,6 +167,10 @@ var codeRules = []codeRule{
 	// allocmcache: c.nextSample = nextSample(), which reads MemProfileRate
 	// (initialised: .noptrdata).
 	{name: symMemProfileRate, fn: "runtime.allocmcache", pick: firstOf(load(8, ".noptrdata"))},
+	// (*mheap).initSpan: s.elemsize = uintptr(class_to_size[sizeclass]),
+	// the array's address taken (Go 1.25 on, the array is
+	// internal/runtime/gc.SizeClassToSize), before class_to_divmagic's.
+	{name: symClassToSize, fn: "runtime.(*mheap).initSpan", align: 2, pick: firstOf(lea(".noptrdata"))},
 	// schedinit: if disableMemoryProfiling { MemProfileRate = 0 }: the
 	// byte compare just before the store of 0 to MemProfileRate.
 	{name: symDisableMemProf, fn: "runtime.schedinit", align: 1, pick: func(refs []codeRef, found map[string]uint64) (uint64, bool) {

@@ -22,6 +22,8 @@ func codeRuleNames() []string {
 }
 
 // symbolsOf reads names from the symbol table of the executable at path.
+// Go 1.25 moved runtime.class_to_size to internal/runtime/gc's
+// SizeClassToSize: that symbol is returned under the old name.
 func symbolsOf(t *testing.T, path string, names []string) map[string]uint64 {
 	t.Helper()
 	im, err := stacks.OpenImage(path)
@@ -29,9 +31,13 @@ func symbolsOf(t *testing.T, path string, names []string) map[string]uint64 {
 		t.Fatal(err)
 	}
 	defer im.Close()
-	syms, err := im.Symbols(names)
+	const sizeClasses = "internal/runtime/gc.SizeClassToSize"
+	syms, err := im.Symbols(append(names, sizeClasses))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if a, ok := syms[sizeClasses]; ok {
+		syms[symClassToSize] = a
 	}
 	for _, n := range names {
 		if _, ok := syms[n]; !ok {
@@ -81,6 +87,7 @@ func TestLocateFromCode(t *testing.T) {
 			stripped := kind
 			stripped.stripped = true
 			t.Run(stripped.String(), func(t *testing.T) {
+				t.Parallel()
 				plain := buildRef(t, kind)
 				want := symbolsOf(t, plain, names)
 				same, err := fromCode(t, plain)
