@@ -11,7 +11,9 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/allocview"
 	"github.com/gosleuth/gosleuth/internal/atomicfile"
+	"github.com/gosleuth/gosleuth/internal/gomem"
 	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/profileview"
 	"github.com/gosleuth/gosleuth/internal/stacks"
@@ -21,8 +23,8 @@ import (
 func init() {
 	register(&command{
 		Name:  "profile",
-		Usage: "profile (--pid PID | -- CMD ARGS...) [--duration 30s] [--hz 99] [-o profile.pb.gz] [--folded FILE] [--flame FILE.html] [--format text|json] [--off-cpu]",
-		Short: "sample user and kernel stacks of a process: pprof file, flame graph, runtime classes",
+		Usage: "profile (--pid PID | -- CMD ARGS...) [--duration 30s] [--hz 99] [-o profile.pb.gz] [--folded FILE] [--flame FILE.html] [--format text|json] [--off-cpu]\n       profile --type heap|allocs --pid PID [--duration 30s] [-o FILE] [--format text|json|pprof] [--src DIR|auto]",
+		Short: "sample user and kernel stacks of a process, or read a Go program's allocations: pprof file, flame graph, runtime classes",
 		Long: `
 Samples the call stacks of every thread of a running process (or of CMD,
 from its first instruction) with perf_event cpu-clock events at --hz per
@@ -51,9 +53,24 @@ often enough for that to exceed 1% of its CPU, sampling moves after about
 0.4 s to one event per CPU filtered to the target (--events cpu from the start,
 --events thread never). Kernel stacks need root (or CAP_PERFMON);
 without, only user mode is sampled and each thread's system time from /proc
-becomes a [kernel time, not sampled] leaf.`,
+becomes a [kernel time, not sampled] leaf.
+
+--type heap or allocs reads a Go program's allocation profile from the
+runtime's own heap-profile buckets in its memory (no agent, no pause, no
+write): heap is what is live (inuse_*), allocs what was allocated during
+--duration (the difference of two readings: alloc_*, ranked by bytes/s and
+objects/s). Both are as of the last completed GC, which the output says. -o
+writes pprof for 'go tool pprof'; --format pprof writes it to stdout
+when there is no -o. --src DIR (or auto: the source paths in the binary, where
+they exist here) runs the compiler's escape analysis over the module with
+the program's own Go release and attaches to each top site the compiler's
+reason its value is on the heap, with a suggested change. Where the linker
+turned memory profiling off (nothing in the program references the heap
+profile), it says so.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
 			f := &profileFlags{}
+			fs.StringVar(&f.typ, "type", "cpu", "profile `type`: cpu (sampled stacks), heap (live objects) or allocs (allocated during --duration); heap and allocs read a Go program's own books")
+			fs.StringVar(&f.src, "src", "", "with --type heap|allocs: the program's module source `DIR` for the escape analysis join (auto: from the binary's source paths)")
 			fs.IntVar(&f.pid, "pid", 0, "process `PID` to profile")
 			fs.DurationVar(&f.duration, "duration", 30*time.Second, "how long to sample (0: until interrupted or the process exits)")
 			fs.IntVar(&f.hz, "hz", 99, "samples per second of CPU per thread")
@@ -91,10 +108,22 @@ type profileFlags struct {
 	offEvery int
 	procRoot string
 	offAll   bool
+	typ      string
+	src      string
 }
 
 // runProfile is "gosleuth profile" once its flags are parsed.
 func runProfile(ctx context.Context, f *profileFlags, args []string, stdout, stderr io.Writer) error {
+	switch f.typ {
+	case "cpu":
+	case allocview.Heap, allocview.Allocs:
+		return runAllocProfile(ctx, f, args, stdout, stderr)
+	default:
+		return usagef("--type must be cpu, heap or allocs, got %q", f.typ)
+	}
+	if f.src != "" {
+		return usagef("--src joins escape analysis to --type heap or allocs")
+	}
 	if f.format != "text" && f.format != "json" {
 		return usagef("--format must be text or json, got %q", f.format)
 	}
@@ -200,6 +229,74 @@ func runProfile(ctx context.Context, f *profileFlags, args []string, stdout, std
 		return profileview.WriteSummaryJSON(stdout, s)
 	}
 	return profileview.WriteSummaryText(stdout, s)
+}
+
+// runAllocProfile is "gosleuth profile --type heap|allocs".
+func runAllocProfile(ctx context.Context, f *profileFlags, args []string, stdout, stderr io.Writer) error {
+	if f.format != "text" && f.format != "json" && f.format != "pprof" {
+		return usagef("--format must be text, json or pprof, got %q", f.format)
+	}
+	if len(args) > 0 || f.pid == 0 {
+		return usagef("--type %s reads a running program: give --pid PID", f.typ)
+	}
+	if f.pid < 0 {
+		return usagef("invalid pid %d", f.pid)
+	}
+	if f.duration < 0 || f.duration > 24*time.Hour {
+		return usagef("--duration must be between 0 and 24h, got %s", f.duration)
+	}
+	if f.typ == allocview.Allocs && f.duration == 0 {
+		return usagef("--type allocs needs a window: --duration must be more than 0")
+	}
+	if f.top < 1 {
+		return usagef("--top must be at least 1, got %d", f.top)
+	}
+	if f.folded != "" || f.flame != "" || f.offCPU {
+		return usagef("--folded, --flame and --off-cpu are for --type cpu")
+	}
+	if f.out != "" {
+		if err := atomicfile.CheckWritable(f.out); err != nil {
+			return err
+		}
+	}
+	if runtime.GOOS != "linux" {
+		return errors.New("--type heap|allocs reads a process's memory and runs on Linux only")
+	}
+	if err := checkTargets(f.procRoot, f.pid); err != nil {
+		return err
+	}
+	if f.format == "pprof" && f.out == "" {
+		if fl, ok := stdout.(*os.File); ok && term.IsTerminal(int(fl.Fd())) {
+			return usagef("--format pprof writes a binary profile: give -o FILE or redirect stdout")
+		}
+	}
+	if f.typ == allocview.Allocs {
+		if fl, ok := stderr.(*os.File); ok && term.IsTerminal(int(fl.Fd())) {
+			fmt.Fprintf(stderr, "reading allocations over %s...\n", f.duration)
+		}
+	}
+	r, err := allocview.Collect(ctx, allocview.Options{PID: f.pid, FS: proc.NewFS(f.procRoot), Type: f.typ,
+		Duration: f.duration, Top: f.top, Src: f.src})
+	if err != nil {
+		if errors.Is(err, gomem.ErrNotGo) {
+			return fmt.Errorf("process %d is not a Go program: --type %s reads the Go runtime's books", f.pid, f.typ)
+		}
+		return err
+	}
+	if f.out != "" {
+		if err := atomicfile.Write(f.out, r.Pprof().Write); err != nil {
+			return err
+		}
+	}
+	switch f.format {
+	case "json":
+		return allocview.WriteJSON(stdout, r)
+	case "pprof":
+		if f.out == "" {
+			return r.Pprof().Write(stdout)
+		}
+	}
+	return allocview.WriteText(stdout, r)
 }
 
 func exitText(err error) string {

@@ -1,0 +1,451 @@
+// Package allocview is the view behind "gosleuth profile --type heap|allocs":
+// the allocation profile of a running Go program read from the runtime's
+// own heap-profile buckets in its memory (internal/gomem), as of now (what
+// is live) or over a window (what was allocated during it, the difference
+// of two readings), ranked by site, written as pprof or text or JSON, and
+// joined with the compiler's escape analysis of the program's source
+// (internal/escape): each top site with the reason its value is on the
+// heap and the change that usually avoids it.
+//
+// The runtime publishes its counts at the end of each GC cycle, so both
+// views are as of the last completed GC, and a window is the span between
+// the last GCs before its two readings.
+package allocview
+
+import (
+	"context"
+	"debug/buildinfo"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/gosleuth/gosleuth/internal/escape"
+	"github.com/gosleuth/gosleuth/internal/gomem"
+	"github.com/gosleuth/gosleuth/internal/proc"
+)
+
+// The profile types.
+const (
+	Heap   = "heap"   // live objects as of the last GC (inuse_*)
+	Allocs = "allocs" // what was allocated over a window (alloc_*)
+)
+
+// Options say what to read.
+type Options struct {
+	PID int
+	FS  proc.FS
+	// Type is Heap or Allocs.
+	Type string
+	// Duration is the window of an Allocs profile.
+	Duration time.Duration
+	// Top is how many sites the report keeps (0: 20).
+	Top int
+	// Src is a directory of the program's module source for the escape
+	// join; "auto" finds it from the binary's file paths where they exist
+	// on disk; "" joins nothing.
+	Src string
+	// GoVersion overrides the toolchain the escape analysis runs
+	// (default: the release the binary was built with).
+	GoVersion string
+}
+
+// Report is an allocation profile ranked by site.
+type Report struct {
+	PID       int    `json:"pid"`
+	Exe       string `json:"exe"`
+	GoVersion string `json:"go_version"`
+	Type      string `json:"type"`
+	// Rate is runtime.MemProfileRate: one allocation sampled per Rate
+	// bytes on average; the counts are scaled estimates, as pprof's.
+	Rate int64 `json:"rate"`
+	// Read is when the (last) reading was taken; LastGC when the GC whose
+	// end the counts are as of ended.
+	Read   time.Time `json:"read"`
+	LastGC time.Time `json:"last_gc"`
+	// Window is the span an Allocs profile covers (between the last GCs
+	// before its two readings), GCs the cycles in it; Asked the window
+	// asked for.
+	Window  time.Duration `json:"window_ns,omitempty"`
+	Asked   time.Duration `json:"asked_ns,omitempty"`
+	GCs     uint32        `json:"gcs,omitempty"`
+	GCCycle uint32        `json:"gc_cycle"`
+	// Totals over every site (not only the top ones).
+	TotalObjects int64 `json:"total_objects"`
+	TotalBytes   int64 `json:"total_bytes"`
+	// Sites are the top sites, by bytes (alloc bytes for Allocs, in-use
+	// bytes for Heap); ByObjects the top sites by objects.
+	Sites     []Site `json:"sites"`
+	ByObjects []Site `json:"by_objects"`
+	// Escape says how the escape join went.
+	Escape *EscapeRun `json:"escape,omitempty"`
+	Notes  []string   `json:"notes,omitempty"`
+
+	prof *profile.Profile
+}
+
+// Site is one allocation site: the innermost frame outside the runtime.
+type Site struct {
+	Func  string        `json:"func"`
+	File  string        `json:"file"`
+	Line  int           `json:"line"`
+	Stack []gomem.Frame `json:"stack"`
+	// Objects and Bytes are allocated during the window (Allocs) or live
+	// (Heap), scaled estimates.
+	Objects int64 `json:"objects"`
+	Bytes   int64 `json:"bytes"`
+	// ObjectsPerSec and BytesPerSec are the rates over the window (Allocs).
+	ObjectsPerSec float64 `json:"objects_per_sec,omitempty"`
+	BytesPerSec   float64 `json:"bytes_per_sec,omitempty"`
+	// Escape is the compiler's reason, where the join ran.
+	Escape *Join `json:"escape,omitempty"`
+}
+
+// Pprof is the profile in pprof's model, for -o.
+func (r *Report) Pprof() *profile.Profile { return r.prof }
+
+// Collect reads the allocation profile of opts.PID. Where the linker
+// turned memory profiling off it fails with an error wrapping
+// gomem.ErrMemProfilingOff.
+func Collect(ctx context.Context, opts Options) (*Report, error) {
+	if opts.Type != Heap && opts.Type != Allocs {
+		return nil, fmt.Errorf("allocation profile: type %q is not %s or %s", opts.Type, Heap, Allocs)
+	}
+	if opts.Top <= 0 {
+		opts.Top = 20
+	}
+	p, err := gomem.Open(opts.FS, opts.PID)
+	if err != nil {
+		return nil, fmt.Errorf("read the runtime of process %d: %w", opts.PID, err)
+	}
+	defer p.Close()
+	r := &Report{PID: opts.PID, GoVersion: p.GoVersion, Type: opts.Type, Asked: opts.Duration}
+	r.Exe, _ = opts.FS.Exe(opts.PID)
+	h, st, err := reading(p)
+	if err != nil {
+		return nil, err
+	}
+	var view *gomem.HeapProfile
+	if opts.Type == Heap {
+		view = h
+		r.LastGC = st.LastGC
+		r.GCCycle = h.GCCycles
+	} else {
+		t := time.NewTimer(opts.Duration)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		h2, st2, err := reading(p)
+		if err != nil {
+			return nil, err
+		}
+		view = diff(h, h2, r)
+		r.GCs = h2.GCCycles - h.GCCycles
+		r.GCCycle = h2.GCCycles
+		r.LastGC = st2.LastGC
+		r.Window = st2.LastGC.Sub(st.LastGC)
+		if st.LastGC.IsZero() || st2.LastGC.IsZero() {
+			r.Window = h2.Time.Sub(h.Time)
+			r.Notes = append(r.Notes, "the time of the last GC could not be read: rates are over the time between the two readings")
+		}
+		if r.GCs == 0 {
+			r.Window = 0
+			r.Notes = append(r.Notes, fmt.Sprintf("no GC completed during the %s window: the runtime publishes its allocation counts at the end of each GC, so none can be told apart yet (take a longer --duration)", opts.Duration))
+		}
+		h = h2
+	}
+	r.Rate = h.Rate
+	r.Read = h.Time
+	r.Notes = append(r.Notes, h.Notes...)
+	if h.Rate == 0 {
+		return nil, fmt.Errorf("allocation profile of process %d: the program set runtime.MemProfileRate to 0, so the runtime samples no allocation", opts.PID)
+	}
+	sites := p.Sites(view)
+	r.ranks(sites, opts.Top)
+	r.prof = p.Pprof(view)
+	r.finishPprof()
+	if opts.Src != "" {
+		r.join(ctx, opts, sites)
+	}
+	return r, nil
+}
+
+// reading reads the heap profile and the GC state around it.
+func reading(p *gomem.Process) (*gomem.HeapProfile, *gomem.Stats, error) {
+	h, err := p.HeapProfile()
+	if err != nil {
+		if errors.Is(err, gomem.ErrMemProfilingOff) {
+			return nil, nil, fmt.Errorf("allocation profile of process %d: %w", p.PID, err)
+		}
+		return nil, nil, fmt.Errorf("read the heap profile of process %d: %w", p.PID, err)
+	}
+	st, err := p.Stats()
+	if err != nil {
+		st = &gomem.Stats{}
+	}
+	return h, st, nil
+}
+
+// recordKey identifies a runtime bucket: its stack and its object size
+// (the runtime keeps one bucket per stack and size).
+func recordKey(r gomem.HeapRecord) string {
+	var b strings.Builder
+	for _, pc := range r.Stack {
+		b.WriteString(strconv.FormatUint(pc, 16))
+		b.WriteByte(',')
+	}
+	if r.AllocObjects > 0 {
+		b.WriteString(strconv.FormatInt(r.AllocBytes/r.AllocObjects, 10))
+	}
+	return b.String()
+}
+
+// diff returns what b holds beyond a, bucket by bucket: the allocations
+// and frees counted between the two readings.
+func diff(a, b *gomem.HeapProfile, r *Report) *gomem.HeapProfile {
+	before := map[string]gomem.HeapRecord{}
+	for _, rec := range a.Records {
+		before[recordKey(rec)] = rec
+	}
+	out := &gomem.HeapProfile{Time: b.Time, Rate: b.Rate, GCCycles: b.GCCycles}
+	shrank := 0
+	for _, rec := range b.Records {
+		k := recordKey(rec)
+		old, ok := before[k]
+		if !ok && rec.AllocObjects == 0 {
+			continue
+		}
+		d := gomem.HeapRecord{Stack: rec.Stack, AllocObjects: rec.AllocObjects - old.AllocObjects,
+			AllocBytes: rec.AllocBytes - old.AllocBytes, FreeObjects: rec.FreeObjects - old.FreeObjects,
+			FreeBytes: rec.FreeBytes - old.FreeBytes}
+		if d.AllocObjects < 0 || d.AllocBytes < 0 || d.FreeObjects < 0 || d.FreeBytes < 0 {
+			shrank++
+			continue
+		}
+		if d.AllocObjects == 0 && d.FreeObjects == 0 {
+			continue
+		}
+		out.Records = append(out.Records, d)
+	}
+	if shrank > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d sites counted less at the second reading than at the first (a torn read): left out", shrank))
+	}
+	return out
+}
+
+// ranks fills the report's totals and top lists from the sites.
+func (r *Report) ranks(sites []gomem.Site, top int) {
+	secs := r.Window.Seconds()
+	all := make([]Site, 0, len(sites))
+	for _, s := range sites {
+		v := Site{Func: s.Func, File: s.File, Line: s.Line, Stack: s.Stack}
+		if r.Type == Heap {
+			v.Objects, v.Bytes = s.InUseObjects, s.InUseBytes
+		} else {
+			v.Objects, v.Bytes = s.AllocObjects, s.AllocBytes
+			if secs > 0 {
+				v.ObjectsPerSec, v.BytesPerSec = float64(v.Objects)/secs, float64(v.Bytes)/secs
+			}
+		}
+		if v.Objects <= 0 && v.Bytes <= 0 {
+			continue
+		}
+		r.TotalObjects += v.Objects
+		r.TotalBytes += v.Bytes
+		all = append(all, v)
+	}
+	byBytes := append([]Site(nil), all...)
+	sort.SliceStable(byBytes, func(i, j int) bool { return byBytes[i].Bytes > byBytes[j].Bytes })
+	byObjects := append([]Site(nil), all...)
+	sort.SliceStable(byObjects, func(i, j int) bool { return byObjects[i].Objects > byObjects[j].Objects })
+	r.Sites = byBytes[:min(top, len(byBytes))]
+	r.ByObjects = byObjects[:min(top, len(byObjects))]
+}
+
+// finishPprof marks the profile with what it covers.
+func (r *Report) finishPprof() {
+	p := r.prof
+	when := "as of the last completed GC"
+	if !r.LastGC.IsZero() {
+		when += " (" + r.LastGC.UTC().Format(time.RFC3339Nano) + ")"
+	}
+	if r.Type == Allocs {
+		p.DefaultSampleType = "alloc_space"
+		p.DurationNanos = r.Window.Nanoseconds()
+		if !r.LastGC.IsZero() {
+			p.TimeNanos = r.LastGC.Add(-r.Window).UnixNano()
+		}
+		p.Comments = append(p.Comments, fmt.Sprintf("gosleuth profile --type allocs: allocated over %s between the GCs that ended before the two readings of a %s window; counts %s; inuse_* are what of it was still live", r.Window.Round(time.Millisecond), r.Asked, when))
+	} else {
+		p.Comments = append(p.Comments, "gosleuth profile --type heap: live objects "+when)
+	}
+	p.Comments = append(p.Comments, fmt.Sprintf("read from the runtime's heap profile in the memory of process %d (%s), sampled once per %d bytes allocated, scaled", r.PID, r.GoVersion, r.Rate))
+}
+
+// EscapeRun says how the escape join went.
+type EscapeRun struct {
+	// Dir and Module are the source analysed.
+	Dir    string `json:"dir,omitempty"`
+	Module string `json:"module,omitempty"`
+	// Toolchain is the Go release the analysis ran.
+	Toolchain string `json:"toolchain,omitempty"`
+	// Findings is how many diagnostics the compiler gave; Joined how many
+	// of the top sites got a reason, of Sites in the module's code.
+	Findings int `json:"findings"`
+	Joined   int `json:"joined"`
+	Sites    int `json:"sites"`
+	// Err says why there is no join, in one line.
+	Err string `json:"error,omitempty"`
+}
+
+// Join is the compiler's reason at a site.
+type Join struct {
+	// File and Line are where the compiler was asked: the innermost
+	// frame of the site's stack in the module's code.
+	File string `json:"file"`
+	Line int    `json:"line"`
+	// Via is the function outside the module the allocation happened in,
+	// called from that line ("fmt.Sprintf"), when it did.
+	Via string `json:"via,omitempty"`
+	// Reasons are the compiler's findings at the line; none where it
+	// reported no escape there.
+	Reasons []Reason `json:"reasons,omitempty"`
+}
+
+// Reason is one finding of the compiler with its class and fix.
+type Reason struct {
+	Reason     string   `json:"reason"`
+	Class      string   `json:"class"`
+	Suggestion string   `json:"suggestion"`
+	Flow       []string `json:"flow,omitempty"`
+}
+
+// join runs the escape analysis and attaches reasons to the top sites.
+func (r *Report) join(ctx context.Context, opts Options, all []gomem.Site) {
+	run := &EscapeRun{}
+	r.Escape = run
+	exe := opts.FS.PID(opts.PID, "exe")
+	bi, err := buildinfo.ReadFile(exe)
+	if err != nil {
+		run.Err = fmt.Sprintf("no build information in %s: %v", exe, err)
+		return
+	}
+	dir := opts.Src
+	if dir == "auto" {
+		dir = sourceDir(all)
+		if dir == "" {
+			run.Err = "no source of the program's main package on this machine (its file paths do not exist here, or the binary was built with -trimpath): give --src DIR"
+			return
+		}
+	}
+	mod, err := escape.FindModule(dir)
+	if err != nil {
+		run.Err = err.Error()
+		return
+	}
+	run.Dir, run.Module = mod.Root, mod.Path
+	if bi.Main.Path != "" && bi.Main.Path != mod.Path {
+		run.Err = fmt.Sprintf("the source at %s is module %s, the program was built from module %s", mod.Root, mod.Path, bi.Main.Path)
+		return
+	}
+	run.Toolchain = bi.GoVersion
+	if opts.GoVersion != "" {
+		run.Toolchain = opts.GoVersion
+	}
+	eo := escape.Options{Dir: mod.Root, Package: bi.Path, GoVersion: run.Toolchain}
+	if bi.Path == "command-line-arguments" || bi.Path == "" {
+		eo.Package, eo.Dir = "", dir
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-tags" {
+			eo.Tags = s.Value
+		}
+	}
+	res, _, err := escape.Run(ctx, eo)
+	if err != nil {
+		run.Err = err.Error()
+		return
+	}
+	run.Findings = len(res.Findings)
+	for _, list := range [][]Site{r.Sites, r.ByObjects} {
+		for i := range list {
+			list[i].Escape = joinSite(res, mod, list[i].Stack)
+		}
+	}
+	// Count over the top sites by bytes.
+	for _, s := range r.Sites {
+		if s.Escape == nil {
+			continue
+		}
+		run.Sites++
+		if len(s.Escape.Reasons) > 0 {
+			run.Joined++
+		}
+	}
+}
+
+// inModule returns file's path relative to the module's root, for a path
+// of the build machine under the root or a -trimpath path under the
+// module's path.
+func inModule(mod escape.Module, file string) (string, bool) {
+	for _, pre := range []string{mod.Root + string(filepath.Separator), mod.Path + "/"} {
+		if rel, ok := strings.CutPrefix(file, pre); ok {
+			return rel, true
+		}
+	}
+	return "", false
+}
+
+// joinSite finds the compiler's reasons at the innermost frame of stack in
+// the module's code.
+func joinSite(res *escape.Result, mod escape.Module, stack []gomem.Frame) *Join {
+	for i, f := range stack {
+		rel, ok := inModule(mod, f.File)
+		if !ok {
+			continue
+		}
+		j := &Join{File: f.File, Line: f.Line}
+		if i > 0 {
+			j.Via = stack[i-1].Func
+		}
+		for _, fd := range res.At(filepath.Join(mod.Root, rel), f.Line) {
+			c := fd.Class()
+			if fd.Kind == escape.NoEscape && (len(j.Reasons) > 0 || i == 0) {
+				continue
+			}
+			if fd.Kind == escape.Leaks {
+				continue
+			}
+			j.Reasons = append(j.Reasons, Reason{Reason: fd.Reason(), Class: string(c), Suggestion: c.Suggestion(), Flow: fd.Flow})
+			if len(j.Reasons) == 3 {
+				break
+			}
+		}
+		return j
+	}
+	return nil
+}
+
+// sourceDir finds the directory of the program's main package from the
+// sites' file paths, where one exists on this machine.
+func sourceDir(sites []gomem.Site) string {
+	for _, s := range sites {
+		for _, f := range s.Stack {
+			if !strings.HasPrefix(f.Func, "main.") || !filepath.IsAbs(f.File) {
+				continue
+			}
+			if _, err := os.Stat(f.File); err == nil {
+				return filepath.Dir(f.File)
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,293 @@
+//go:build linux
+
+package allocview
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/gosleuth/gosleuth/internal/escape"
+	"github.com/gosleuth/gosleuth/internal/gomem"
+	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/testbin"
+	"github.com/gosleuth/gosleuth/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
+}
+
+// The patient's allocating lines (testdata/allocs/main.go).
+const (
+	lineLabel    = 30 // fmt.Sprintf per request
+	lineRemember = 36 // &entry{...} into the pointer-rich cache
+	lineCollect  = 43 // append without pre-size
+)
+
+// patient runs testdata/allocs built with flags (always with the build
+// machine's paths: -trimpath=false) and returns its PID and first line.
+func patient(t *testing.T, flags ...string) (int, string) {
+	t.Helper()
+	testenv.Require(t, testenv.Linux, testenv.AMD64)
+	bin := testbin.BuildWith(t, "./testdata/allocs", append([]string{"-trimpath=false"}, flags...)...)
+	cmd := exec.Command(bin)
+	// A GC every few tens of milliseconds: both the runtime's counts and
+	// so both windows compared move in steps of one GC cycle.
+	cmd.Env = append(os.Environ(), "GOGC=10")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start patient: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			line <- sc.Text()
+		}
+		close(line)
+		io.Copy(io.Discard, out)
+	}()
+	select {
+	case l, ok := <-line:
+		if !ok {
+			t.Fatal("patient exited before it started")
+		}
+		return cmd.Process.Pid, l
+	case <-time.After(60 * time.Second):
+		t.Fatal("patient did not start in 60 s")
+	}
+	return 0, ""
+}
+
+func get(t *testing.T, url string) *profile.Profile {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	p, err := profile.ParseData(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// byLine sums a pprof profile's sample type by the leaf's main.* line
+// (innermost frame in main, the allocation's site in the patient).
+func byLine(p *profile.Profile, typ string) map[int]int64 {
+	idx := -1
+	for i, st := range p.SampleType {
+		if st.Type == typ {
+			idx = i
+		}
+	}
+	out := map[int]int64{}
+	for _, s := range p.Sample {
+	frames:
+		for _, l := range s.Location {
+			for _, ln := range l.Line {
+				if strings.HasPrefix(ln.Function.Name, "main.") {
+					out[int(ln.Line)] += s.Value[idx]
+					break frames
+				}
+			}
+		}
+	}
+	return out
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// TestAllocsMatchesProgram: the allocations read over a window equal, by
+// site and in total, the program's own /debug/pprof/allocs?seconds=N
+// taken over the same seconds (both are differences of the runtime's
+// buckets as of the last GC before each reading; with GOGC=10 the GCs run
+// every few tens of milliseconds, so the windows differ by about that).
+func TestAllocsMatchesProgram(t *testing.T) {
+	pid, addr := patient(t)
+	time.Sleep(time.Second) // past the start-up
+	var theirs *profile.Profile
+	var wg sync.WaitGroup
+	wg.Go(func() { theirs = get(t, "http://"+addr+"/debug/pprof/allocs?seconds=3") })
+	r, err := Collect(context.Background(), Options{PID: pid, Type: Allocs, Duration: 3 * time.Second})
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GCs < 3 || r.Window < 2500*time.Millisecond || r.Window > 3500*time.Millisecond {
+		t.Errorf("window %s with %d GCs: want about 3 s and several GCs", r.Window, r.GCs)
+	}
+	ours, own := byLine(r.Pprof(), "alloc_space"), byLine(theirs, "alloc_space")
+	var sumOurs, sumOwn int64
+	for _, v := range ours {
+		sumOurs += v
+	}
+	for _, v := range own {
+		sumOwn += v
+	}
+	t.Logf("window: ours %s (%d GCs), the program's %s", r.Window, r.GCs, time.Duration(theirs.DurationNanos))
+	t.Logf("alloc_space through main: ours %d, the program's %d (ratio %.3f); collect %.3f, label %.3f, remember %.3f",
+		sumOurs, sumOwn, ratio(sumOurs, sumOwn), ratio(ours[lineCollect], own[lineCollect]),
+		ratio(ours[lineLabel], own[lineLabel]), ratio(ours[lineRemember], own[lineRemember]))
+	for _, line := range []int{lineCollect, lineLabel, lineRemember} {
+		if q := ratio(ours[line], own[line]); q < 0.85 || q > 1.18 {
+			t.Errorf("line %d: %d bytes read, the program's own %d (ratio %.2f)", line, ours[line], own[line], q)
+		}
+	}
+	if q := ratio(sumOurs, sumOwn); q < 0.9 || q > 1.11 {
+		t.Errorf("total %d bytes read, the program's own %d (ratio %.2f)", sumOurs, sumOwn, q)
+	}
+	if len(r.Sites) == 0 || r.Sites[0].Func != "main.collect" || r.Sites[0].Line != lineCollect {
+		t.Errorf("top site by bytes %+v, want main.collect at line %d", r.Sites, lineCollect)
+	}
+	if r.Sites[0].BytesPerSec <= 0 || r.Sites[0].ObjectsPerSec <= 0 {
+		t.Errorf("top site without rates: %+v", r.Sites[0])
+	}
+	var text bytes.Buffer
+	if err := WriteText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"as of the last completed GC", "bytes/s", "objects/s", "main.collect"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+}
+
+// TestHeapMatchesProgram: the live heap's top site, the pointer-rich
+// cache, holds what the program's own /debug/pprof/heap says (read right
+// after: a GC may end between the two).
+func TestHeapMatchesProgram(t *testing.T) {
+	pid, addr := patient(t)
+	time.Sleep(500 * time.Millisecond) // the cache fills (20,000 entries)
+	r, err := Collect(context.Background(), Options{PID: pid, Type: Heap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := get(t, "http://"+addr+"/debug/pprof/heap")
+	ours, own := byLine(r.Pprof(), "inuse_objects"), byLine(theirs, "inuse_objects")
+	t.Logf("inuse_objects at the cache: ours %d, the program's %d (ratio %.3f)", ours[lineRemember], own[lineRemember], ratio(ours[lineRemember], own[lineRemember]))
+	if q := ratio(ours[lineRemember], own[lineRemember]); q < 0.8 || q > 1.25 {
+		t.Errorf("cache entries live: read %d, the program's own %d", ours[lineRemember], own[lineRemember])
+	}
+	if r.Pprof().DefaultSampleType != "inuse_space" {
+		t.Errorf("default sample type %q", r.Pprof().DefaultSampleType)
+	}
+	var found bool
+	for _, s := range r.ByObjects[:min(3, len(r.ByObjects))] {
+		found = found || (s.Func == "main.remember" && s.Line == lineRemember)
+	}
+	if !found {
+		t.Errorf("the cache is not among the top live sites by objects: %+v", r.ByObjects)
+	}
+}
+
+// TestEscapeJoin: each of the patient's three shapes gets the compiler's
+// reason and the matching suggestion at its file:line, the source found
+// from the binary's own paths.
+func TestEscapeJoin(t *testing.T) {
+	pid, _ := patient(t)
+	r, err := Collect(context.Background(), Options{PID: pid, Type: Allocs, Duration: 2 * time.Second, Src: "auto"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Escape == nil || r.Escape.Err != "" {
+		t.Fatalf("escape join: %+v", r.Escape)
+	}
+	src, _ := filepath.Abs("testdata/allocs/main.go")
+	want := map[int]escape.Class{lineLabel: escape.FmtBoxing, lineRemember: escape.StoredInHeap, lineCollect: escape.AppendGrowth}
+	got := map[int]bool{}
+	for _, s := range append(r.Sites, r.ByObjects...) {
+		j := s.Escape
+		if j == nil || j.File != src {
+			continue
+		}
+		c, ok := want[j.Line]
+		if !ok {
+			continue
+		}
+		if len(j.Reasons) == 0 {
+			t.Errorf("%s line %d: no reason", s.Func, j.Line)
+			continue
+		}
+		if j.Reasons[0].Class != string(c) || j.Reasons[0].Suggestion != c.Suggestion() {
+			t.Errorf("%s line %d: %+v, want class %q", s.Func, j.Line, j.Reasons[0], c)
+		}
+		got[j.Line] = true
+	}
+	for line := range want {
+		if !got[line] {
+			t.Errorf("no site joined at line %d: %+v", line, r.Sites)
+		}
+	}
+	t.Logf("escape join: reasons at %d of %d top sites in the module (%d findings)", r.Escape.Joined, r.Escape.Sites, r.Escape.Findings)
+	if r.Escape.Sites == 0 || float64(r.Escape.Joined) < 0.9*float64(r.Escape.Sites) {
+		t.Errorf("reasons at %d of %d sites, want at least 90%%", r.Escape.Joined, r.Escape.Sites)
+	}
+}
+
+// TestJoinErrors: a source that is another module, or none, says so in
+// one line and keeps the profile.
+func TestJoinErrors(t *testing.T) {
+	pid, _ := patient(t)
+	other := t.TempDir()
+	os.WriteFile(filepath.Join(other, "go.mod"), []byte("module example.com/other\n"), 0o644)
+	for _, tc := range []struct{ src, want string }{
+		{other, "is module example.com/other"},
+		{"/", "no go.mod"},
+	} {
+		r, err := Collect(context.Background(), Options{PID: pid, Type: Heap, Src: tc.src})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Escape == nil || !strings.Contains(r.Escape.Err, tc.want) || strings.Contains(r.Escape.Err, "\n") {
+			t.Errorf("src %s: %+v, want one line with %q", tc.src, r.Escape, tc.want)
+		}
+	}
+}
+
+// TestProfilingOff: a binary whose linker turned memory profiling off is
+// refused with the reason.
+func TestProfilingOff(t *testing.T) {
+	pid, _ := patient(t, "-tags=noprof")
+	_, err := Collect(context.Background(), Options{PID: pid, Type: Heap})
+	if !errors.Is(err, gomem.ErrMemProfilingOff) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("err %v, want ErrMemProfilingOff in one line", err)
+	}
+}
+
+func TestCollectBadType(t *testing.T) {
+	if _, err := Collect(context.Background(), Options{PID: os.Getpid(), FS: proc.FS{}, Type: "cpu"}); err == nil {
+		t.Error("type cpu accepted")
+	}
+}
