@@ -989,8 +989,8 @@ func (r *runner) measure(ctx context.Context, t *target, tree []int, d time.Dura
 	var cpuS, userS, sysS, vol, invol float64
 	for _, w := range wb.Windows(0) {
 		cpuS += w.CPUSec() + w.ChildUserSec + w.ChildSysSec
-		userS += w.UserSec
-		sysS += w.SysSec
+		userS += w.TickUserSec
+		sysS += w.TickSysSec
 		vol += float64(w.VolCtxsw)
 		invol += float64(w.InvolCtxsw)
 	}

@@ -159,8 +159,7 @@ func (w *watch) step(sm *sampler) (gone bool) {
 			// The CPU is the window's (schedstat nanoseconds): a steady
 			// 2% process draws at 2%, not at the 1, 2 or 3 whole clock
 			// ticks that land in each second.
-			user, sys := d.UserSys()
-			pt[colUsr], pt[colSys] = pct(user), pct(sys)
+			pt[colUsr], pt[colSys] = pct(d.UserSec), pct(d.SysSec)
 			pt[colCUsr], pt[colCSys] = pct(d.ChildUserSec), pct(d.ChildSysSec)
 			pt[colWake], pt[colInvol] = float64(d.VolCtxsw)/sec, float64(d.InvolCtxsw)/sec
 			pt[colRunQ] = pct(d.RunQueueSec)

@@ -260,8 +260,8 @@ func (b *Builder) window(a *acc) *Window {
 		Start:        a.firstT,
 		End:          a.lastT,
 		Exited:       a.gone,
-		UserSec:      tick(proc.Delta(f.UTime, l.UTime)),
-		SysSec:       tick(proc.Delta(f.STime, l.STime)),
+		TickUserSec:  tick(proc.Delta(f.UTime, l.UTime)),
+		TickSysSec:   tick(proc.Delta(f.STime, l.STime)),
 		ChildUserSec: tick(proc.Delta(f.CUTime, l.CUTime)),
 		ChildSysSec:  tick(proc.Delta(f.CSTime, l.CSTime)),
 		VolCtxsw:     a.vol,
@@ -276,6 +276,7 @@ func (b *Builder) window(a *acc) *Window {
 		Series:       slices.Clone(a.series),
 		ChildrenSeen: a.children,
 	}
+	w.splitCPU()
 	if a.intervals > 0 {
 		w.ReapShare = float64(a.reaps) / float64(a.intervals)
 	}
@@ -322,13 +323,14 @@ func Between(earlier, later *Window) *Window {
 	w := *later
 	w.Start = earlier.End
 	sub := func(a, b float64) float64 { return max(b-a, 0) }
-	w.UserSec = sub(earlier.UserSec, later.UserSec)
-	w.SysSec = sub(earlier.SysSec, later.SysSec)
+	w.TickUserSec = sub(earlier.TickUserSec, later.TickUserSec)
+	w.TickSysSec = sub(earlier.TickSysSec, later.TickSysSec)
 	w.ChildUserSec = sub(earlier.ChildUserSec, later.ChildUserSec)
 	w.ChildSysSec = sub(earlier.ChildSysSec, later.ChildSysSec)
 	w.RunQueueSec = sub(earlier.RunQueueSec, later.RunQueueSec)
 	w.RunSec = sub(earlier.RunSec, later.RunSec)
 	w.RunKnown = earlier.RunKnown && later.RunKnown
+	w.splitCPU()
 	w.VolCtxsw = proc.Delta(earlier.VolCtxsw, later.VolCtxsw)
 	w.InvolCtxsw = proc.Delta(earlier.InvolCtxsw, later.InvolCtxsw)
 	w.ChildrenSeen = max(later.ChildrenSeen-earlier.ChildrenSeen, 0)

@@ -296,14 +296,14 @@ func TestCPUFromSchedstat(t *testing.T) {
 	unix.Getrusage(unix.RUSAGE_SELF, &ru1)
 	w := b.Window(self)
 	all := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
-	t.Logf("spun %v; window: run %.3fs (known %v), ticks %.2fs; getrusage %v", d, w.RunSec, w.RunKnown, w.UserSec+w.SysSec, all)
-	if !w.RunKnown || w.CPUSec() != w.RunSec {
+	t.Logf("spun %v; window: run %.3fs (known %v), ticks %.2fs; getrusage %v", d, w.RunSec, w.RunKnown, w.TickUserSec+w.TickSysSec, all)
+	if !w.RunKnown || math.Abs(w.CPUSec()-w.RunSec) > 1e-9 {
 		t.Fatalf("the window's CPU is not the schedstat run time: %+v", w)
 	}
 	if got := time.Duration(w.RunSec * 1e9); got < d || got > all+time.Millisecond {
 		t.Errorf("window CPU %v: want at least the exited thread's %v and at most the process's %v", got, d, all)
 	}
-	if u, s := w.UserSys(); math.Abs(u+s-w.CPUSec()) > 1e-9 {
-		t.Errorf("user %v + sys %v is not the CPU %v", u, s, w.CPUSec())
+	if w.TickUserSec+w.TickSysSec > 0 && math.Abs(w.UserSec/w.CPUSec()-w.TickUserSec/(w.TickUserSec+w.TickSysSec)) > 1e-9 {
+		t.Errorf("user %v and sys %v do not split the CPU as the ticks %v and %v do", w.UserSec, w.SysSec, w.TickUserSec, w.TickSysSec)
 	}
 }

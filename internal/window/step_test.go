@@ -3,6 +3,7 @@ package window
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/gosleuth/gosleuth/internal/proc"
 )
@@ -45,5 +46,31 @@ func TestStepOf(t *testing.T) {
 				t.Errorf("got %+v, want CPU %v (user %v, sys %v), wake-ups %d known %v", st, tc.cpu, tc.user, tc.sys, tc.wakeups, tc.switchesKnown)
 			}
 		})
+	}
+}
+
+// TestBetweenCPU: the CPU between two windows is the run time between
+// them, split by the ticks between them; without run times, the ticks.
+func TestBetweenCPU(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	mk := func(sec, run, tu, ts float64, known bool) *Window {
+		w := &Window{Start: t0, End: t0.Add(time.Duration(sec * float64(time.Second))), RunSec: run, RunKnown: known,
+			TickUserSec: tu, TickSysSec: ts, lifeUser: 100 * tu, lifeSys: 100 * ts, IOCalls: -1}
+		w.splitCPU()
+		return w
+	}
+	for _, tc := range []struct {
+		name           string
+		earlier, later *Window
+		user, sys      float64
+	}{
+		{"run time", mk(1, 0.5, 0.3, 0.2, true), mk(2, 0.52, 0.33, 0.21, true), 0.015, 0.005},
+		{"no tick between: the lifetime's ratio", mk(1, 0.5, 0.3, 0.1, true), mk(2, 0.504, 0.3, 0.1, true), 0.003, 0.001},
+		{"ticks", mk(1, 0, 0.3, 0.2, false), mk(2, 0.9, 0.33, 0.21, true), 0.03, 0.01},
+	} {
+		d := Between(tc.earlier, tc.later)
+		if math.Abs(d.UserSec-tc.user) > 1e-9 || math.Abs(d.SysSec-tc.sys) > 1e-9 {
+			t.Errorf("%s: user %v sys %v, want %v and %v", tc.name, d.UserSec, d.SysSec, tc.user, tc.sys)
+		}
 	}
 }

@@ -65,13 +65,17 @@ type Window struct {
 	// Exited is true when the process went away before the window ended.
 	Exited bool
 
-	// UserSec and SysSec are CPU seconds in user and kernel mode, from the
-	// clock-tick counters (the kernel charges a whole 10 ms tick to one or
-	// the other by where it lands); ChildUserSec and ChildSysSec those of
-	// children reaped in the window. CPUSec and UserSys give the process's
-	// CPU: read those, not these.
+	// UserSec and SysSec are the process's CPU seconds in user and kernel
+	// mode: the threads' schedstat run time (RunSec) split by the clock
+	// ticks' ratio when RunKnown, else the clock ticks themselves.
+	// ChildUserSec and ChildSysSec are those of children reaped in the
+	// window (clock ticks: a reaped child has no threads left to read).
 	UserSec, SysSec           float64
 	ChildUserSec, ChildSysSec float64
+	// TickUserSec and TickSysSec are the clock-tick counters' user and
+	// kernel time: the kernel charges a whole 10 ms tick to one or the
+	// other by where it lands, so they tell the split, not the amount.
+	TickUserSec, TickSysSec float64
 	// RunSec is the threads' time on CPU from schedstat, in nanoseconds
 	// summed by thread ID (threads that exit keep what they ran up to
 	// their last reading), when RunKnown: every reading in the window had
@@ -79,7 +83,7 @@ type Window struct {
 	RunSec   float64
 	RunKnown bool
 	// lifeUser and lifeSys are the process's clock ticks since it started,
-	// for UserSys.
+	// which split RunSec when no tick landed in the window.
 	lifeUser, lifeSys float64
 	// VolCtxsw counts voluntary context switches over all threads (each one
 	// is a wake-up later); InvolCtxsw counts preemptions.
@@ -341,21 +345,17 @@ type GoroutineGroup struct {
 // Seconds is the window's length.
 func (w *Window) Seconds() float64 { return w.End.Sub(w.Start).Seconds() }
 
-// CPUSec is the process's own CPU seconds: the schedstat run time where it
-// is known, exact to the nanosecond, else user + system from the clock
+// CPUSec is the process's own CPU seconds (user + system): the schedstat
+// run time where it is known, exact to the nanosecond, else the clock
 // ticks. It is gosleuth's one definition of a process's CPU.
-func (w *Window) CPUSec() float64 {
-	if w.RunKnown {
-		return w.RunSec
-	}
-	return w.UserSec + w.SysSec
-}
+func (w *Window) CPUSec() float64 { return w.UserSec + w.SysSec }
 
-// UserSys splits CPUSec into user and kernel time by the clock ticks'
-// ratio in the window, or the process's lifetime ratio when no tick landed
-// in it.
-func (w *Window) UserSys() (user, sys float64) {
-	return split(w.CPUSec(), w.UserSec, w.SysSec, w.lifeUser, w.lifeSys)
+// splitCPU sets UserSec and SysSec from the run time and the ticks.
+func (w *Window) splitCPU() {
+	w.UserSec, w.SysSec = w.TickUserSec, w.TickSysSec
+	if w.RunKnown {
+		w.UserSec, w.SysSec = split(w.RunSec, w.TickUserSec, w.TickSysSec, w.lifeUser, w.lifeSys)
+	}
 }
 
 // Cores is the average number of CPUs the process used (1.0 = one core).
