@@ -5,11 +5,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -129,5 +134,132 @@ func TestImage(t *testing.T) {
 	_, stderr, err = run("", "profile", "--pid", pid, "--duration", "1s", "--format", "json", "-o", "/dev/null")
 	if err == nil || !strings.Contains(stderr, "without CAP_PERFMON") || !strings.Contains(stderr, "grant CAP_PERFMON") {
 		t.Errorf("profile without CAP_PERFMON: %v\n%s", err, stderr)
+	}
+}
+
+// daemonSetRun turns the DaemonSet's pod into podman run arguments: its
+// user, read-only root, capabilities (less drop), seccomp profile, host PID
+// namespace and host paths mounted as it mounts them; the host's network,
+// so the test can scrape it, with --listen moved to addr.
+func daemonSetRun(t *testing.T, ds *object, tag, addr, drop string) []string {
+	t.Helper()
+	pod := ds.Spec.Template.Spec
+	c := pod.Containers[0]
+	sc := c.SecurityContext
+	a := []string{"run", "-d", "--network=host", "--user", strconv.Itoa(sc.RunAsUser)}
+	if pod.HostPID {
+		a = append(a, "--pid=host")
+	}
+	if sc.ReadOnlyRootFilesystem {
+		a = append(a, "--read-only")
+	}
+	for _, d := range sc.Capabilities.Drop {
+		a = append(a, "--cap-drop="+strings.ToLower(d))
+	}
+	for _, add := range sc.Capabilities.Add {
+		if add != drop {
+			a = append(a, "--cap-add="+add)
+		}
+	}
+	if sc.SeccompProfile.Type == "Unconfined" {
+		a = append(a, "--security-opt", "seccomp=unconfined")
+	}
+	hostPaths := map[string]string{}
+	for _, v := range pod.Volumes {
+		hostPaths[v.Name] = v.HostPath.Path
+	}
+	for _, m := range c.VolumeMounts {
+		opt := ""
+		if m.ReadOnly {
+			opt = ":ro"
+		}
+		a = append(a, "-v", hostPaths[m.Name]+":"+m.MountPath+opt)
+	}
+	a = append(a, tag)
+	for i := 0; i < len(c.Args); i++ {
+		a = append(a, c.Args[i])
+		if c.Args[i] == "--listen" && i+1 < len(c.Args) {
+			a = append(a, addr)
+			i++
+		}
+	}
+	return a
+}
+
+// scrape reads the exporter's metrics at addr once they match seen, and
+// again two samples later (what a sample learns of a new process, its Go
+// version, may come with the next).
+func scrape(t *testing.T, addr string, seen *regexp.Regexp) string {
+	t.Helper()
+	get := func() string {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		if seen.MatchString(get()) {
+			time.Sleep(2 * time.Second)
+			return get()
+		}
+	}
+	t.Fatalf("the exporter at %s did not show %s in 30 s", addr, seen)
+	return ""
+}
+
+// freeAddr is a loopback address with a port nobody listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestExporterDaemonSet runs the exporter in podman as the DaemonSet runs
+// it (user, read-only root, the four capabilities and nothing else,
+// seccomp, host PID namespace, the host's /proc and tracefs mounted
+// read-only) and scrapes it: the Go patient on the host is seen with its
+// Go version and descriptors, through the BPF task iterator. With
+// CAP_SYS_PTRACE less (the exporter's row, one less), the Go version is
+// gone and the exporter said at start that CAP_SYS_PTRACE is missing.
+func TestExporterDaemonSet(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Podman)
+	ds := daemonSet(t)
+	tag := buildImage(t)
+	startPatient(t)
+	fds := regexp.MustCompile(`gosleuth_group_open_fds\{group="patient",group_kind="exe"\} [1-9]`)
+	goSeries := regexp.MustCompile(`gosleuth_group_go_processes\{go_version="go1\.[^"]+",group="patient",group_kind="exe"\} 1`)
+	for _, tc := range []struct {
+		drop   string
+		wantGo bool
+	}{{"", true}, {"SYS_PTRACE", false}} {
+		addr := freeAddr(t)
+		id, stderr, err := podman(daemonSetRun(t, ds, tag, addr, tc.drop)...)
+		if err != nil {
+			t.Fatalf("start the exporter: %v\n%s", err, stderr)
+		}
+		id = strings.TrimSpace(id)
+		m := scrape(t, addr, fds)
+		stdout, stderr, _ := podman("logs", id)
+		logs := stdout + stderr
+		podman("rm", "-f", id)
+		if goSeries.MatchString(m) != tc.wantGo {
+			t.Errorf("without %q: the patient's Go version series present %v, want %v", tc.drop, !tc.wantGo, tc.wantGo)
+		}
+		if !fds.MatchString(m) {
+			t.Errorf("without %q: no open descriptors for the patient", tc.drop)
+		}
+		if !strings.Contains(m, `gosleuth_exporter_ran_signal_info{reason="",source="bpf"} 1`) {
+			t.Errorf("without %q: the exporter does not read through the BPF task iterator", tc.drop)
+		}
+		if note := strings.Contains(logs, "without CAP_SYS_PTRACE"); note != (tc.drop == "SYS_PTRACE") {
+			t.Errorf("without %q: logs say CAP_SYS_PTRACE is missing: %v\n%s", tc.drop, note, logs)
+		}
 	}
 }

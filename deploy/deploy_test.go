@@ -171,9 +171,11 @@ func checkArgs(t *testing.T, args []string, flags map[string]bool) map[string]st
 	return vals
 }
 
-// TestExporterManifest decodes deploy/kubernetes/exporter.yaml with known
-// fields only and checks what the exporter needs and what the docs say.
-func TestExporterManifest(t *testing.T) {
+// daemonSet decodes deploy/kubernetes/exporter.yaml with known fields
+// only and returns its DaemonSet, failing t unless there is a Namespace
+// and a DaemonSet with one container.
+func daemonSet(t *testing.T) *object {
+	t.Helper()
 	b, err := os.ReadFile("kubernetes/exporter.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -197,9 +199,16 @@ func TestExporterManifest(t *testing.T) {
 			ds = &o
 		}
 	}
-	if !kinds["Namespace"] || ds == nil {
-		t.Fatalf("kinds %v: want a Namespace and a DaemonSet", kinds)
+	if !kinds["Namespace"] || ds == nil || len(ds.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("kinds %v: want a Namespace and a DaemonSet of one container", kinds)
 	}
+	return ds
+}
+
+// TestExporterManifest checks the DaemonSet against what the exporter
+// needs and what the docs say.
+func TestExporterManifest(t *testing.T) {
+	ds := daemonSet(t)
 	for k, v := range ds.Spec.Selector.MatchLabels {
 		if ds.Spec.Template.Metadata.Labels[k] != v {
 			t.Errorf("selector %s=%s does not match the pod's labels", k, v)
