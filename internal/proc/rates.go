@@ -9,7 +9,9 @@ type ProcRate struct {
 	// New is true when the process was not in the earlier snapshot (or its
 	// PID was reused): its rates are zero.
 	New bool
-	// UserPct and SysPct are CPU use in percent of one CPU.
+	// UserPct and SysPct are CPU use in percent of one CPU: the threads'
+	// run time (RunNS) split by the clock ticks' ratio when RunKnown, else
+	// the clock ticks (see SplitCPU).
 	UserPct, SysPct float64
 	// ChildUserPct and ChildSysPct are the CPU of children reaped during the
 	// interval, in percent of one CPU.
@@ -23,10 +25,10 @@ type ProcRate struct {
 	// many intervals (internal/window) without rounding.
 	Vol, Invol, WaitNS uint64
 	// RunNS is the threads' time on CPU over the interval from schedstat,
-	// merged by thread like the switches (a thread created in the interval
-	// counts in full, one that exited loses its last part-interval); exact
-	// to the nanosecond where UserPct and SysPct move by whole clock ticks.
-	// RunKnown says both readings had the threads (KnownCtxsw).
+	// merged by thread like the switches (Proc.RunMerged: a thread created
+	// in the interval counts in full, one that exited loses its last
+	// part-interval); exact to the nanosecond where the clock ticks move by
+	// 10 ms. RunKnown says both readings had the threads (KnownCtxsw).
 	RunNS    uint64
 	RunKnown bool
 	// SyscallsPerSec is syscr+syscw per second, -1 when io is unreadable.
@@ -40,8 +42,11 @@ type ProcRate struct {
 
 // TaskRate is one thread's activity between two snapshots.
 type TaskRate struct {
-	Task                   *Task
-	New                    bool
+	Task *Task
+	New  bool
+	// UserPct and SysPct are the thread's CPU in percent of one CPU: its
+	// schedstat run time split by its clock ticks where its process's
+	// threads were read at both ends, else its clock ticks.
 	UserPct, SysPct        float64
 	VolPerSec, InvolPerSec float64
 	RunQueuePct            float64
@@ -85,6 +90,10 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 			pr.New = false
 			pr.UserPct = float64(Delta(p.UTime, c.UTime)) * tickPct
 			pr.SysPct = float64(Delta(p.STime, c.STime)) * tickPct
+			if p.Known&c.Known&KnownCtxsw != 0 {
+				pr.RunNS, pr.RunKnown = Delta(p.RunMerged, c.RunMerged), true
+				pr.UserPct, pr.SysPct = SplitCPU(float64(pr.RunNS)*nsPct, pr.UserPct, pr.SysPct, float64(c.UTime), float64(c.STime))
+			}
 			pr.ChildUserPct = float64(Delta(p.CUTime, c.CUTime)) * tickPct
 			pr.ChildSysPct = float64(Delta(p.CSTime, c.CSTime)) * tickPct
 			pr.MinFltPerSec = float64(Delta(p.MinFlt, c.MinFlt)) / sec
@@ -101,7 +110,7 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 			pt = prev.Tasks[p.taskLo:p.taskHi]
 		}
 		k := 0
-		var vol, invol, wait, run uint64
+		var vol, invol, wait uint64
 		for ti := range ct {
 			t := &ct[ti]
 			tr := &r.Tasks[int(c.taskLo)+ti]
@@ -120,7 +129,6 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 					vol += t.VolCtxsw
 					invol += t.InvolCtxsw
 					wait += t.WaitNS
-					run += t.RunNS
 				}
 				continue
 			}
@@ -131,6 +139,9 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 				// times changed source (Task.UTime): no baseline.
 				tr.UserPct = float64(Delta(o.UTime, t.UTime)) * tickPct
 				tr.SysPct = float64(Delta(o.STime, t.STime)) * tickPct
+				if pr.RunKnown {
+					tr.UserPct, tr.SysPct = SplitCPU(float64(Delta(o.RunNS, t.RunNS))*nsPct, tr.UserPct, tr.SysPct, float64(t.UTime), float64(t.STime))
+				}
 			}
 			dv, di, dw := Delta(o.VolCtxsw, t.VolCtxsw), Delta(o.InvolCtxsw, t.InvolCtxsw), Delta(o.WaitNS, t.WaitNS)
 			tr.VolPerSec = float64(dv) / sec
@@ -139,16 +150,30 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 			vol += dv
 			invol += di
 			wait += dw
-			run += Delta(o.RunNS, t.RunNS)
 		}
 		if p != nil {
 			pr.Vol, pr.Invol, pr.WaitNS = vol, invol, wait
-			pr.RunNS, pr.RunKnown = run, p.Known&c.Known&KnownCtxsw != 0
 			pr.VolPerSec = float64(vol) / sec
 			pr.InvolPerSec = float64(invol) / sec
 			pr.RunQueuePct = float64(wait) * nsPct
 		}
 	}
+}
+
+// SplitCPU shares cpu between user and kernel time by the interval's clock
+// ticks (du, ds), or by the lifetime's (lu, ls) when no tick landed in the
+// interval; all user when there were none. gosleuth's CPU is the threads'
+// schedstat run time where it is known, exact to the nanosecond; the ticks,
+// whole 10 ms grains charged to user or kernel by where they land, only
+// tell the split (the window layer's CPUSec is the one definition).
+func SplitCPU(cpu, du, ds, lu, ls float64) (user, sys float64) {
+	switch {
+	case du+ds > 0:
+		return cpu * du / (du + ds), cpu * ds / (du + ds)
+	case lu+ls > 0:
+		return cpu * lu / (lu + ls), cpu * ls / (lu + ls)
+	}
+	return cpu, 0
 }
 
 // Delta is b-a for a counter read first as a, then as b; a counter that

@@ -32,7 +32,7 @@ func StepOf(earlier, later *proc.Proc) Step {
 			st.CPUSec = float64(later.RunMerged) / 1e9
 			st.Wakeups, st.Involuntary, st.SwitchesKnown = later.VolMerged, later.InvolMerged, true
 		}
-		st.UserSec, st.SysSec = split(st.CPUSec, du, ds, du, ds)
+		st.UserSec, st.SysSec = proc.SplitCPU(st.CPUSec, du, ds, du, ds)
 		return st
 	}
 	du := float64(proc.Delta(earlier.UTime, later.UTime)) / proc.ClockTicks
@@ -44,19 +44,6 @@ func StepOf(earlier, later *proc.Proc) Step {
 		st.Involuntary = proc.Delta(earlier.InvolMerged, later.InvolMerged)
 		st.SwitchesKnown = true
 	}
-	st.UserSec, st.SysSec = split(st.CPUSec, du, ds, float64(later.UTime), float64(later.STime))
+	st.UserSec, st.SysSec = proc.SplitCPU(st.CPUSec, du, ds, float64(later.UTime), float64(later.STime))
 	return st
-}
-
-// split shares cpu between user and kernel time by the interval's clock
-// ticks (du, ds), or, when no tick landed in it, by the process's lifetime
-// ticks (lu, ls); all user when the process never had a tick.
-func split(cpu, du, ds, lu, ls float64) (user, sys float64) {
-	switch {
-	case du+ds > 0:
-		return cpu * du / (du + ds), cpu * ds / (du + ds)
-	case lu+ls > 0:
-		return cpu * lu / (lu + ls), cpu * ls / (lu + ls)
-	}
-	return cpu, 0
 }

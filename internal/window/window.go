@@ -13,6 +13,8 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 // Source names a kind of evidence a window may carry.
@@ -354,7 +356,7 @@ func (w *Window) CPUSec() float64 { return w.UserSec + w.SysSec }
 func (w *Window) splitCPU() {
 	w.UserSec, w.SysSec = w.TickUserSec, w.TickSysSec
 	if w.RunKnown {
-		w.UserSec, w.SysSec = split(w.RunSec, w.TickUserSec, w.TickSysSec, w.lifeUser, w.lifeSys)
+		w.UserSec, w.SysSec = proc.SplitCPU(w.RunSec, w.TickUserSec, w.TickSysSec, w.lifeUser, w.lifeSys)
 	}
 }
 
