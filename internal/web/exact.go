@@ -5,6 +5,7 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/syscalls"
+	"github.com/gosleuth/gosleuth/internal/window"
 )
 
 // exactKinds group the syscalls counted by name (syscalls.CountedNames)
@@ -58,7 +59,6 @@ func (w *watch) readExact(sm *sampler, pt *point, now time.Time) {
 		return
 	}
 	r, err := sm.exact.Read()
-	counts, total := r.ByName, r.Total
 	if err != nil {
 		w.mu.Lock()
 		w.exactWhy = err.Error()
@@ -69,17 +69,16 @@ func (w *watch) readExact(sm *sampler, pt *point, now time.Time) {
 	if dt <= 0 {
 		return
 	}
+	d := window.SyscallsBetween(syscalls.Reading{ByName: sm.exactLast, Total: sm.exactTot}, r)
 	var named uint64
 	for _, k := range exactKinds {
 		var n uint64
 		for _, name := range k.names {
-			n += proc.Delta(sm.exactLast[name], counts[name])
+			n += d.ByName[name]
 		}
 		named += n
 		pt[k.c] = float64(n) / dt
 	}
-	if total >= sm.exactTot {
-		pt[colXOther] = float64(total-sm.exactTot-min(named, total-sm.exactTot)) / dt
-	}
-	sm.exactLast, sm.exactTot, sm.exactLastT = counts, total, now
+	pt[colXOther] = float64(d.Total-min(named, d.Total)) / dt
+	sm.exactLast, sm.exactTot, sm.exactLastT = r.ByName, r.Total, now
 }

@@ -1,6 +1,9 @@
 package window
 
-import "github.com/gosleuth/gosleuth/internal/proc"
+import (
+	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/syscalls"
+)
 
 // Step is what one process did between two readings of it, for a view
 // that folds each interval into aggregates of its own (the exporter's
@@ -46,4 +49,15 @@ func StepOf(earlier, later *proc.Proc) Step {
 	}
 	st.UserSec, st.SysSec = proc.SplitCPU(st.CPUSec, du, ds, float64(later.UTime), float64(later.STime))
 	return st
+}
+
+// SyscallsBetween is what one exact syscall counter counted between two of
+// its readings (earlier first): the calls by name and the total. A count
+// that went back counts nothing.
+func SyscallsBetween(earlier, later syscalls.Reading) syscalls.Reading {
+	d := syscalls.Reading{ByName: make(map[string]uint64, len(later.ByName)), Total: proc.Delta(earlier.Total, later.Total)}
+	for name, n := range later.ByName {
+		d.ByName[name] = proc.Delta(earlier.ByName[name], n)
+	}
+	return d
 }

@@ -1,11 +1,13 @@
 package window
 
 import (
+	"maps"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/syscalls"
 )
 
 func TestStepOf(t *testing.T) {
@@ -72,5 +74,14 @@ func TestBetweenCPU(t *testing.T) {
 		if math.Abs(d.UserSec-tc.user) > 1e-9 || math.Abs(d.SysSec-tc.sys) > 1e-9 {
 			t.Errorf("%s: user %v sys %v, want %v and %v", tc.name, d.UserSec, d.SysSec, tc.user, tc.sys)
 		}
+	}
+}
+
+func TestSyscallsBetween(t *testing.T) {
+	d := SyscallsBetween(syscalls.Reading{ByName: map[string]uint64{"futex": 10, "read": 5}, Total: 40},
+		syscalls.Reading{ByName: map[string]uint64{"futex": 25, "read": 5, "write": 3}, Total: 70})
+	want := map[string]uint64{"futex": 15, "read": 0, "write": 3}
+	if d.Total != 30 || !maps.Equal(d.ByName, want) {
+		t.Errorf("got %+v, want %v and total 30", d, want)
 	}
 }
