@@ -489,6 +489,8 @@ func (l RuntimeLook) Look(ctx context.Context, pid int, d time.Duration, w *Wind
 	if err != nil {
 		return fmt.Errorf("read runtime metrics: %w", err)
 	}
+	books := startBooks(src, l.ProcRoot, pid)
+	defer books.close()
 	// Leave a moment for the last read before the window ends.
 	t := time.NewTimer(max(d-300*time.Millisecond, 0))
 	defer t.Stop()
@@ -503,6 +505,7 @@ func (l RuntimeLook) Look(ctx context.Context, pid int, d time.Duration, w *Wind
 		return fmt.Errorf("read runtime metrics: %w", err)
 	}
 	w.Runtime, w.Go = RuntimeOf(src.Kind(), a, b, w.Go)
+	w.Runtime.Books = books.finish()
 	// A rising count: take one goroutine dump, to name the go statement
 	// that starts them and where they wait. Only then, as a dump stops the
 	// world for a moment.
