@@ -66,7 +66,9 @@ they exist here) runs the compiler's escape analysis over the module with
 the program's own Go release and attaches to each top site the compiler's
 reason its value is on the heap, with a suggested change. Where the linker
 turned memory profiling off (nothing in the program references the heap
-profile), it says so.`,
+profile), heap says so and allocs samples the allocator's slow path with
+entry uprobes instead (root, BPF; under the probe budget), stating the
+sampling's bias.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
 			f := &profileFlags{}
 			fs.StringVar(&f.typ, "type", "cpu", "profile `type`: cpu (sampled stacks), heap (live objects) or allocs (allocated during --duration); heap and allocs read a Go program's own books")

@@ -85,7 +85,11 @@ type Report struct {
 	ByObjects []Site `json:"by_objects"`
 	// Escape says how the escape join went.
 	Escape *EscapeRun `json:"escape,omitempty"`
-	Notes  []string   `json:"notes,omitempty"`
+	// Sampled says how the profile was sampled from outside, where the
+	// linker turned memory profiling off; nil where it was read from the
+	// runtime's own book.
+	Sampled *Sampling `json:"sampled,omitempty"`
+	Notes   []string  `json:"notes,omitempty"`
 
 	prof *profile.Profile
 }
@@ -103,6 +107,9 @@ type Site struct {
 	// ObjectsPerSec and BytesPerSec are the rates over the window (Allocs).
 	ObjectsPerSec float64 `json:"objects_per_sec,omitempty"`
 	BytesPerSec   float64 `json:"bytes_per_sec,omitempty"`
+	// SpansPerSec is, in a sampled profile, the span refills (and large
+	// objects) a second charged to the site.
+	SpansPerSec float64 `json:"spans_per_sec,omitempty"`
 	// Escape is the compiler's reason, where the join ran.
 	Escape *Join `json:"escape,omitempty"`
 }
@@ -128,6 +135,18 @@ func Collect(ctx context.Context, opts Options) (*Report, error) {
 	r := &Report{PID: opts.PID, GoVersion: p.GoVersion, Type: opts.Type, Asked: opts.Duration}
 	r.Exe, _ = opts.FS.Exe(opts.PID)
 	h, st, err := reading(p)
+	if errors.Is(err, gomem.ErrMemProfilingOff) {
+		if opts.Type == Heap {
+			return nil, fmt.Errorf("%w; what is live cannot be sampled from outside (--type allocs samples the allocator)", err)
+		}
+		if serr := sampleAllocs(ctx, opts, p, r); serr != nil {
+			return nil, fmt.Errorf("%w; sampling the allocator from outside instead failed: %w", err, serr)
+		}
+		if opts.Src != "" {
+			r.join(ctx, opts, nil)
+		}
+		return r, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -340,7 +359,7 @@ func (r *Report) join(ctx context.Context, opts Options, all []gomem.Site) {
 	}
 	dir := opts.Src
 	if dir == "auto" {
-		dir = sourceDir(all)
+		dir = sourceDir(all, r.Sites)
 		if dir == "" {
 			run.Err = "no source of the program's main package on this machine (its file paths do not exist here, or the binary was built with -trimpath): give --src DIR"
 			return
@@ -436,15 +455,20 @@ func joinSite(res *escape.Result, mod escape.Module, stack []gomem.Frame) *Join 
 
 // sourceDir finds the directory of the program's main package from the
 // sites' file paths, where one exists on this machine.
-func sourceDir(sites []gomem.Site) string {
+func sourceDir(sites []gomem.Site, top []Site) string {
+	var frames []gomem.Frame
 	for _, s := range sites {
-		for _, f := range s.Stack {
-			if !strings.HasPrefix(f.Func, "main.") || !filepath.IsAbs(f.File) {
-				continue
-			}
-			if _, err := os.Stat(f.File); err == nil {
-				return filepath.Dir(f.File)
-			}
+		frames = append(frames, s.Stack...)
+	}
+	for _, s := range top {
+		frames = append(frames, s.Stack...)
+	}
+	for _, f := range frames {
+		if !strings.HasPrefix(f.Func, "main.") || !filepath.IsAbs(f.File) {
+			continue
+		}
+		if _, err := os.Stat(f.File); err == nil {
+			return filepath.Dir(f.File)
 		}
 	}
 	return ""

@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -276,13 +278,70 @@ func TestJoinErrors(t *testing.T) {
 	}
 }
 
-// TestProfilingOff: a binary whose linker turned memory profiling off is
-// refused with the reason.
+// TestProfilingOff: the live heap of a binary whose linker turned memory
+// profiling off is refused with the reason.
 func TestProfilingOff(t *testing.T) {
 	pid, _ := patient(t, "-tags=noprof")
 	_, err := Collect(context.Background(), Options{PID: pid, Type: Heap})
 	if !errors.Is(err, gomem.ErrMemProfilingOff) || strings.Contains(err.Error(), "\n") {
 		t.Errorf("err %v, want ErrMemProfilingOff in one line", err)
+	}
+}
+
+// TestSampledMatchesBook: with memory profiling off, the allocator's slow
+// path sampled from outside ranks the top sites as the runtime's own book
+// does in the same program built with profiling on, run side by side over
+// the same window, within the probe budget.
+func TestSampledMatchesBook(t *testing.T) {
+	testenv.Require(t, testenv.Root, testenv.BPF, testenv.Uprobes)
+	off, _ := patient(t, "-tags=noprof")
+	on, _ := patient(t)
+	time.Sleep(time.Second) // past the start-up
+	var book *Report
+	var berr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		book, berr = Collect(context.Background(), Options{PID: on, Type: Allocs, Duration: 3 * time.Second, Top: 5})
+	})
+	r, err := Collect(context.Background(), Options{PID: off, Type: Allocs, Duration: 3 * time.Second, Top: 5})
+	wg.Wait()
+	if err != nil || berr != nil {
+		t.Fatalf("sampled: %v; book: %v", err, berr)
+	}
+	if r.Sampled == nil || r.Sampled.Bias == "" || r.Sampled.RefillPerSec <= 0 {
+		t.Fatalf("not sampled: %+v", r.Sampled)
+	}
+	if r.Sampled.CostCPU > 0.01 {
+		t.Errorf("estimated cost %.2f%% of a CPU, over the 1%% budget", 100*r.Sampled.CostCPU)
+	}
+	name := func(s Site) string { return s.Func + ":" + strconv.Itoa(s.Line) }
+	var sampled, truth []string
+	for _, s := range r.Sites {
+		sampled = append(sampled, name(s))
+	}
+	for _, s := range book.Sites {
+		truth = append(truth, name(s))
+	}
+	t.Logf("sampled (%.0f refills/s, cost %.2f%% of a CPU): %v", r.Sampled.RefillPerSec, 100*r.Sampled.CostCPU, sampled)
+	t.Logf("the runtime's book: %v", truth)
+	if len(sampled) == 0 || sampled[0] != truth[0] {
+		t.Errorf("top site %v, the book's %v", sampled, truth)
+	}
+	// The top four of the book are among the sampled top five.
+	for _, s := range truth[:min(4, len(truth))] {
+		if !slices.Contains(sampled, s) {
+			t.Errorf("the book's %s is not among the sampled top five %v", s, sampled)
+		}
+	}
+	if q := float64(r.TotalBytes) / r.Window.Seconds() / (float64(book.TotalBytes) / book.Window.Seconds()); q < 0.7 || q > 1.4 {
+		t.Errorf("total bytes/s sampled %.0f against the book's %.0f", float64(r.TotalBytes)/r.Window.Seconds(), float64(book.TotalBytes)/book.Window.Seconds())
+	}
+	var text bytes.Buffer
+	WriteText(&text, r)
+	for _, want := range []string{"memory profiling is off", "bias:", "runtime.(*mcache).refill", "spans/s"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
 	}
 }
 

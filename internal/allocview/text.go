@@ -29,13 +29,17 @@ func WriteText(w io.Writer, r *Report) error {
 	if !r.LastGC.IsZero() {
 		gc = fmt.Sprintf("the last completed GC (cycle %d, %s before the reading)", r.GCCycle, r.Read.Sub(r.LastGC).Round(time.Millisecond))
 	}
-	if r.Type == Allocs {
+	if r.Sampled != nil {
+		sampledHeader(&b, r)
+	} else if r.Type == Allocs {
 		fmt.Fprintf(&b, "allocated over %s: between the GCs that ended before the two readings of a %s window (%d GCs); the runtime counts as of %s\n",
 			r.Window.Round(time.Millisecond), r.Asked, r.GCs, gc)
 	} else {
 		fmt.Fprintf(&b, "live heap as of %s\n", gc)
 	}
-	fmt.Fprintf(&b, "from the runtime's heap profile in the process's memory: one allocation sampled per %s allocated, counts scaled as pprof does\n", units.Bytes(uint64(r.Rate)))
+	if r.Sampled == nil {
+		fmt.Fprintf(&b, "from the runtime's heap profile in the process's memory: one allocation sampled per %s allocated, counts scaled as pprof does\n", units.Bytes(uint64(r.Rate)))
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", termsafe.String(n))
 	}
@@ -63,7 +67,11 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 	}
 	writeTop(&b, r, "top sites by "+byBytes, r.Sites, func(s Site) int64 { return s.Bytes }, r.TotalBytes)
-	writeTop(&b, r, "top sites by "+byObjects, r.ByObjects, func(s Site) int64 { return s.Objects }, r.TotalObjects)
+	if r.Sampled == nil {
+		// Sampled sites rank the same by objects as by bytes: both are
+		// shares of the same refills.
+		writeTop(&b, r, "top sites by "+byObjects, r.ByObjects, func(s Site) int64 { return s.Objects }, r.TotalObjects)
+	}
 	writeReasons(&b, r)
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -77,11 +85,14 @@ func writeTop(b *strings.Builder, r *Report, title string, sites []Site, val fun
 	}
 	secs := r.Window.Seconds()
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-	unit := ""
+	unit, objects := "", "objects"
 	if r.Type == Allocs && secs > 0 {
 		unit = "/s"
 	}
-	fmt.Fprintf(tw, "  bytes%s\tflat%%\tsum%%\tobjects%s\tsite\n", unit, unit)
+	if r.Sampled != nil {
+		objects = "spans"
+	}
+	fmt.Fprintf(tw, "  bytes%s\tflat%%\tsum%%\t%s%s\tsite\n", unit, objects, unit)
 	var sum int64
 	for _, s := range sites {
 		v := val(s)
@@ -89,6 +100,9 @@ func writeTop(b *strings.Builder, r *Report, title string, sites []Site, val fun
 		bs, os := units.Bytes(uint64(max(s.Bytes, 0))), count(float64(s.Objects))
 		if r.Type == Allocs && secs > 0 {
 			bs, os = units.Bytes(uint64(max(s.BytesPerSec, 0)))+"/s", count(s.ObjectsPerSec)+"/s"
+		}
+		if r.Sampled != nil {
+			os = count(s.SpansPerSec) + "/s"
 		}
 		fmt.Fprintf(tw, "  %s\t%.1f%%\t%.1f%%\t%s\t%s %s:%d\n", bs, pct(v, total), pct(sum, total), os,
 			termsafe.String(s.Func), termsafe.String(s.File), s.Line)
