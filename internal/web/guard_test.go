@@ -1,7 +1,10 @@
 package web
 
 import (
+	"context"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strconv"
@@ -169,4 +172,41 @@ func TestTokenAndOrigin(t *testing.T) {
 			t.Errorf("%s %s %v: %d, want %d", tc.method, tc.path, tc.hdr, code, tc.want)
 		}
 	}
+}
+
+// TestClosedPeerRefused: a client that sent its request and closed its
+// socket before the dashboard looked leaves a socket no process holds, which
+// the socket table shows as root's (uid 0, inode 0) or not at all. The
+// dashboard, run by root, must refuse it rather than take it for root.
+func TestClosedPeerRefused(t *testing.T) {
+	testenv.Require(t, testenv.Linux)
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	r := httptest.NewRequest("GET", "/api/procs", nil)
+	r.RemoteAddr = sc.RemoteAddr().String()
+	r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, sc.LocalAddr()))
+	if why := s.checkPeer(r); why != "" {
+		t.Fatalf("open client socket refused: %s", why)
+	}
+	c.Close()
+	// The client's end goes through FIN_WAIT to a socket of no process.
+	waitFor(t, "the closed client socket to be refused", func() bool { return s.checkPeer(r) != "" })
+	t.Logf("refused: %s", s.checkPeer(r))
 }
