@@ -17,7 +17,6 @@ import (
 	"debug/buildinfo"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -451,25 +450,4 @@ func joinSite(res *escape.Result, mod escape.Module, stack []gomem.Frame) *Join 
 		return j
 	}
 	return nil
-}
-
-// sourceDir finds the directory of the program's main package from the
-// sites' file paths, where one exists on this machine.
-func sourceDir(sites []gomem.Site, top []Site) string {
-	var frames []gomem.Frame
-	for _, s := range sites {
-		frames = append(frames, s.Stack...)
-	}
-	for _, s := range top {
-		frames = append(frames, s.Stack...)
-	}
-	for _, f := range frames {
-		if !strings.HasPrefix(f.Func, "main.") || !filepath.IsAbs(f.File) {
-			continue
-		}
-		if _, err := os.Stat(f.File); err == nil {
-			return filepath.Dir(f.File)
-		}
-	}
-	return ""
 }
