@@ -212,32 +212,53 @@ func freePort(t *testing.T) int {
 }
 
 // TestLoadLatency runs a server under a fixed load whose B side sleeps
-// 3 ms per request: P99 is worse, and one URL for both means one side at
-// a time. It is a timing test: the generator in this process must hold
-// its rate and its schedule.
+// 20 ms per request: P50 and P99 are worse, and one URL for both means one
+// side at a time. It is a timing test: the generator in this process must
+// hold its rate and its schedule.
 func TestLoadLatency(t *testing.T) {
 	testenv.Require(t, testenv.Linux)
 	testenv.Timing(t)
 	bin := testbin.Build(t, "./testdata/patient")
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	u := "http://" + addr + "/"
-	const delay = 3 * time.Millisecond
+	const delay = 20 * time.Millisecond
 	cfg := quick(Side{Name: "A", Command: bin + " -listen " + addr, URL: u},
 		Side{Name: "B", Command: bin + " -listen " + addr + " -delay " + delay.String(), URL: u})
 	cfg.Rate, cfg.Windows, cfg.Window = 200, 10, 500*time.Millisecond
 	// Latency is measured from each request's intended send time, so a
 	// late generator adds its lag to every side's latencies. A window is
-	// kept only when the lag's p99 is under half B's added delay: then A's
-	// p99 cannot reach B's through the generator alone, and B's delay
-	// still shows in the tail.
+	// kept when the lag's p99 is under half B's added delay: then A's p99
+	// cannot reach B's through the generator alone, and B's delay still
+	// shows in the tail. The delay is long beside the few milliseconds a
+	// busy 2-CPU machine delays the generator's timer now and then.
 	cfg.MaxLag = delay / 2
-	r, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
+	// compare refuses a run whose generator cannot keep its schedule (five
+	// windows in a row dropped): on a machine whose other work delays this
+	// process's timers for longer than that, the verdicts say nothing about
+	// the code. Such a run is retried, and when every attempt was refused
+	// for the generator's lateness alone the test is skipped with the
+	// reasons, as load's own timing tests are; any other failure fails.
+	var r *Result
+	var late []string
+	for range 3 {
+		var err error
+		r, err = Run(context.Background(), cfg)
+		if err == nil {
+			break
+		}
+		if !generatorLate(r) {
+			t.Fatal(err)
+		}
+		late = append(late, err.Error())
+		t.Logf("attempt refused, the generator was late: %v", err)
+		r = nil
+	}
+	if r == nil {
+		t.Skipf("the generator was late in every attempt (a machine busy with other work): %s", strings.Join(late, "; "))
 	}
 	v := verdicts(r)
 	if v["p99/B"] != Worse || v["p50/B"] != Worse {
-		t.Errorf("B sleeps 3 ms a request: p50 %q, p99 %q, want worse", v["p50/B"], v["p99/B"])
+		t.Errorf("B sleeps 20 ms a request: p50 %q, p99 %q, want worse", v["p50/B"], v["p99/B"])
 	}
 	if !r.Protocol.Restart || r.Sides[0].Lives < 2 {
 		t.Errorf("one URL for both: want one side at a time, restarted (restart %v, A's processes %d)", r.Protocol.Restart, r.Sides[0].Lives)
@@ -258,6 +279,30 @@ func TestLoadLatency(t *testing.T) {
 			t.Errorf("%s is paired but not tested against the generator's CPU: %+v", m.Metric.Name, c)
 		}
 	}
+}
+
+// generatorLate reports whether every window r dropped was dropped for
+// the load generator's timing: its lag, or a rate it did not hold (fell
+// short of, or all connections busy while the machine starved the
+// server), the machine's doing rather than the code's. Errors and
+// connection failures are not.
+func generatorLate(r *Result) bool {
+	if r == nil {
+		return false
+	}
+	dropped := 0
+	for _, w := range r.Windows {
+		if !w.Dropped {
+			continue
+		}
+		dropped++
+		late := strings.Contains(w.Why, "the generator was late") || strings.Contains(w.Why, "the generator fell behind") ||
+			strings.Contains(w.Why, "of the target rate")
+		if !late || strings.Contains(w.Why, "connections failed") || strings.Contains(w.Why, "errors in") {
+			return false
+		}
+	}
+	return dropped > 0
 }
 
 // onceOnly is a command that runs the first time and fails at once every
