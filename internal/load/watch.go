@@ -32,10 +32,10 @@ type watcher struct {
 	done   chan struct{}
 }
 
+// gcReading is the runtime's last sample with a GC cycle count.
 type gcReading struct {
 	ok     bool
-	cycles uint64
-	pauses *goruntime.Histogram // cumulative, seconds; nil when unknown
+	sample *goruntime.Sample
 }
 
 func newWatcher(root string, pid int, gc goruntime.Source, tick time.Duration) (*watcher, error) {
@@ -81,10 +81,7 @@ func (w *watcher) readGC(timeout time.Duration) {
 	case !s.Known.Has(goruntime.KnownGCCycles):
 		err = fmt.Errorf("the %s source gives no GC cycle count", w.gc.Kind())
 	default:
-		g = gcReading{ok: true, cycles: s.GCCycles}
-		if s.Known.Has(goruntime.KnownGCPauses) {
-			g.pauses = s.GCPauses
-		}
+		g = gcReading{ok: true, sample: s}
 	}
 	w.gcMu.Lock()
 	if g.ok {
@@ -102,13 +99,13 @@ func (w *watcher) close() {
 }
 
 // targetReading is the target's window from the watch's start to one
-// reading, with the runtime's cumulative counters at that time.
+// reading, with the runtime's last sample at that time; what happened
+// between two readings is window.Between and goruntime.NewWindow.
 type targetReading struct {
-	ok       bool
-	w        *window.Window
-	gcOK     bool
-	gcCycles uint64
-	gcPauses *goruntime.Histogram // cumulative, seconds; nil when unknown
+	ok   bool
+	w    *window.Window
+	gcOK bool
+	gc   *goruntime.Sample
 }
 
 func (w *watcher) read() targetReading {
@@ -125,7 +122,7 @@ func (w *watcher) read() targetReading {
 		w.gcMu.Lock()
 		g := w.gcLast
 		w.gcMu.Unlock()
-		r.gcOK, r.gcCycles, r.gcPauses = g.ok, g.cycles, g.pauses
+		r.gcOK, r.gc = g.ok, g.sample
 	}
 	return r
 }
@@ -160,7 +157,7 @@ func tickTarget(a, b targetReading) *TargetTick {
 		InvolCtxsw: float64(d.InvolCtxsw) / sec,
 	}
 	if a.gcOK && b.gcOK {
-		n := proc.Delta(a.gcCycles, b.gcCycles)
+		n := goruntime.NewWindow(a.gc, b.gc).GCCycles
 		t.GCCycles = &n
 	}
 	return t
@@ -228,10 +225,10 @@ func (t *targetAcc) stats(first targetReading, w *watcher) *TargetStats {
 		s.GCNote = "no runtime metrics source (agent, --pprof or --metrics)"
 	case first.gcOK && b.gcOK:
 		s.GCSource = w.gc.Kind()
-		n := proc.Delta(first.gcCycles, b.gcCycles)
+		gw := goruntime.NewWindow(first.gc, b.gc)
+		n := gw.GCCycles
 		s.GCCycles = &n
-		if first.gcPauses != nil && b.gcPauses != nil {
-			d := b.gcPauses.Sub(first.gcPauses)
+		if d := gw.GCPauses; d != nil {
 			np := d.Total()
 			s.GCPauses = &np
 			if np > 0 {

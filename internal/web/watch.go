@@ -278,10 +278,8 @@ func (w *watch) readRuntime(sm *sampler, pt *point, now time.Time) {
 		return
 	}
 	prev := sm.rtHist[n-2]
-	if k.Has(goruntime.KnownGCCycles) && prev.Known.Has(goruntime.KnownGCCycles) {
-		if dt := s.Time.Sub(prev.Time).Seconds(); dt > 0 {
-			pt[colGCCycles] = float64(proc.Delta(prev.GCCycles, s.GCCycles)) / dt
-		}
+	if k.Has(goruntime.KnownGCCycles) && prev.Known.Has(goruntime.KnownGCCycles) && s.Time.After(prev.Time) {
+		pt[colGCCycles] = goruntime.NewWindow(prev, s).GCCyclesPerSec
 	}
 	// The GC's CPU share needs two completed cycles (the runtime's CPU
 	// classes move only at the end of one): the shortest recent stretch
