@@ -216,45 +216,65 @@ func TestHeapMatchesProgram(t *testing.T) {
 
 // TestEscapeJoin: each of the patient's three shapes gets the compiler's
 // reason and the matching suggestion at its file:line, the source found
-// from the binary's own paths.
+// from the binary's own paths, or given where
+// the binary names its files by module path (-trimpath).
 func TestEscapeJoin(t *testing.T) {
-	pid, _ := patient(t)
-	r, err := Collect(context.Background(), Options{PID: pid, Type: Allocs, Duration: 2 * time.Second, Src: "auto"})
+	root, err := escape.FindModule(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Escape == nil || r.Escape.Err != "" {
-		t.Fatalf("escape join: %+v", r.Escape)
-	}
-	src, _ := filepath.Abs("testdata/allocs/main.go")
-	want := map[int]escape.Class{lineLabel: escape.FmtBoxing, lineRemember: escape.StoredInHeap, lineCollect: escape.AppendGrowth}
-	got := map[int]bool{}
-	for _, s := range append(r.Sites, r.ByObjects...) {
-		j := s.Escape
-		if j == nil || j.File != src {
-			continue
-		}
-		c, ok := want[j.Line]
-		if !ok {
-			continue
-		}
-		if len(j.Reasons) == 0 {
-			t.Errorf("%s line %d: no reason", s.Func, j.Line)
-			continue
-		}
-		if j.Reasons[0].Class != string(c) || j.Reasons[0].Suggestion != c.Suggestion() {
-			t.Errorf("%s line %d: %+v, want class %q", s.Func, j.Line, j.Reasons[0], c)
-		}
-		got[j.Line] = true
-	}
-	for line := range want {
-		if !got[line] {
-			t.Errorf("no site joined at line %d: %+v", line, r.Sites)
-		}
-	}
-	t.Logf("escape join: reasons at %d of %d top sites in the module (%d findings)", r.Escape.Joined, r.Escape.Sites, r.Escape.Findings)
-	if r.Escape.Sites == 0 || float64(r.Escape.Joined) < 0.9*float64(r.Escape.Sites) {
-		t.Errorf("reasons at %d of %d sites, want at least 90%%", r.Escape.Joined, r.Escape.Sites)
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		src   string
+		file  string // the site's file as the binary names it
+	}{
+		{"plain", nil, "auto", "testdata/allocs/main.go"},
+		{"trimpath", []string{"-trimpath"}, root.Root, root.Path + "/internal/allocview/testdata/allocs/main.go"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pid, _ := patient(t, tc.flags...)
+			r, err := Collect(context.Background(), Options{PID: pid, Type: Allocs, Duration: 2 * time.Second, Src: tc.src})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Escape == nil || r.Escape.Err != "" {
+				t.Fatalf("escape join: %+v", r.Escape)
+			}
+			src := tc.file
+			if !strings.HasPrefix(src, root.Path) {
+				src, _ = filepath.Abs(src)
+			}
+			want := map[int]escape.Class{lineLabel: escape.FmtBoxing, lineRemember: escape.StoredInHeap, lineCollect: escape.AppendGrowth}
+			got := map[int]bool{}
+			for _, s := range append(r.Sites, r.ByObjects...) {
+				j := s.Escape
+				if j == nil || j.File != src {
+					continue
+				}
+				c, ok := want[j.Line]
+				if !ok {
+					continue
+				}
+				if len(j.Reasons) == 0 {
+					t.Errorf("%s line %d: no reason", s.Func, j.Line)
+					continue
+				}
+				if j.Reasons[0].Class != string(c) || j.Reasons[0].Suggestion != c.Suggestion() {
+					t.Errorf("%s line %d: %+v, want class %q", s.Func, j.Line, j.Reasons[0], c)
+				}
+				got[j.Line] = true
+			}
+			for line := range want {
+				if !got[line] {
+					t.Errorf("no site joined at %s:%d: %+v", src, line, r.Sites)
+				}
+			}
+			t.Logf("escape join: reasons at %d of %d top sites in the module (%d findings)", r.Escape.Joined, r.Escape.Sites, r.Escape.Findings)
+			if r.Escape.Sites == 0 || float64(r.Escape.Joined) < 0.9*float64(r.Escape.Sites) {
+				t.Errorf("reasons at %d of %d sites, want at least 90%%", r.Escape.Joined, r.Escape.Sites)
+			}
+		})
 	}
 }
 
