@@ -84,6 +84,72 @@ var procFileReaders = []string{
 	"internal/gomem/process.go",            // exe and the target's root
 }
 
+// counterSubtractors are the packages that may subtract counters
+// (proc.Delta): proc, and window, which turns readings into intervals for
+// every view. deltaFiles are the files elsewhere that still do: the list
+// may only shrink.
+var counterSubtractors = []string{"internal/proc", "internal/window"}
+
+var deltaFiles = []string{
+	"internal/goruntime/window.go",     // the runtime's own interval (a source's, below window)
+	"internal/syscalls/run_linux.go",   // the syscalls command's /proc mode (a source: window imports it)
+	"internal/stacks/sampler_linux.go", // the sampled threads' CPU over the run
+	"internal/web/findings.go",         // the doctor window rebuilt from the chart
+}
+
+// procLiteral reports whether the Go file f holds a string literal naming
+// a /proc path anywhere but in the text of a message (fmt's printing and
+// error functions), where a path names a source for the reader.
+func procLiteral(t *testing.T, f string) bool {
+	af, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)
+	if err != nil {
+		t.Errorf("%s: %v", f, err)
+		return false
+	}
+	inMessage := map[*ast.BasicLit]bool{}
+	found := false
+	ast.Inspect(af, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.CallExpr:
+			if sel, ok := n.Fun.(*ast.SelectorExpr); ok {
+				if id, ok := sel.X.(*ast.Ident); ok && id.Name == "fmt" && len(n.Args) > 0 {
+					for _, a := range n.Args {
+						if lit, ok := a.(*ast.BasicLit); ok {
+							inMessage[lit] = true
+						}
+					}
+				}
+			}
+		case *ast.BasicLit:
+			if n.Kind == token.STRING && strings.HasPrefix(n.Value, `"/proc`) && !inMessage[n] {
+				found = true
+			}
+		}
+		return true
+	})
+	return found
+}
+
+// procDeltas returns the places in the Go file f that call proc.Delta.
+func procDeltas(t *testing.T, f string) []string {
+	fset := token.NewFileSet()
+	af, err := parser.ParseFile(fset, f, nil, 0)
+	if err != nil {
+		t.Errorf("%s: %v", f, err)
+		return nil
+	}
+	var out []string
+	ast.Inspect(af, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "Delta" {
+			if id, ok := sel.X.(*ast.Ident); ok && id.Name == "proc" {
+				out = append(out, fset.Position(sel.Pos()).String())
+			}
+		}
+		return true
+	})
+	return out
+}
+
 // fileAccess are the functions that open, list or resolve a path.
 var fileAccess = map[string][]string{
 	"os":     {"ReadFile", "Open", "OpenFile", "ReadDir", "Readlink", "Stat", "Lstat", "DirFS"},
@@ -258,9 +324,14 @@ func checkPackage(t *testing.T, dir, pkg string) {
 				imports = append(imports, strings.TrimPrefix(p, module))
 			}
 		}
-		b, _ := os.ReadFile(f)
-		readsProc = readsProc || strings.Contains(string(b), `"/proc`)
-		if rel := filepath.Join(pkg, filepath.Base(f)); !slices.Contains(procReaders, pkg) && !slices.Contains(procFileReaders, rel) {
+		readsProc = readsProc || procLiteral(t, f)
+		rel := filepath.Join(pkg, filepath.Base(f))
+		if !slices.Contains(counterSubtractors, pkg) && !slices.Contains(deltaFiles, rel) {
+			for _, d := range procDeltas(t, f) {
+				t.Errorf("%s: %s subtracts counters itself: take a window (window.Builder, Between, StepOf) instead", pkg, d)
+			}
+		}
+		if !slices.Contains(procReaders, pkg) && !slices.Contains(procFileReaders, rel) {
 			for _, leak := range procFileAccess(t, f, nil) {
 				t.Errorf("%s: %s reads a proc path itself: go through internal/proc (proc.FS, with its --proc root)", pkg, leak)
 			}
