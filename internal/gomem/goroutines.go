@@ -3,6 +3,7 @@ package gomem
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -16,7 +17,7 @@ const (
 	stackWindow   = 1024 // bytes of a stack read at once while unwinding
 	// defaultUnwind is how many goroutines' stacks a census unwinds by
 	// default; the rest are counted by start function and creation site.
-	defaultUnwind = 10_000
+	defaultUnwind = 4096
 )
 
 // The runtime's goroutine statuses (runtime2.go), stable from Go 1.20 on;
@@ -107,7 +108,7 @@ type StackGroup struct {
 // CensusOptions tune a census.
 type CensusOptions struct {
 	// Unwind bounds how many goroutines' stacks are unwound (0: a default
-	// of 10,000; negative: none). Beyond it goroutines are still counted
+	// of 4,096; negative: none). Beyond it goroutines are still counted
 	// and grouped by start function and creation site.
 	Unwind int
 }
@@ -223,40 +224,24 @@ func (p *Process) Census(opts CensusOptions) (*Census, error) {
 		unwind = defaultUnwind
 	}
 	g := p.newGrouper(c, monotonicNow(), max(unwind, 0))
-	const batch = 1024
-	bufs := make([][]byte, batch)
-	back := make([]byte, batch*int(f.size))
-	for i := range bufs {
-		bufs[i] = back[i*int(f.size) : (i+1)*int(f.size)]
-	}
-	ok := make([]bool, batch)
-	unreadable := 0
-	for start := 0; start < len(ptrs); start += batch {
-		chunk := ptrs[start:min(start+batch, len(ptrs))]
-		if err := p.mem.ReadMany(bufs[:len(chunk)], chunk, ok[:len(chunk)]); err != nil {
-			c.Notes = append(c.Notes, fmt.Sprintf("census stopped after %d of %d goroutine records: %v", start, len(ptrs), err))
-			break
+	unreadable, err := p.readGs(ptrs, f.size, func(b []byte) {
+		u64 := func(o uint64) uint64 { return binary.LittleEndian.Uint64(b[o:]) }
+		r := gRec{
+			status: binary.LittleEndian.Uint32(b[f.status:]) &^ gScan,
+			reason: b[f.waitreason],
+			lo:     u64(f.stackLo), hi: u64(f.stackHi), sp: u64(f.sp), pc: u64(f.pc),
+			syscallsp: u64(f.syscallsp), syscallpc: u64(f.syscallpc),
+			gopc: u64(f.gopc), startpc: u64(f.startpc), since: u64(f.waitsince),
 		}
-		for i := range chunk {
-			if !ok[i] {
-				unreadable++
-				continue
-			}
-			b := bufs[i]
-			u64 := func(o uint64) uint64 { return binary.LittleEndian.Uint64(b[o:]) }
-			r := gRec{
-				status: binary.LittleEndian.Uint32(b[f.status:]) &^ gScan,
-				reason: b[f.waitreason],
-				lo:     u64(f.stackLo), hi: u64(f.stackHi), sp: u64(f.sp), pc: u64(f.pc),
-				syscallsp: u64(f.syscallsp), syscallpc: u64(f.syscallpc),
-				gopc: u64(f.gopc), startpc: u64(f.startpc), since: u64(f.waitsince),
-			}
-			if r.status == gDead || r.status == gDeadExtra || r.status == gIdle {
-				continue
-			}
-			g.add(r)
+		if r.status == gDead || r.status == gDeadExtra || r.status == gIdle {
+			return
 		}
+		g.add(r)
+	})
+	if err != nil {
+		c.Notes = append(c.Notes, fmt.Sprintf("census stopped early: %v", err))
 	}
+	g.finish()
 	if unreadable > 0 {
 		c.Notes = append(c.Notes, fmt.Sprintf("%d goroutine records not readable (freed or moved while read)", unreadable))
 	}
@@ -284,9 +269,12 @@ const (
 	minKeptGroup = 16 // goroutines of each group kept for unwinding
 )
 
+// groupKey is a group's identity: start function, creation site and
+// state (a waiting goroutine's wait reason; 0 for other states).
 type groupKey struct {
 	start, gopc uint64
-	state       string
+	status      uint32
+	reason      uint8
 }
 
 // grouper folds goroutine records into a census's groups as they are
@@ -298,54 +286,81 @@ type grouper struct {
 	c        *Census
 	now      int64
 	idx      map[groupKey]int
-	funcs    map[uint64]Frame
 	kept     []gRec
-	keptOf   map[int]int
+	keptOf   []int
+	states   map[uint32]int // by status<<8 | reason
 	limit    int
 	overflow int
 }
 
 func (p *Process) newGrouper(c *Census, now int64, limit int) *grouper {
-	return &grouper{p: p, c: c, now: now, idx: map[groupKey]int{}, funcs: map[uint64]Frame{}, keptOf: map[int]int{}, limit: limit}
+	return &grouper{p: p, c: c, now: now, idx: map[groupKey]int{},
+		states: map[uint32]int{}, limit: limit}
 }
 
 func (g *grouper) frame(pc uint64, ret bool) Frame {
-	if fr, ok := g.funcs[pc]; ok {
+	return g.p.cachedFrame(pc, ret)
+}
+
+// maxFrameCache bounds the frames a Process keeps between reads.
+const maxFrameCache = 1 << 16
+
+// cachedFrame is frameAt, kept between reads: a process's start functions
+// and go statements are few and stay the same.
+func (p *Process) cachedFrame(pc uint64, ret bool) Frame {
+	k := pc << 1
+	if ret {
+		k |= 1
+	}
+	if fr, ok := p.frames[k]; ok {
 		return fr
 	}
-	fr := g.p.frameAt(pc, ret)
-	if len(g.funcs) < 4*maxGroups {
-		g.funcs[pc] = fr
+	fr := p.frameAt(pc, ret)
+	if p.frames == nil || len(p.frames) >= maxFrameCache {
+		p.frames = map[uint64]Frame{}
 	}
+	p.frames[k] = fr
+	return fr
+}
+
+// cachedStart is startFrame, kept between reads.
+func (p *Process) cachedStart(pc uint64) Frame {
+	if fr, ok := p.starts[pc]; ok {
+		return fr
+	}
+	fr := p.startFrame(pc, p.cachedFrame)
+	if p.starts == nil || len(p.starts) >= maxFrameCache {
+		p.starts = map[uint64]Frame{}
+	}
+	p.starts[pc] = fr
 	return fr
 }
 
 func (g *grouper) add(r gRec) {
 	c := g.c
-	state := g.p.stateName(r.status, r.reason)
-	c.Total++
-	if len(c.ByState) < 256 {
-		c.ByState[state]++
-	} else {
-		c.ByState["other"]++
+	if r.status != gWaiting {
+		r.reason = 0
 	}
+	c.Total++
+	g.states[r.status<<8|uint32(r.reason)]++
 	stack := uint64(0)
 	if r.hi > r.lo && r.hi-r.lo <= 1<<30 {
 		stack = r.hi - r.lo
 	}
 	c.StackBytes += stack
-	k := groupKey{r.startpc, r.gopc, state}
+	k := groupKey{r.startpc, r.gopc, r.status, r.reason}
 	gi, ok := g.idx[k]
 	if !ok {
 		if len(c.Groups) >= maxGroups {
 			gi = len(c.Groups) - 1
 			g.overflow++
 		} else {
-			start := g.p.startFrame(r.startpc, g.frame)
+			start := g.p.cachedStart(r.startpc)
 			gi = len(c.Groups)
 			g.idx[k] = gi
-			c.Groups = append(c.Groups, Group{Start: start, CreatedBy: g.frame(r.gopc, true), State: state,
-				System: isSystem(start.Func)})
+			c.Groups = append(c.Groups, Group{Start: start, CreatedBy: g.frame(r.gopc, true),
+				State: g.p.stateName(r.status, r.reason), System: isSystem(start.Func)})
+			g.keptOf = append(g.keptOf, 0)
 		}
 	}
 	r.group = gi
@@ -362,6 +377,135 @@ func (g *grouper) add(r gRec) {
 		g.kept = append(g.kept, r)
 		g.keptOf[gi]++
 	}
+}
+
+// finish names the states counted.
+func (g *grouper) finish() {
+	for k, n := range g.states {
+		name := g.p.stateName(k>>8, uint8(k))
+		if len(g.c.ByState) >= 256 {
+			name = "other"
+		}
+		g.c.ByState[name] += n
+	}
+}
+
+// Bounds of the runs readGs reads at once: records closer than runGap
+// bytes share a run, a run is at most runMax bytes, and one system call
+// reads at most readBuf bytes.
+const (
+	runGap  = 4096
+	runMax  = 1 << 20
+	readBuf = 8 << 20
+)
+
+// readGs reads the records of size bytes at ptrs and calls fn with each
+// one read. The runtime allocates goroutine records from spans of one
+// size class, so they lie packed: records are read in runs of neighbours,
+// one remote range per run, which costs the kernel one page walk per run
+// instead of one per goroutine (and takes the target's mmap lock as
+// rarely). A run that is not readable as a whole is read record by
+// record. It returns how many records could not be read.
+func (p *Process) readGs(ptrs []uint64, size uint64, fn func([]byte)) (int, error) {
+	sorted := slices.Clone(ptrs)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	type run struct {
+		lo, hi      uint64
+		first, last int // indexes into sorted, last excluded
+	}
+	var runs []run
+	for i, a := range sorted {
+		if a == 0 || a+size < a {
+			continue
+		}
+		if n := len(runs); n > 0 && a <= runs[n-1].hi+runGap && a+size-runs[n-1].lo <= runMax {
+			runs[n-1].hi = max(runs[n-1].hi, a+size)
+			runs[n-1].last = i + 1
+			continue
+		}
+		runs = append(runs, run{lo: a, hi: a + size, first: i, last: i + 1})
+	}
+	total := uint64(0)
+	for _, r := range runs {
+		total += r.hi - r.lo
+	}
+	buf := make([]byte, min(total, readBuf))
+	var (
+		bufs  [][]byte
+		addrs []uint64
+		ok    []bool
+		batch []run
+	)
+	unreadable := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		ok = ok[:0]
+		for range batch {
+			ok = append(ok, false)
+		}
+		if err := p.mem.ReadMany(bufs, addrs, ok); err != nil {
+			return err
+		}
+		for j, r := range batch {
+			if !ok[j] {
+				n, err := p.readGsOneByOne(sorted[r.first:r.last], size, fn)
+				unreadable += n
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			for _, a := range sorted[r.first:r.last] {
+				fn(bufs[j][a-r.lo : a-r.lo+size])
+			}
+		}
+		bufs, addrs, batch = bufs[:0], addrs[:0], batch[:0]
+		return nil
+	}
+	used := uint64(0)
+	for _, r := range runs {
+		n := r.hi - r.lo
+		if used+n > readBuf || len(batch) == 1024 {
+			if err := flush(); err != nil {
+				return unreadable, err
+			}
+			used = 0
+		}
+		bufs = append(bufs, buf[used:used+n])
+		addrs = append(addrs, r.lo)
+		batch = append(batch, r)
+		used += n
+	}
+	return unreadable, flush()
+}
+
+// readGsOneByOne reads records one iovec each.
+func (p *Process) readGsOneByOne(ptrs []uint64, size uint64, fn func([]byte)) (int, error) {
+	const batch = 256
+	back := make([]byte, batch*size)
+	bufs := make([][]byte, batch)
+	for i := range bufs {
+		bufs[i] = back[uint64(i)*size : uint64(i+1)*size]
+	}
+	ok := make([]bool, batch)
+	unreadable := 0
+	for start := 0; start < len(ptrs); start += batch {
+		chunk := ptrs[start:min(start+batch, len(ptrs))]
+		if err := p.mem.ReadMany(bufs[:len(chunk)], chunk, ok[:len(chunk)]); err != nil {
+			return unreadable, err
+		}
+		for i := range chunk {
+			if ok[i] {
+				fn(bufs[i])
+			} else {
+				unreadable++
+			}
+		}
+	}
+	return unreadable, nil
 }
 
 // startFrame names the function a goroutine starts in. A go statement
@@ -532,38 +676,68 @@ func (p *Process) unwindAll(c *Census, recs []gRec, limit int) {
 	if len(recs) > limit && len(c.Groups) > 0 {
 		per = max(1, limit/len(c.Groups))
 	}
-	taken := map[int]int{}
-	type skey struct {
-		state, stack string
-		system       bool
+	// Choose the goroutines to unwind, then read the top of each one's
+	// stack in batches: most parked stacks fit in the first window.
+	taken := make([]int, len(c.Groups))
+	type job struct {
+		r      *gRec
+		sp, pc uint64
 	}
-	idx := map[skey]int{}
-	var pcs []uint64
+	var jobs []job
 	for i := range recs {
 		r := &recs[i]
-		if c.Unwound >= limit || taken[r.group] >= per {
+		if len(jobs) >= limit || taken[r.group] >= per {
 			continue
 		}
 		sp, pc := r.sp, r.pc
 		if r.status == gSyscall {
 			sp, pc = r.syscallsp, r.syscallpc
 		}
-		if r.status == gRunning || sp == 0 || pc == 0 {
+		if r.status == gRunning || sp == 0 || pc == 0 || r.hi <= r.lo || r.hi-r.lo > 1<<30 || sp < r.lo || sp >= r.hi {
 			continue
 		}
 		taken[r.group]++
-		pcs = p.unwind(pcs[:0], sp, pc, r.lo, r.hi)
+		jobs = append(jobs, job{r, sp, pc})
+	}
+	wins := make([]byte, len(jobs)*stackWindow)
+	bufs := make([][]byte, len(jobs))
+	addrs := make([]uint64, len(jobs))
+	ok := make([]bool, len(jobs))
+	for i, j := range jobs {
+		n := min(uint64(stackWindow), j.r.hi-j.sp)
+		bufs[i] = wins[i*stackWindow : i*stackWindow+int(n)]
+		addrs[i] = j.sp
+	}
+	if err := p.mem.ReadMany(bufs, addrs, ok); err != nil {
+		c.Notes = append(c.Notes, "stacks not unwound: "+err.Error())
+		return
+	}
+	type skey struct {
+		state, stack string
+		system       bool
+	}
+	idx := map[skey]int{}
+	var (
+		pcs []uint64
+		key []byte
+	)
+	for i, j := range jobs {
+		if !ok[i] {
+			continue
+		}
+		r := j.r
+		pcs = p.unwind(pcs[:0], j.sp, j.pc, r.lo, r.hi, bufs[i])
 		if len(pcs) == 0 {
 			continue
 		}
 		c.Unwound++
 		c.Groups[r.group].Unwound++
 		state, system := c.Groups[r.group].State, c.Groups[r.group].System
-		var sb strings.Builder
+		key = key[:0]
 		for _, x := range pcs {
-			fmt.Fprintf(&sb, "%x,", x)
+			key = binary.LittleEndian.AppendUint64(key, x)
 		}
-		k := skey{state, sb.String(), system}
+		k := skey{state, string(key), system}
 		si, ok := idx[k]
 		if !ok {
 			si = len(c.Stacks)
@@ -592,18 +766,23 @@ func (p *Process) symbolize(pcs []uint64) []Frame {
 
 // unwind walks a parked goroutine's stack from its saved sp and pc, the
 // way the runtime's unwinder does on amd64: each frame's size from the
-// function table's pcsp at pc, the return address just above it. It stops
-// at runtime.goexit, at a pc outside the binary, at the stack's bounds or
-// after maxFrames.
-func (p *Process) unwind(dst []uint64, sp, pc, lo, hi uint64) []uint64 {
+// function table's pcsp at pc, the return address just above it. top
+// holds the stack's bytes from sp on (as far as they were read at once);
+// deeper words are read as needed. It stops at runtime.goexit, at a pc
+// outside the binary, at the stack's bounds or after maxFrames.
+func (p *Process) unwind(dst []uint64, sp, pc, lo, hi uint64, top []byte) []uint64 {
 	if p.bin == nil || hi <= lo || hi-lo > 1<<30 || sp < lo || sp >= hi {
 		return dst
 	}
+	base := sp
 	var win [stackWindow]byte
 	winLo, winHi := uint64(0), uint64(0)
 	read := func(a uint64) (uint64, bool) {
-		if a < sp || a+8 > hi {
+		if a < base || a+8 > hi {
 			return 0, false
+		}
+		if a+8 <= base+uint64(len(top)) {
+			return binary.LittleEndian.Uint64(top[a-base:]), true
 		}
 		if a < winLo || a+8 > winHi {
 			n := min(uint64(stackWindow), hi-a)
@@ -619,13 +798,8 @@ func (p *Process) unwind(dst []uint64, sp, pc, lo, hi uint64) []uint64 {
 			break
 		}
 		dst = append(dst, pc)
-		v := pc - p.bias
-		fr := p.bin.Frames(v - 1)
-		if len(fr) > 0 && fr[len(fr)-1].Func == "runtime.goexit" {
-			break
-		}
-		d, ok := p.bin.SPDelta(v - 1)
-		if !ok || d < 0 {
+		d, last, ok := p.frameStep(pc - p.bias - 1)
+		if last || !ok {
 			break
 		}
 		fp := sp + uint64(d) + 8
@@ -636,4 +810,31 @@ func (p *Process) unwind(dst []uint64, sp, pc, lo, hi uint64) []uint64 {
 		sp, pc = fp, lr
 	}
 	return dst
+}
+
+// step is what unwinding needs of a pc: the frame size there, and whether
+// it is the goroutine's last frame (runtime.goexit).
+type step struct {
+	delta int32
+	last  bool
+	ok    bool
+}
+
+// frameStep returns, for link-time address v, the frame size and whether
+// the frame is runtime.goexit, kept between reads.
+func (p *Process) frameStep(v uint64) (int32, bool, bool) {
+	if st, ok := p.steps[v]; ok {
+		return st.delta, st.last, st.ok
+	}
+	var st step
+	fr := p.bin.Frames(v)
+	st.last = len(fr) > 0 && fr[len(fr)-1].Func == "runtime.goexit"
+	if d, ok := p.bin.SPDelta(v); ok && d >= 0 {
+		st.delta, st.ok = d, true
+	}
+	if p.steps == nil || len(p.steps) >= maxFrameCache {
+		p.steps = map[uint64]step{}
+	}
+	p.steps[v] = st
+	return st.delta, st.last, st.ok
 }

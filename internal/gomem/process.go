@@ -35,6 +35,9 @@ type Process struct {
 	mem     *Mem
 	bin     *stacks.Binary
 	pfs     proc.FS
+	// frames and starts keep symbolized pcs between reads.
+	frames, starts map[uint64]Frame
+	steps          map[uint64]step
 }
 
 // ErrNotGo reports a process whose executable is not a Go program.
