@@ -46,6 +46,10 @@ func main() {
 		target(n)
 		return
 	}
+	if m := os.Getenv("RUNTIME_BOOKS_READER"); m != "" {
+		reader(m)
+		return
+	}
 	counts := flag.String("goroutines", "100,200000", "parked goroutines in the target, comma list")
 	rate := flag.Int("rate", 500, "requests per second sent to the target during the latency windows")
 	window := flag.Duration("window", 10*time.Second, "length of each latency window")
@@ -93,7 +97,7 @@ func cost(p *gomem.Process, addr string, reps int) {
 			f()
 			c1, w1 := threadCPU(), time.Now()
 			runtime.ReadMemStats(&ms1)
-			cpus = append(cpus, (c1 - c0).Seconds()*1000)
+			cpus = append(cpus, (c1-c0).Seconds()*1000)
 			walls = append(walls, w1.Sub(w0).Seconds()*1000)
 			allocs = append(allocs, float64(ms1.TotalAlloc-ms0.TotalAlloc)/(1<<20))
 		}
@@ -135,29 +139,23 @@ func latency(p *gomem.Process, addr string, rate int, window time.Duration, roun
 	for r := 0; r < rounds; r++ {
 		for m := range modes {
 			ctx, cancel := context.WithTimeout(context.Background(), window)
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				t := time.NewTicker(every)
-				defer t.Stop()
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-t.C:
-						switch m {
-						case 1:
-							p.Census(gomem.CensusOptions{})
-							p.Stats()
-						case 2:
-							get("http://" + addr + "/debug/pprof/goroutine?debug=1")
-						}
-					}
-				}
-			}()
+			// The reader runs in a process of its own, as gosleuth would:
+			// its CPU and GC stay out of the load generator's.
+			var rd *exec.Cmd
+			if m > 0 {
+				self, err := os.Executable()
+				check(err)
+				rd = exec.Command(self)
+				rd.Env = append(os.Environ(), fmt.Sprintf("RUNTIME_BOOKS_READER=%d %d %s %s", m, p.PID, addr, every))
+				rd.Stderr = os.Stderr
+				check(rd.Start())
+			}
 			lat := load(ctx, addr, rate)
 			cancel()
-			<-done
+			if rd != nil {
+				rd.Process.Kill()
+				rd.Wait()
+			}
 			sort.Float64s(lat)
 			if len(lat) == 0 {
 				continue
@@ -170,6 +168,34 @@ func latency(p *gomem.Process, addr string, rate int, window time.Duration, roun
 	for m, name := range modes {
 		fmt.Printf("  %-40s p99 %8.2f ms (x%.2f of quiet)  max %8.2f ms  (medians of %d windows of %s at %d req/s)\n",
 			name, median(p99s[m]), median(p99s[m])/q, median(maxs[m]), len(p99s[m]), window, rate)
+	}
+}
+
+// reader is the reading process of a latency window: "MODE PID ADDR
+// EVERY", mode 1 a census and statistics from memory, 2 the program's own
+// goroutine profile, every EVERY until killed.
+func reader(arg string) {
+	var (
+		mode, pid   int
+		addr, every string
+	)
+	_, err := fmt.Sscan(arg, &mode, &pid, &addr, &every)
+	check(err)
+	d, err := time.ParseDuration(every)
+	check(err)
+	var p *gomem.Process
+	if mode == 1 {
+		p, err = gomem.Open(proc.FS{}, pid)
+		check(err)
+	}
+	for t := time.NewTicker(d); ; <-t.C {
+		switch mode {
+		case 1:
+			p.Census(gomem.CensusOptions{})
+			p.Stats()
+		case 2:
+			get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+		}
 	}
 }
 
