@@ -119,7 +119,7 @@ type taskIter struct {
 	// pidLinks are links of the same program bound to one process's
 	// threads (the iterator's pid option, Linux 6.1), by PID: readPartial
 	// keeps those of the processes it reads until dropLinks.
-	pidLinks map[int32]int
+	pidLinks map[int32]pidLink
 	// tids reads tasks by TID (nil where it could not load: tidOff says
 	// why).
 	tids   *tidReader
@@ -204,7 +204,7 @@ func newTaskIter(skipKernel bool) (*taskIter, error) {
 		prog.Close()
 		return nil, fmt.Errorf("task iterator: attach: %w", BPFErr(err))
 	}
-	it := &taskIter{prog: prog, link: l, buf: make([]byte, 64<<10), io: !b.missing["io"], pidLinks: map[int32]int{}}
+	it := &taskIter{prog: prog, link: l, buf: make([]byte, 64<<10), io: !b.missing["io"], pidLinks: map[int32]pidLink{}}
 	// Without the program that reads tasks by TID (it needs Linux 6.10's
 	// bpf_task_from_pid for syscall programs), partial reads go through
 	// per-process links: tidOff says why.

@@ -35,6 +35,35 @@ const (
 	bpfLinkCreate = 28 // BPF_LINK_CREATE
 )
 
+// pidLink owns a link of the task iterator's program bound to one
+// process's threads (the iterator's pid option, Linux 6.1). It is made by
+// a raw bpf(2) call: cilium/ebpf's link.AttachIter takes no pid option,
+// and the partial reads make and drop such links every refresh, where a
+// raw call allocates nothing. Close releases it once.
+type pidLink struct{ fd int }
+
+// newPIDLink binds prog to the threads of pid.
+func newPIDLink(prog *ebpf.Program, pid int32) (pidLink, error) {
+	info := iterTaskInfo{pid: uint32(pid)}
+	attr := linkCreateIter{progFD: uint32(prog.FD()), attachType: uint32(ebpf.AttachTraceIter),
+		iterInfo: uint64(uintptr(unsafe.Pointer(&info))), iterInfoLen: uint32(unsafe.Sizeof(info))}
+	fd, _, e := unix.RawSyscall(unix.SYS_BPF, bpfLinkCreate, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	if e != 0 {
+		return pidLink{fd: -1}, fmt.Errorf("task iterator: link for process %d: %w", pid, e)
+	}
+	return pidLink{fd: int(fd)}, nil
+}
+
+// Close releases the link.
+func (l *pidLink) Close() error {
+	if l.fd < 0 {
+		return nil
+	}
+	err := rawClose(l.fd)
+	l.fd = -1
+	return err
+}
+
 // read runs the iterator over every task and parses its records into
 // it.recs, sorted by TID. It counts its system calls in *reads.
 func (it *taskIter) read(reads *int) error {
@@ -59,20 +88,16 @@ func (it *taskIter) readPartial(tids, pids []int32, reads *int) error {
 		}
 	}
 	for _, pid := range pids {
-		fd, ok := it.pidLinks[pid]
+		l, ok := it.pidLinks[pid]
 		if !ok {
-			info := iterTaskInfo{pid: uint32(pid)}
-			attr := linkCreateIter{progFD: uint32(it.prog.FD()), attachType: uint32(ebpf.AttachTraceIter),
-				iterInfo: uint64(uintptr(unsafe.Pointer(&info))), iterInfoLen: uint32(unsafe.Sizeof(info))}
 			*reads++
-			lfd, _, e := unix.RawSyscall(unix.SYS_BPF, bpfLinkCreate, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
-			if e != 0 {
-				return fmt.Errorf("task iterator: link for process %d: %w", pid, e)
+			var err error
+			if l, err = newPIDLink(it.prog, pid); err != nil {
+				return err
 			}
-			fd = int(lfd)
-			it.pidLinks[pid] = fd
+			it.pidLinks[pid] = l
 		}
-		if err := it.readLink(fd, reads); err != nil {
+		if err := it.readLink(l.fd, reads); err != nil {
 			return err
 		}
 	}
@@ -82,9 +107,9 @@ func (it *taskIter) readPartial(tids, pids []int32, reads *int) error {
 
 // dropLinks closes the per-process links of the PIDs keep rejects.
 func (it *taskIter) dropLinks(keep func(pid int32) bool) {
-	for pid, fd := range it.pidLinks {
+	for pid, l := range it.pidLinks {
 		if !keep(pid) {
-			rawClose(fd)
+			l.Close()
 			delete(it.pidLinks, pid)
 		}
 	}
