@@ -13,6 +13,14 @@
 // root (tracefs ids, perf_event_paranoid) and one descriptor per syscall
 // and thread present at attach; RLIMIT_NOFILE is raised to its hard limit.
 //
+// [CountExact] is what the views use: it counts a process's syscalls by
+// name ([CountedNames] unless told otherwise) with one of the two exact
+// mechanisms, chosen when it attaches ([Mechanism]): per-task tracepoint
+// counters, or one BPF program on raw_syscalls:sys_enter ([BPFCounter])
+// when asked or when the target has too many threads for a descriptor per
+// syscall and thread. Each set of BPF objects (maps, program, link) has one
+// owner that releases it with one Close.
+//
 // Without root the approximate /proc mode ([ProcSampler]) reads the
 // read- and write-class syscall counters of /proc/PID/io and samples
 // /proc/PID/task/*/syscall to show in which syscalls the threads wait.
