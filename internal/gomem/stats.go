@@ -58,8 +58,11 @@ type Stats struct {
 	GCPause     time.Duration `json:"gc_pause_ns"`
 	GCTotal     time.Duration `json:"gc_total_ns"`
 	// CPUTotal is the CPU the runtime counts as available to it (GOMAXPROCS
-	// times wall time) up to the same instant.
+	// times wall time) up to the same instant; CPUIdle the part of it no
+	// goroutine used, CPUUser the part user goroutines ran.
 	CPUTotal time.Duration `json:"cpu_total_ns"`
+	CPUIdle  time.Duration `json:"cpu_idle_ns"`
+	CPUUser  time.Duration `json:"cpu_user_ns"`
 
 	// Memory: stacks in use, heap spans in use, and cumulative
 	// allocations (objects and bytes) and frees.
@@ -201,6 +204,8 @@ func (p *Process) Stats() (*Stats, error) {
 		st.GCPause = time.Duration(cpu.u64("GCPauseTime"))
 		st.GCTotal = time.Duration(cpu.u64("GCTotalTime"))
 		st.CPUTotal = time.Duration(cpu.u64("TotalTime"))
+		st.CPUIdle = time.Duration(cpu.u64("IdleTime"))
+		st.CPUUser = time.Duration(cpu.u64("UserTime"))
 	} else if err != nil {
 		st.Missing = append(st.Missing, "GC CPU: "+err.Error())
 	}

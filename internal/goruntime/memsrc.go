@@ -104,6 +104,14 @@ func sampleFromMemory(goVersion string, c *gomem.Census, st *gomem.Stats) *Sampl
 		smp.HeapLive = st.HeapMarked
 		smp.Known |= KnownHeapLive
 	}
+	if has("heapLive") {
+		// The runtime's heapLive: bytes in spans in use for objects,
+		// live at the last GC or allocated since (MemStats.HeapAlloc
+		// counts the same objects, less the unused parts of the Ps'
+		// cached spans).
+		smp.HeapAlloc = st.HeapLive
+		smp.Known |= KnownHeapAlloc
+	}
 	if has("gcPercentHeapGoal") {
 		smp.HeapGoal = st.HeapGoal
 		smp.Known |= KnownHeapGoal
@@ -120,7 +128,7 @@ func sampleFromMemory(goVersion string, c *gomem.Census, st *gomem.Stats) *Sampl
 	if !strings.Contains(missing, "cpuStats") && !strings.Contains(missing, "GC CPU") {
 		sec := func(d interface{ Seconds() float64 }) float64 { return d.Seconds() }
 		smp.CPU = CPUClasses{
-			Total: sec(st.CPUTotal), GCTotal: sec(st.GCTotal), GCAssist: sec(st.GCAssist),
+			Total: sec(st.CPUTotal), Idle: sec(st.CPUIdle), User: sec(st.CPUUser), GCTotal: sec(st.GCTotal), GCAssist: sec(st.GCAssist),
 			GCDedicated: sec(st.GCDedicated), GCIdle: sec(st.GCIdle), GCPause: sec(st.GCPause),
 		}
 		smp.Known |= KnownCPUClasses

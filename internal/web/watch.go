@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -224,10 +223,9 @@ func (w *watch) readRuntime(sm *sampler, pt *point, now time.Time) {
 		cancel()
 		w.mu.Lock()
 		if err != nil {
-			w.runtimeWhy = "no runtime source: " + err.Error() + " (import github.com/gosleuth/gosleuth/agent in the program to see its GC, heap, goroutines and scheduling latency)"
-			if errors.Is(err, goruntime.ErrNoSource) {
-				w.runtimeWhy = "no runtime source (import github.com/gosleuth/gosleuth/agent in the program to see its GC, heap, goroutines and scheduling latency)"
-			}
+			// The error says why the process's memory could not be read
+			// either (not Go, no permission, an unknown Go release).
+			w.runtimeWhy = "no runtime source: " + err.Error() + " (run gosleuth as the program's user or root, or import github.com/gosleuth/gosleuth/agent in the program, to see its GC, heap, goroutines and scheduling latency)"
 		} else {
 			w.runtimeFrom, w.runtimeWhy = src.Kind(), ""
 		}
