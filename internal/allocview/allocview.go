@@ -436,7 +436,10 @@ func joinSite(res *escape.Result, mod escape.Module, stack []gomem.Frame) *Join 
 		}
 		for _, fd := range res.At(filepath.Join(mod.Root, rel), f.Line) {
 			c := fd.Class()
-			if fd.Kind == escape.NoEscape && (len(j.Reasons) > 0 || i == 0) {
+			// An allocation the compiler keeps off the heap is a reason
+			// only where nothing at the line escapes and the site is the
+			// line itself (a make whose size is known only at run time).
+			if fd.Kind == escape.NoEscape && (len(j.Reasons) > 0 || i > 0 || !fd.Allocation()) {
 				continue
 			}
 			if fd.Kind == escape.Leaks {

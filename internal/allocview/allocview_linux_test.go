@@ -34,12 +34,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// The patient's allocating lines (testdata/allocs/main.go).
+// The patient's allocating lines (testdata/allocs), as base:line.
 const (
-	lineLabel    = 30 // fmt.Sprintf per request
-	lineRemember = 36 // &entry{...} into the pointer-rich cache
-	lineCollect  = 43 // append without pre-size
+	lineLabel    = "main.go:30"   // fmt.Sprintf per request
+	lineRemember = "main.go:36"   // &entry{...} into the pointer-rich cache
+	lineCollect  = "main.go:43"   // append without pre-size
+	lineScratch  = "shapes.go:42" // make of a run-time size
 )
+
+// siteLine names a site as base:line.
+func siteLine(file string, line int) string { return filepath.Base(file) + ":" + strconv.Itoa(line) }
 
 // patient runs testdata/allocs built with flags (always with the build
 // machine's paths: -trimpath=false) and returns its PID and first line.
@@ -101,20 +105,20 @@ func get(t *testing.T, url string) *profile.Profile {
 
 // byLine sums a pprof profile's sample type by the leaf's main.* line
 // (innermost frame in main, the allocation's site in the patient).
-func byLine(p *profile.Profile, typ string) map[int]int64 {
+func byLine(p *profile.Profile, typ string) map[string]int64 {
 	idx := -1
 	for i, st := range p.SampleType {
 		if st.Type == typ {
 			idx = i
 		}
 	}
-	out := map[int]int64{}
+	out := map[string]int64{}
 	for _, s := range p.Sample {
 	frames:
 		for _, l := range s.Location {
 			for _, ln := range l.Line {
 				if strings.HasPrefix(ln.Function.Name, "main.") {
-					out[int(ln.Line)] += s.Value[idx]
+					out[siteLine(ln.Function.Filename, int(ln.Line))] += s.Value[idx]
 					break frames
 				}
 			}
@@ -161,16 +165,22 @@ func TestAllocsMatchesProgram(t *testing.T) {
 	t.Logf("alloc_space through main: ours %d, the program's %d (ratio %.3f); collect %.3f, label %.3f, remember %.3f",
 		sumOurs, sumOwn, ratio(sumOurs, sumOwn), ratio(ours[lineCollect], own[lineCollect]),
 		ratio(ours[lineLabel], own[lineLabel]), ratio(ours[lineRemember], own[lineRemember]))
-	for _, line := range []int{lineCollect, lineLabel, lineRemember} {
+	for _, line := range []string{lineCollect, lineLabel, lineRemember, lineScratch} {
 		if q := ratio(ours[line], own[line]); q < 0.85 || q > 1.18 {
-			t.Errorf("line %d: %d bytes read, the program's own %d (ratio %.2f)", line, ours[line], own[line], q)
+			t.Errorf("%s: %d bytes read, the program's own %d (ratio %.2f)", line, ours[line], own[line], q)
 		}
 	}
 	if q := ratio(sumOurs, sumOwn); q < 0.9 || q > 1.11 {
 		t.Errorf("total %d bytes read, the program's own %d (ratio %.2f)", sumOurs, sumOwn, q)
 	}
-	if len(r.Sites) == 0 || r.Sites[0].Func != "main.collect" || r.Sites[0].Line != lineCollect {
-		t.Errorf("top site by bytes %+v, want main.collect at line %d", r.Sites, lineCollect)
+	var top string
+	for k, v := range own {
+		if top == "" || v > own[top] {
+			top = k
+		}
+	}
+	if len(r.Sites) == 0 || siteLine(r.Sites[0].File, r.Sites[0].Line) != top {
+		t.Errorf("top site by bytes %+v, the program's own top %s", r.Sites, top)
 	}
 	if r.Sites[0].BytesPerSec <= 0 || r.Sites[0].ObjectsPerSec <= 0 {
 		t.Errorf("top site without rates: %+v", r.Sites[0])
@@ -179,7 +189,7 @@ func TestAllocsMatchesProgram(t *testing.T) {
 	if err := WriteText(&text, r); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"as of the last completed GC", "bytes/s", "objects/s", "main.collect"} {
+	for _, want := range []string{"as of the last completed GC", "bytes/s", "objects/s", "main.collect", "main.scratch"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
 		}
@@ -207,7 +217,7 @@ func TestHeapMatchesProgram(t *testing.T) {
 	}
 	var found bool
 	for _, s := range r.ByObjects[:min(3, len(r.ByObjects))] {
-		found = found || (s.Func == "main.remember" && s.Line == lineRemember)
+		found = found || siteLine(s.File, s.Line) == lineRemember
 	}
 	if !found {
 		t.Errorf("the cache is not among the top live sites by objects: %+v", r.ByObjects)
@@ -234,7 +244,7 @@ func TestEscapeJoin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pid, _ := patient(t, tc.flags...)
-			r, err := Collect(context.Background(), Options{PID: pid, Type: Allocs, Duration: 2 * time.Second, Src: tc.src})
+			r, err := Collect(context.Background(), Options{PID: pid, Type: Allocs, Duration: 2 * time.Second, Src: tc.src, Top: 30})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -245,29 +255,36 @@ func TestEscapeJoin(t *testing.T) {
 			if !strings.HasPrefix(src, root.Path) {
 				src, _ = filepath.Abs(src)
 			}
-			want := map[int]escape.Class{lineLabel: escape.FmtBoxing, lineRemember: escape.StoredInHeap, lineCollect: escape.AppendGrowth}
-			got := map[int]bool{}
+			want := map[string]escape.Class{
+				lineLabel: escape.FmtBoxing, lineRemember: escape.StoredInHeap, lineCollect: escape.AppendGrowth,
+				"main.go:35":   escape.StoredInHeap, // moved to heap: n, pointed to by the cache's entry
+				"shapes.go:24": escape.Returned, "shapes.go:29": escape.Closure, "shapes.go:35": escape.TooLarge,
+				lineScratch: escape.OnStack, "shapes.go:49": escape.Returned, "shapes.go:54": escape.Returned,
+				"shapes.go:59": escape.InterfaceBoxing,
+			}
+			got := map[string]bool{}
 			for _, s := range append(r.Sites, r.ByObjects...) {
 				j := s.Escape
-				if j == nil || j.File != src {
+				if j == nil || filepath.Dir(j.File) != filepath.Dir(src) {
 					continue
 				}
-				c, ok := want[j.Line]
+				line := siteLine(j.File, j.Line)
+				c, ok := want[line]
 				if !ok {
 					continue
 				}
 				if len(j.Reasons) == 0 {
-					t.Errorf("%s line %d: no reason", s.Func, j.Line)
+					t.Errorf("%s %s: no reason", s.Func, line)
 					continue
 				}
 				if j.Reasons[0].Class != string(c) || j.Reasons[0].Suggestion != c.Suggestion() {
-					t.Errorf("%s line %d: %+v, want class %q", s.Func, j.Line, j.Reasons[0], c)
+					t.Errorf("%s %s: %+v, want class %q", s.Func, line, j.Reasons[0], c)
 				}
-				got[j.Line] = true
+				got[line] = true
 			}
 			for line := range want {
 				if !got[line] {
-					t.Errorf("no site joined at %s:%d: %+v", src, line, r.Sites)
+					t.Errorf("no site joined at %s: %+v", line, r.Sites)
 				}
 			}
 			t.Logf("escape join: reasons at %d of %d top sites in the module (%d findings)", r.Escape.Joined, r.Escape.Sites, r.Escape.Findings)
@@ -334,7 +351,7 @@ func TestSampledMatchesBook(t *testing.T) {
 	if r.Sampled.CostCPU > 0.01 {
 		t.Errorf("estimated cost %.2f%% of a CPU, over the 1%% budget", 100*r.Sampled.CostCPU)
 	}
-	name := func(s Site) string { return s.Func + ":" + strconv.Itoa(s.Line) }
+	name := func(s Site) string { return s.Func + " " + siteLine(s.File, s.Line) }
 	var sampled, truth []string
 	for _, s := range r.Sites {
 		sampled = append(sampled, name(s))

@@ -40,7 +40,7 @@ func (c Class) Suggestion() string {
 	case InterfaceBoxing:
 		return "keep the concrete type on the hot path (a typed or generic function) instead of converting to an interface"
 	case Returned:
-		return "return a value instead of a pointer, or let the caller pass the destination"
+		return "return a value instead of a pointer, or let the caller pass the destination (a buffer to append to)"
 	case StoredInHeap:
 		return "store values, not pointers: a pointer-free cache (map[K]V of values, or a slice of values indexed by int) saves the allocation and the GC's scan; sync.Pool for short-lived ones"
 	case LeakingParam:
@@ -79,13 +79,23 @@ func (f Finding) Class() Class {
 
 // Reason is the compiler's summary line with the explanation step that
 // decides the class ("i escapes to heap: from fmt.Sprintf(...) (call
-// parameter)"), in the compiler's words.
+// parameter)"), in the compiler's words less the step's position.
 func (f Finding) Reason() string {
 	_, s := f.classify()
+	if m := fromTag.FindStringSubmatch(s); m != nil {
+		s = "from " + m[1] + " (" + m[2] + ")"
+	}
 	if s == "" {
 		return f.Message
 	}
 	return f.Message + ": " + s
+}
+
+// Allocation reports a finding about an expression that allocates (make,
+// new, &T{...}, a literal, append, a conversion or a concatenation), as
+// opposed to a variable or a parameter.
+func (f Finding) Allocation() bool {
+	return f.Kind != Leaks && allocExpr(f.Subject)
 }
 
 func (f Finding) classify() (Class, string) {
@@ -161,7 +171,8 @@ func allocExpr(s string) bool {
 			return true
 		}
 	}
-	return false
+	// A string concatenation allocates the result.
+	return strings.Contains(s, " + ")
 }
 
 // calleeOf returns the function called in a call expression

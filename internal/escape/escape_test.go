@@ -53,9 +53,9 @@ func check(t *testing.T, r *Result, file string) {
 	}
 }
 
-// TestParseShapes parses the compiler's -m=2 output for testdata/shapes
+// TestEscapeParseShapes parses the compiler's -m=2 output for testdata/shapes
 // (captured from go1.26, positions relative to the module's root).
-func TestParseShapes(t *testing.T) {
+func TestEscapeParseShapes(t *testing.T) {
 	b, err := os.ReadFile("testdata/shapes.m2.txt")
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,50 @@ func TestParseShapes(t *testing.T) {
 	}
 }
 
-func TestParseBadInput(t *testing.T) {
+// TestEscapeClasses classifies the compiler's words for shapes beyond
+// testdata/shapes (captured from go1.26's -m=2).
+func TestEscapeClasses(t *testing.T) {
+	out := `a.go:48:17: a + "/" + b escapes to heap in concat:
+a.go:48:17:   flow: ~r0 ← &{storage for a + "/" + b}:
+a.go:48:17:     from a + "/" + b (spill) at a.go:48:17
+a.go:48:17:     from return a + "/" + b (return) at a.go:48:2
+a.go:48:17: a + "/" + b escapes to heap
+a.go:53:16: ([]byte)(s) escapes to heap in toBytes:
+a.go:53:16:   flow: ~r0 ← &{storage for ([]byte)(s)}:
+a.go:53:16:     from ([]byte)(s) (spill) at a.go:53:16
+a.go:53:16:     from return ([]byte)(s) (return) at a.go:53:2
+a.go:53:16: ([]byte)(s) escapes to heap
+a.go:58:17: point{...} escapes to heap in boxed:
+a.go:58:17:   flow: {heap} ← &{storage for point{...}}:
+a.go:58:17:     from point{...} (spill) at a.go:58:17
+a.go:58:17:     from sinkAny = point{...} (assign) at a.go:58:10
+a.go:58:17: point{...} escapes to heap
+a.go:63:18: map[int]int{} escapes to heap in index:
+a.go:63:18:   flow: m ← &{storage for map[int]int{}}:
+a.go:63:18:     from map[int]int{} (spill) at a.go:63:18
+a.go:63:18:     from m := map[int]int{} (assign) at a.go:63:4
+a.go:63:18:   flow: ~r0 ← m:
+a.go:63:18:     from return m (return) at a.go:67:2
+a.go:63:18: map[int]int{} escapes to heap
+a.go:41:11: make([]byte, n) does not escape
+a.go:27:10: leaking param: k
+`
+	r, err := Parse(strings.NewReader(out), "/m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		line  int
+		class Class
+	}{{48, Returned}, {53, Returned}, {58, InterfaceBoxing}, {63, Returned}, {41, OnStack}, {27, LeakingParam}} {
+		fs := r.At("a.go", tt.line)
+		if len(fs) != 1 || fs[0].Class() != tt.class {
+			t.Errorf("line %d: %+v, want one finding of class %q", tt.line, fs, tt.class)
+		}
+	}
+}
+
+func TestEscapeParseBadInput(t *testing.T) {
 	tests := []struct {
 		name, in string
 		want     error
@@ -138,7 +181,7 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-func TestFindModule(t *testing.T) {
+func TestEscapeFindModule(t *testing.T) {
 	m, err := FindModule("testdata/shapes")
 	if err != nil {
 		t.Fatal(err)
@@ -151,9 +194,9 @@ func TestFindModule(t *testing.T) {
 	}
 }
 
-// TestRunShapes runs the compiler of this test's own release on the
+// TestEscapeRunShapes runs the compiler of this test's own release on the
 // shapes patient and finds every reason at its line.
-func TestRunShapes(t *testing.T) {
+func TestEscapeRunShapes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a program")
 	}
@@ -169,7 +212,7 @@ func TestRunShapes(t *testing.T) {
 }
 
 // TestRunWrongToolchain: a release that cannot be had fails in one line.
-func TestRunWrongToolchain(t *testing.T) {
+func TestEscapeRunWrongToolchain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
 	}

@@ -54,6 +54,9 @@ func serve() {
 			if i%4 == 0 {
 				remember(id, k)
 			}
+			if i%8 == 0 {
+				shapes(id, k)
+			}
 			total += len(k)
 		}
 		if id%160 == 0 {
