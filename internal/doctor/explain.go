@@ -33,6 +33,21 @@ var explains = []struct {
 	cause    string
 	symptoms []string
 }{
+	// Goroutines started per small task are the scheduler's work, its
+	// thread wake-ups and their kernel time (the churn patient: 54% of
+	// its samples in the scheduler, under its go statement).
+	{"goroutine-churn", []string{"scheduler-overhead", "idle-wakeups", "kernel-time"}},
+	// A new connection per request is kernel time (socket, connect,
+	// setsockopt, close), and a hot call that dials is its code.
+	{"connection-churn", []string{"kernel-time", "cpu-hotspot", "idle-wakeups", "scheduler-overhead"}},
+	// Millions of pointer-rich objects from one site are what every GC
+	// cycle marks: the GC's share, its assists and the scheduler work of
+	// its cycles are theirs, and a cache that grows is the heap growing.
+	// As with gc-pressure below, a lock holder drafted into assist makes
+	// the lock's waiters queue.
+	{"heap-holders", []string{"gc-pressure", "gc-assist", "lock-contention", "scheduler-overhead", "memory-growth"}},
+	// Parked goroutines holding buffers are the resident memory.
+	{"goroutine-memory", []string{"memory-growth"}},
 	// A herd woken together (a channel closed to thousands of goroutines)
 	// queues on whatever mutex the woken goroutines take: when the
 	// program's code waking goroutines outside any lock holds at least
@@ -126,6 +141,9 @@ func explainsIt(cause, f Finding) bool {
 		return true
 	}
 	switch cause.ID {
+	case "connection-churn":
+		// Only a hot call that dials is the churn's code.
+		return slices.Contains(dialCalls, evidenceString(f, "call"))
 	case "exec-hot-path":
 		// Only a hot call that starts a program is the exec path.
 		return slices.Contains(execCalls, evidenceString(f, "call"))

@@ -42,10 +42,6 @@ const (
 	// Threads waiting for a CPU at least this fraction of the time they
 	// run: the host is short of CPU for this process.
 	starvedShare = 0.5
-	// GC CPU share of the process's CPU (GOGC=100 steady state is ~5-15%).
-	gcShareWarn = 0.25
-	// Mark assist share of the process's CPU.
-	assistShareWarn = 0.05
 	// Share of samples in lock slow paths (and at least lockMinSamples of
 	// them), and mutex wait seconds per second. Eight goroutines on one
 	// mutex put 3.5-6% of their samples there whether the critical section
@@ -89,8 +85,6 @@ const (
 
 func init() {
 	register(&Rule{ID: "scheduler-overhead", Summary: "CPU spent in Go's scheduler, goroutine herds woken together", Missing: needStacksOrRuntime, Check: checkScheduler})
-	register(&Rule{ID: "gc-pressure", Summary: "a large share of CPU in garbage collection", Missing: needStacksOrRuntime, Check: checkGCPressure})
-	register(&Rule{ID: "gc-assist", Summary: "goroutines drafted into GC mark assist (latency spikes)", Missing: needStacksOrRuntime, Check: checkGCAssist})
 	register(&Rule{ID: "lock-contention", Summary: "goroutines queueing on mutexes", Missing: needStacksOrRuntime, Check: checkLocks})
 	register(&Rule{ID: "goroutine-leak", Summary: "the goroutine count rising through the window", Missing: needRuntimeOrProbes, Check: checkGoroutineLeak})
 	register(&Rule{ID: "cpu-hotspot", Summary: "one library call (cumulative) or one package (flat) taking a large share of CPU samples", Missing: needStacks, Check: checkHotspot})
@@ -226,83 +220,6 @@ func checkScheduler(w *Window, h *Host) *Finding {
 		Confidence: "medium",
 		Cores:      cores,
 	}
-}
-
-// gcShare returns a GC share of CPU from runtime metrics when the runtime
-// gave it (fromRuntime picks the field), else the summed share of the stack
-// classes, and which source it came from; NaN when neither is known.
-func gcShare(w *Window, fromRuntime func(*Runtime) float64, classes ...string) (float64, Source) {
-	if r := w.Runtime; r != nil && !math.IsNaN(fromRuntime(r)) {
-		return fromRuntime(r), SourceRuntime
-	}
-	if w.Stacks == nil || w.Stacks.Samples < minSamples {
-		return math.NaN(), ""
-	}
-	share := 0.0
-	for _, c := range classes {
-		share += w.Stacks.Classes[c]
-	}
-	return share, SourceStacks
-}
-
-// gcFinding is a GC finding whose cost is its share of the process's CPU.
-func gcFinding(w *Window, share float64, from Source, title string, ev EvidenceList, cause, fix string) *Finding {
-	return &Finding{
-		Severity:   Warn,
-		Title:      title,
-		Evidence:   ev,
-		Cause:      cause,
-		Fix:        fix,
-		Sources:    []Source{from},
-		Confidence: map[Source]string{SourceRuntime: "high", SourceStacks: "medium"}[from],
-		Cores:      share * w.Cores(),
-	}
-}
-
-func checkGCPressure(w *Window, h *Host) *Finding {
-	if !w.IsGo() || w.Cores() < insideMinCores {
-		return nil
-	}
-	share, from := gcShare(w, func(r *Runtime) float64 { return r.GCCPUShare }, ClassGCBackground, ClassGCAssist)
-	if math.IsNaN(share) || share < gcShareWarn {
-		return nil
-	}
-	ev := EvidenceList{{"gc_cpu_share_pct", pct(share), "%"}, {"cpu_pct", pct(w.Cores()), "% of a core"}}
-	if r := w.Runtime; r != nil && r.Seconds > 0 {
-		ev = append(ev, Evidence{"gc_cycles_per_s", round(r.GCCycles/r.Seconds, 2), "/s"})
-		if !math.IsNaN(r.HeapObjects) {
-			ev = append(ev, Evidence{"heap_objects", r.HeapObjects, ""})
-		}
-	}
-	f := gcFinding(w, share, from, fmt.Sprintf("%.0f%% of CPU goes to garbage collection", 100*share), ev,
-		"The heap holds many pointers (large maps of pointers, caches of structs with strings) or allocation is high, so every cycle marks a lot and cycles come often.",
-		"Cut allocation on the hot path (reuse buffers, sync.Pool), store cache entries without pointers (a pointer-free cache such as BigCache cut live objects from 2-3 M to 120 k), raise GOGC or set GOMEMLIMIT where memory allows.")
-	// The code that allocates is where the GC's work comes from; mark
-	// assist catches it in the act.
-	f.Code = codeFrom(w, ClassGCAssist, probeAssist, "allocates, and pays mark assist")
-	f.Sources = codeSources(f.Sources, f.Code)
-	return f
-}
-
-func checkGCAssist(w *Window, h *Host) *Finding {
-	if !w.IsGo() || w.Cores() < insideMinCores {
-		return nil
-	}
-	share, from := gcShare(w, func(r *Runtime) float64 { return r.AssistShare }, ClassGCAssist)
-	if math.IsNaN(share) || share < assistShareWarn {
-		return nil
-	}
-	ev := EvidenceList{{"assist_share_pct", pct(share), "%"}}
-	if c := callers(w, ClassGCAssist); c != "" {
-		ev = append(ev, Evidence{"allocating_callers", c, ""})
-	}
-	f := gcFinding(w, share, from, fmt.Sprintf("%.0f%% of CPU is GC mark assist: goroutines stall to help the GC", 100*share), ev,
-		"Allocation outruns the background mark workers, so the GC pacer makes allocating goroutines mark before they may allocate: requests stall (tens of ms), which shows as P99 spikes, often right after a cache expiry or traffic burst.",
-		"Smooth allocation bursts (stagger cache expiry, pre-size), allocate less per request, keep fewer pointers live; a higher GOGC or GOMEMLIMIT gives the pacer more room.")
-	f.Observed = fmt.Sprintf("%.0f%% of CPU in mark assist", 100*share)
-	f.Code = codeFrom(w, ClassGCAssist, probeAssist, "allocates, and pays mark assist")
-	f.Sources = codeSources(f.Sources, f.Code)
-	return f
 }
 
 // checkLocks decides lock contention from the best source present: the

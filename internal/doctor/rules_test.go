@@ -302,9 +302,9 @@ func TestExecTitle(t *testing.T) {
 }
 
 func TestRuleIDsStable(t *testing.T) {
-	want := []string{"cpu-hotspot", "exec-hot-path", "fd-leak", "fd-limit", "file-reopen-churn", "gc-assist", "gc-pressure",
-		"gomaxprocs-oversized", "goroutine-leak", "idle-wakeups", "kernel-time", "lock-contention", "memory-growth",
-		"scheduler-overhead", "thread-explosion"}
+	want := []string{"connection-churn", "cpu-hotspot", "exec-hot-path", "fd-leak", "fd-limit", "file-reopen-churn", "gc-assist", "gc-pressure",
+		"gomaxprocs-oversized", "goroutine-churn", "goroutine-leak", "goroutine-memory", "heap-holders", "idle-wakeups", "kernel-time",
+		"lock-contention", "memory-growth", "scheduler-overhead", "thread-explosion"}
 	rs := Rules()
 	if len(rs) != len(want) {
 		t.Fatalf("%d rules, want %d", len(rs), len(want))

@@ -1,9 +1,7 @@
 package doctor
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
@@ -20,39 +18,7 @@ import (
 func startUnseen(t *testing.T, behaviour string) (pid int, addr string) {
 	t.Helper()
 	testenv.Require(t, testenv.Linux)
-	cmd := exec.Command(testbin.Build(t, "./testdata/unseen"), behaviour)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	ready := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			switch {
-			case len(f) == 2 && f[0] == "addr":
-				addr = f[1]
-			case len(f) == 1 && f[0] == "ready":
-				ready <- nil
-				return
-			}
-		}
-		ready <- fmt.Errorf("%s ended before it was ready", behaviour)
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s not ready after 30 s", behaviour)
-	}
-	return cmd.Process.Pid, addr
+	return startReady(t, exec.Command(testbin.Build(t, "./testdata/unseen"), behaviour), behaviour, 30*time.Second)
 }
 
 // warnIDs returns the ids of the findings at warn level or above, sorted.
