@@ -81,7 +81,7 @@ It listens on loopback unless --listen names another address (for a fleet:
 			fs.IntVar(&f.topN, "top", 20, "processes by CPU named with their PID")
 			fs.StringVar(&f.procRoot, "proc", "/proc", "procfs mount `path`")
 			fs.BoolVar(&f.bpf, "bpf", true, "read threads' scheduler and switch counts through a BPF task iterator where allowed (root), else files: every task once in --idle-every and in between the processes that ran lately (one bpf(2) call) and new ones; about half the CPU of the files' idle back-off, for about 4 MB more RSS (the kernel's BTF, read once); --bpf=false: files only")
-			fs.BoolVar(&f.runtime, "runtime", true, "read the Go runtime of processes that have gosleuth's agent (gosleuth_go_* series per group)")
+			fs.BoolVar(&f.runtime, "runtime", true, "read the Go runtime of Go processes, from gosleuth's agent where it runs, else from the process's memory (gosleuth_go_* series per group)")
 			fs.DurationVar(&f.doctorEvery, "doctor-every", 5*time.Minute, "run the doctor over the host this `often` (0: never)")
 			fs.DurationVar(&f.doctorWindow, "doctor-window", 10*time.Second, "the doctor's observation `window`")
 			fs.IntVar(&f.doctorLooks, "doctor-looks", 2, "close looks per doctor run at most (0: /proc only)")

@@ -46,8 +46,12 @@ type Config struct {
 	TopN   int
 	Rerank time.Duration
 	// Runtime reads the Go runtime metrics of Go processes that have a
-	// runtime source (gosleuth's agent), summed per group.
+	// runtime source (gosleuth's agent, else the process's memory),
+	// summed per group.
 	Runtime bool
+	// NoMemory leaves the memory source out: only processes with the
+	// agent give runtime series.
+	NoMemory bool
 	// IdleBackoff is proc.Options.IdleBackoff: a thread that has not run
 	// for this many samples is checked once in this many (0 or 1: every
 	// thread at every sample). Its counters stay exact, up to that many

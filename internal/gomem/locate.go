@@ -46,7 +46,13 @@ func locateGlobals(im *stacks.Image, l *Layout) (addrs map[string]uint64, how st
 	}
 	addrs, err = globalsFromCode(im, l)
 	if err != nil {
-		return nil, "", fmt.Errorf("stripped binary: %w", err)
+		// Without the goroutines nothing of worth is left; without
+		// another variable, only what needs it is missing (its reader
+		// says the variable is not located).
+		if addrs[symAllgs] == 0 || addrs[symAllglen] == 0 {
+			return nil, "", fmt.Errorf("stripped binary: %w", err)
+		}
+		return addrs, "runtime code (stripped binary; " + err.Error() + ")", nil
 	}
 	return addrs, "runtime code (stripped binary)", nil
 }

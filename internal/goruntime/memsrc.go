@@ -56,7 +56,73 @@ func (s *memSource) Read(ctx context.Context) (*Sample, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read runtime statistics from memory: %w", err)
 	}
-	return sampleFromMemory(s.p.GoVersion, c, st), nil
+	smp := sampleFromMemory(s.p.GoVersion, c, st)
+	smp.Raw = rawFromMemory(smp, st)
+	return smp, nil
+}
+
+// rawFromMemory names what the memory source read as the runtime/metrics
+// values that mean the same, for consumers of the catalog (the exporter):
+// only known fields are named.
+func rawFromMemory(smp *Sample, st *gomem.Stats) map[string]Metric {
+	m := map[string]Metric{}
+	u := func(name string, v uint64) { m[name] = Metric{Kind: 'u', Uint: v} }
+	f := func(name string, v float64) { m[name] = Metric{Kind: 'f', Float: v} }
+	k := smp.Known
+	if k.Has(KnownGoroutines) {
+		u("/sched/goroutines:goroutines", smp.Goroutines)
+	}
+	if k.Has(KnownGoroutinesCreated) {
+		u("/sched/goroutines-created:goroutines", smp.GoroutinesCreated)
+	}
+	if k.Has(KnownGoroutineStates) {
+		u("/sched/goroutines/running:goroutines", smp.Running)
+		u("/sched/goroutines/runnable:goroutines", smp.Runnable)
+		u("/sched/goroutines/waiting:goroutines", smp.Waiting)
+		u("/sched/goroutines/not-in-go:goroutines", smp.NotInGo)
+	}
+	if k.Has(KnownThreads) {
+		u("/sched/threads/total:threads", smp.Threads)
+	}
+	if k.Has(KnownGOMAXPROCS) {
+		u("/sched/gomaxprocs:threads", smp.GOMAXPROCS)
+	}
+	if k.Has(KnownGCCycles) {
+		u("/gc/cycles/total:gc-cycles", smp.GCCycles)
+		u("/gc/cycles/forced:gc-cycles", uint64(st.ForcedGC))
+		u("/gc/gogc:percent", uint64(max(st.GOGC, 0)))
+		u("/gc/gomemlimit:bytes", uint64(max(st.MemoryLimit, 0)))
+	}
+	if k.Has(KnownHeapLive) {
+		u("/gc/heap/live:bytes", smp.HeapLive)
+	}
+	if k.Has(KnownHeapGoal) {
+		u("/gc/heap/goal:bytes", smp.HeapGoal)
+	}
+	if k.Has(KnownScan) {
+		u("/gc/scan/heap:bytes", smp.ScanHeap)
+		u("/gc/scan/stack:bytes", smp.ScanStack)
+		u("/gc/scan/globals:bytes", smp.ScanGlobals)
+		u("/gc/scan/total:bytes", smp.ScanHeap+smp.ScanStack+smp.ScanGlobals)
+	}
+	if k.Has(KnownAllocs) {
+		u("/gc/heap/allocs:bytes", smp.AllocBytes)
+		u("/gc/heap/allocs:objects", smp.AllocObjects)
+		u("/gc/heap/frees:objects", st.FreeObjects)
+		u("/memory/classes/heap/stacks:bytes", st.StackInUse)
+	}
+	if k.Has(KnownCPUClasses) {
+		c := smp.CPU
+		f("/cpu/classes/total:cpu-seconds", c.Total)
+		f("/cpu/classes/idle:cpu-seconds", c.Idle)
+		f("/cpu/classes/user:cpu-seconds", c.User)
+		f("/cpu/classes/gc/total:cpu-seconds", c.GCTotal)
+		f("/cpu/classes/gc/mark/assist:cpu-seconds", c.GCAssist)
+		f("/cpu/classes/gc/mark/dedicated:cpu-seconds", c.GCDedicated)
+		f("/cpu/classes/gc/mark/idle:cpu-seconds", c.GCIdle)
+		f("/cpu/classes/gc/pause:cpu-seconds", c.GCPause)
+	}
+	return m
 }
 
 // sampleFromMemory turns a census and statistics into a Sample. Goroutines
