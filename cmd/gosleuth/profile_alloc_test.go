@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
+
 	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
 )
@@ -102,6 +104,14 @@ func TestProfileAllocsPprof(t *testing.T) {
 	}
 	if f := strings.TrimSpace(first); !strings.HasSuffix(f, "main.collect") && !strings.HasSuffix(f, "main.scratch") {
 		t.Errorf("first line of pprof -top %q, want main.collect or main.scratch", first)
+	}
+
+	stdout, stderr, code = runChild(t, os.Args[0], nil, "profile", "--type", "heap", "--pid", strconv.Itoa(pid), "--format", "pprof")
+	if code != 0 {
+		t.Fatalf("heap pprof: code %d stderr %s", code, stderr)
+	}
+	if p, err := profile.ParseData([]byte(stdout)); err != nil || p.DefaultSampleType != "inuse_space" || len(p.Sample) == 0 {
+		t.Errorf("--format pprof on stdout: %v", err)
 	}
 
 	stdout, stderr, code = runChild(t, os.Args[0], nil, "profile", "--type", "heap", "--pid", strconv.Itoa(pid), "--format", "json")

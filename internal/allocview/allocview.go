@@ -30,6 +30,9 @@ import (
 	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
+// escapeTimeout bounds the escape analysis build of a large module.
+const escapeTimeout = 5 * time.Minute
+
 // The profile types.
 const (
 	Heap   = "heap"   // live objects as of the last GC (inuse_*)
@@ -301,7 +304,7 @@ func (r *Report) finishPprof() {
 		if !r.LastGC.IsZero() {
 			p.TimeNanos = r.LastGC.Add(-r.Window).UnixNano()
 		}
-		p.Comments = append(p.Comments, fmt.Sprintf("gosleuth profile --type allocs: allocated over %s between the GCs that ended before the two readings of a %s window; counts %s; inuse_* are what of it was still live", r.Window.Round(time.Millisecond), r.Asked, when))
+		p.Comments = append(p.Comments, fmt.Sprintf("gosleuth profile --type allocs: allocated over %s between the GCs that ended before the two readings of a %s window; counts %s; inuse_* are the change of the live heap over it", r.Window.Round(time.Millisecond), r.Asked, when))
 	} else {
 		p.Comments = append(p.Comments, "gosleuth profile --type heap: live objects "+when)
 	}
@@ -387,6 +390,8 @@ func (r *Report) join(ctx context.Context, opts Options, all []gomem.Site) {
 			eo.Tags = s.Value
 		}
 	}
+	ctx, cancel := context.WithTimeout(ctx, escapeTimeout)
+	defer cancel()
 	res, _, err := escape.Run(ctx, eo)
 	if err != nil {
 		run.Err = err.Error()
