@@ -373,6 +373,12 @@ func (r *Report) join(ctx context.Context, opts Options, all []gomem.Site) {
 		return
 	}
 	run.Dir, run.Module = mod.Root, mod.Path
+	if opts.Src == "auto" {
+		if err := checkOwner(opts.FS, opts.PID, mod.Root); err != nil {
+			run.Err = err.Error()
+			return
+		}
+	}
 	if bi.Main.Path != "" && bi.Main.Path != mod.Path {
 		run.Err = fmt.Sprintf("the source at %s is module %s, the program was built from module %s", mod.Root, mod.Path, bi.Main.Path)
 		return

@@ -387,3 +387,54 @@ func TestCollectBadType(t *testing.T) {
 		t.Error("type cpu accepted")
 	}
 }
+
+// TestAutoSourceOwner: a source the program's paths name is not built when
+// it belongs to someone other than root or the program's owner.
+func TestAutoSourceOwner(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.AMD64, testenv.Root)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	for _, f := range []string{"main.go", "shapes.go", "pprof.go"} {
+		b, err := os.ReadFile(filepath.Join("testdata/allocs", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/allocs\n\ngo 1.26\n"), 0o644)
+	bin := filepath.Join(dir, "allocs")
+	build := exec.Command("go", "build", "-trimpath=false", "-o", bin, ".")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	for _, p := range []string{dir, filepath.Join(dir, "go.mod")} {
+		if err := os.Chown(p, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	bufio.NewScanner(out).Scan()
+	r, err := Collect(context.Background(), Options{PID: cmd.Process.Pid, Type: Heap, Src: "auto"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Escape == nil || !strings.Contains(r.Escape.Err, "belongs to uid 65534") || r.Escape.Findings != 0 {
+		t.Errorf("escape %+v, want the source refused", r.Escape)
+	}
+	// Given explicitly, it is built.
+	r, err = Collect(context.Background(), Options{PID: cmd.Process.Pid, Type: Heap, Src: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Escape == nil || r.Escape.Err != "" || r.Escape.Findings == 0 {
+		t.Errorf("escape with --src given: %+v", r.Escape)
+	}
+}
