@@ -32,8 +32,9 @@ func patchVersion(release string, p int) string {
 	return fmt.Sprintf("%s.%d", release, p)
 }
 
-// refBuild says how to build testdata/ref.
+// refBuild says how to build a program under testdata.
 type refBuild struct {
+	prog      string // the directory under testdata; "" is "ref"
 	toolchain string // "go1.22.12", fetched through the module proxy
 	stripped  bool   // -ldflags=-s -w: no symbol table, no DWARF
 	pie       bool   // -buildmode=pie
@@ -42,6 +43,9 @@ type refBuild struct {
 
 func (b refBuild) String() string {
 	s := b.toolchain
+	if b.prog != "" {
+		s = b.prog + "-" + s
+	}
 	for _, f := range []struct {
 		on   bool
 		name string
@@ -53,20 +57,26 @@ func (b refBuild) String() string {
 	return s
 }
 
-// buildRef builds the reference program testdata/ref with b's toolchain,
-// in a temporary module of its own (go 1.20, so every toolchain takes it),
-// and returns the executable's path. A toolchain that cannot be fetched
-// skips the test, or fails it where testenv requires toolchains.
+// buildRef builds the program testdata/PROG (the reference program
+// testdata/ref unless b names another) with b's toolchain, in a temporary
+// module of its own (go 1.20, so every toolchain takes it), and returns
+// the executable's path. A cgo build adds the build tag PROG+"cgo". A
+// toolchain that cannot be fetched skips the test, or fails it where
+// testenv requires toolchains.
 func buildRef(t testing.TB, b refBuild) string {
 	t.Helper()
+	prog := b.prog
+	if prog == "" {
+		prog = "ref"
+	}
 	testenv.Require(t, testenv.GoToolchains)
 	if b.cgo {
 		testenv.Require(t, testenv.Linux, testenv.AMD64, testenv.GCC)
 	}
 	dir := t.TempDir()
-	srcs, err := filepath.Glob(filepath.Join("testdata", "ref", "*.go"))
+	srcs, err := filepath.Glob(filepath.Join("testdata", prog, "*.go"))
 	if err != nil || len(srcs) == 0 {
-		t.Fatalf("reference program: %v (%d files)", err, len(srcs))
+		t.Fatalf("program testdata/%s: %v (%d files)", prog, err, len(srcs))
 	}
 	for _, src := range srcs {
 		data, err := os.ReadFile(src)
@@ -77,7 +87,7 @@ func buildRef(t testing.TB, b refBuild) string {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module gosleuth.test/ref\n\ngo 1.20\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module gosleuth.test/"+prog+"\n\ngo 1.20\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cgo := "0"
@@ -91,7 +101,7 @@ func buildRef(t testing.TB, b refBuild) string {
 	if out, err := ver.CombinedOutput(); err != nil || !strings.Contains(string(out), b.toolchain+" ") {
 		testenv.Missing(t, testenv.GoToolchains, fmt.Sprintf("GOTOOLCHAIN=%s go version: %v: %s", b.toolchain, err, bytes.TrimSpace(out)))
 	}
-	exe := filepath.Join(dir, "ref")
+	exe := filepath.Join(dir, prog)
 	args := []string{"build", "-trimpath", "-o", exe}
 	if b.stripped {
 		args = append(args, "-ldflags=-s -w")
@@ -100,12 +110,12 @@ func buildRef(t testing.TB, b refBuild) string {
 		args = append(args, "-buildmode=pie")
 	}
 	if b.cgo {
-		args = append(args, "-tags=refcgo")
+		args = append(args, "-tags="+prog+"cgo")
 	}
 	cmd := exec.Command("go", append(args, ".")...)
 	cmd.Dir, cmd.Env = dir, env
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the reference program (%s): %v\n%s", b, err, out)
+		t.Fatalf("build testdata/%s (%s): %v\n%s", prog, b, err, out)
 	}
 	return exe
 }
