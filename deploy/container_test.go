@@ -11,8 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
+	"github.com/gosleuth/gosleuth/internal/tracefs"
 )
 
 // limit is an rlimit as podman's --ulimit takes it ("-1" for none).
@@ -66,11 +69,14 @@ func buildImage(t *testing.T) string {
 	return tag
 }
 
-// startPatient starts the 1 ms ticker patient on the host and returns its
-// PID.
-func startPatient(t *testing.T) int {
+// startPatient starts the 1 ms ticker patient on the host, as user uid,
+// and returns its PID.
+func startPatient(t *testing.T, uid int) int {
 	t.Helper()
 	cmd := exec.Command(testbin.Build(t, "../internal/web/testdata/patient"))
+	if uid != os.Getuid() {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -85,13 +91,8 @@ func startPatient(t *testing.T) int {
 	return cmd.Process.Pid
 }
 
-// TestImage builds the image and proves two rows of docs/containers.md in
-// real containers watching a Go program on the host (--pid=host, uid 0,
-// every capability dropped but the row's): inspect with CAP_SYS_PTRACE
-// reads the program's Go version, and without it reads no executable and
-// says at start that CAP_SYS_PTRACE is missing; profile with CAP_PERFMON
-// samples kernel stacks, and without it fails naming CAP_PERFMON. The
-// image is under 20 MB and runs as nobody unless told otherwise.
+// TestImage builds the image: under 20 MB, and run as nobody unless told
+// otherwise.
 func TestImage(t *testing.T) {
 	testenv.Require(t, testenv.Linux, testenv.Podman)
 	tag := buildImage(t)
@@ -106,34 +107,249 @@ func TestImage(t *testing.T) {
 	if size <= 0 || size > 20e6 || user != "65534:65534" {
 		t.Errorf("image of %d bytes, user %q: want under 20 MB and 65534:65534", size, user)
 	}
-	pid := strconv.Itoa(startPatient(t))
-	run := func(caps string, args ...string) (string, string, error) {
-		a := []string{"run", "--rm", "--pid=host", "--user", "0", "--cap-drop=all", "--security-opt", "seccomp=unconfined"}
-		if caps != "" {
-			a = append(a, "--cap-add="+caps)
+	stdout, stderr, err := podman("run", "--rm", tag, "version")
+	if err != nil || !strings.Contains(stdout, "gosleuth") {
+		t.Errorf("gosleuth version in the image: %v\n%s%s", err, stdout, stderr)
+	}
+}
+
+// result is one run of a command in a container.
+type result struct {
+	stdout, stderr string
+	err            error
+}
+
+// jsonOut decodes the run's standard output into v, or says why not.
+func (r result) jsonOut(v any) string {
+	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
+		return fmt.Sprintf("output is not JSON (%v): %s", err, r.stdout)
+	}
+	return ""
+}
+
+// doctorSources returns the doctor's sources for its one process.
+func doctorSources(r result) ([]string, string) {
+	var d struct {
+		Processes []struct {
+			Sources []string `json:"sources"`
+		} `json:"processes"`
+	}
+	if why := r.jsonOut(&d); why != "" {
+		return nil, why
+	}
+	if len(d.Processes) != 1 {
+		return nil, fmt.Sprintf("%d processes in the report", len(d.Processes))
+	}
+	return d.Processes[0].Sources, ""
+}
+
+// topProcess returns top's record of its one process.
+func topProcess(r result) (goVersion *string, fds *int, why string) {
+	var d struct {
+		Processes []struct {
+			GoVersion *string `json:"go_version"`
+			FDs       *int    `json:"fds"`
+		} `json:"processes"`
+	}
+	if why := r.jsonOut(&d); why != "" {
+		return nil, nil, why
+	}
+	if len(d.Processes) != 1 {
+		return nil, nil, fmt.Sprintf("%d processes in the record", len(d.Processes))
+	}
+	return d.Processes[0].GoVersion, d.Processes[0].FDs, ""
+}
+
+// check says "" when a run shows what it should, else what it showed.
+type check func(r result) string
+
+func sourcesCheck(want bool, source string) check {
+	return func(r result) string {
+		src, why := doctorSources(r)
+		if why == "" && slices.Contains(src, source) != want {
+			why = fmt.Sprintf("sources %v: %s present %v, want %v", src, source, !want, want)
 		}
-		return podman(append(append(a, tag), args...)...)
+		return why
 	}
+}
 
-	stdout, stderr, err := run("SYS_PTRACE", "inspect", "--pid", pid, "--duration", "500ms")
-	if err != nil || !strings.Contains(stdout, "go1.") || strings.Contains(stderr, "CAP_SYS_PTRACE") {
-		t.Errorf("inspect with CAP_SYS_PTRACE: %v\n%s\n%s", err, stdout, stderr)
-	}
-	stdout, stderr, err = run("", "inspect", "--pid", pid, "--duration", "500ms")
-	if err != nil || !strings.Contains(stdout, "executable unreadable") || !strings.Contains(stderr, "without CAP_SYS_PTRACE") {
-		t.Errorf("inspect without CAP_SYS_PTRACE: %v\n%s\n%s", err, stdout, stderr)
-	}
+// capRows are the rows of docs/containers.md proven here: each command
+// with its row's capabilities works, and with each one less loses what the
+// row says and names the missing capability at start. args gets the PIDs
+// of a Go program owned by root and of one owned by nobody.
+var capRows = []struct {
+	command string
+	args    func(root, other string) []string
+	works   check
+	lost    map[string]check
+}{
+	{"top", func(_, other string) []string {
+		return []string{"top", "--once", "--format", "json", "--interval", "200ms", "--pid", other}
+	}, func(r result) string {
+		gv, fds, why := topProcess(r)
+		if why == "" && (gv == nil || fds == nil) {
+			why = fmt.Sprintf("go version %v, fds %v: want both", gv != nil, fds != nil)
+		}
+		return why
+	}, map[string]check{
+		"SYS_PTRACE": func(r result) string {
+			gv, _, why := topProcess(r)
+			if why == "" && gv != nil {
+				why = "Go version read without CAP_SYS_PTRACE"
+			}
+			return why
+		},
+		"DAC_READ_SEARCH": func(r result) string {
+			_, fds, why := topProcess(r)
+			if why == "" && fds != nil {
+				why = "another user's descriptors counted without CAP_DAC_READ_SEARCH"
+			}
+			return why
+		},
+	}},
+	{"doctor", func(root, _ string) []string {
+		return []string{"doctor", "--pid", root, "--duration", "2s", "--format", "json"}
+	}, func(r result) string {
+		for _, s := range []string{"runtime", "stacks", "probes"} {
+			if why := sourcesCheck(true, s)(r); why != "" {
+				return why
+			}
+		}
+		return ""
+	}, map[string]check{
+		"SYS_PTRACE": sourcesCheck(false, "runtime"),
+		"PERFMON":    sourcesCheck(false, "probes"),
+		"BPF":        sourcesCheck(false, "probes"),
+	}},
+	{"profile", func(root, _ string) []string {
+		return []string{"profile", "--pid", root, "--duration", "1s", "--format", "json", "-o", "/dev/null"}
+	}, func(r result) string {
+		var p struct {
+			UserOnly bool `json:"user_only"`
+		}
+		if why := r.jsonOut(&p); why != "" || p.UserOnly {
+			return fmt.Sprintf("user stacks only %v %s", p.UserOnly, why)
+		}
+		return ""
+	}, map[string]check{
+		"PERFMON": func(r result) string {
+			if r.err == nil || !strings.Contains(r.stderr, "grant CAP_PERFMON") {
+				return fmt.Sprintf("want a failure naming CAP_PERFMON, got %v", r.err)
+			}
+			return ""
+		},
+	}},
+	{"syscalls", func(root, _ string) []string {
+		return []string{"syscalls", "--pid", root, "--duration", "1s", "--format", "json", "--only", "futex"}
+	}, func(r result) string {
+		var s struct {
+			Mode string `json:"mode"`
+		}
+		if why := r.jsonOut(&s); why != "" || !strings.HasPrefix(s.Mode, "exact") {
+			return fmt.Sprintf("mode %q %s", s.Mode, why)
+		}
+		return ""
+	}, map[string]check{
+		"PERFMON": func(r result) string {
+			var s struct {
+				Mode   string `json:"mode"`
+				Reason string `json:"reason"`
+			}
+			if why := r.jsonOut(&s); why != "" || s.Mode != "proc" || !strings.Contains(s.Reason, "CAP_PERFMON") {
+				return fmt.Sprintf("mode %q, reason %q %s: want /proc's, naming CAP_PERFMON", s.Mode, s.Reason, why)
+			}
+			return ""
+		},
+	}},
+	{"probe", func(root, _ string) []string {
+		return []string{"probe", "--pid", root, "--duration", "500ms", "--recipe", "timers"}
+	}, func(r result) string {
+		if r.err != nil || !strings.Contains(r.stdout, "BPF uprobe") {
+			return fmt.Sprintf("%v: want BPF uprobes", r.err)
+		}
+		return ""
+	}, map[string]check{
+		"SYS_PTRACE": failed, "PERFMON": failed, "BPF": failed,
+	}},
+	{"inspect", func(root, _ string) []string {
+		return []string{"inspect", "--pid", root, "--duration", "500ms"}
+	}, func(r result) string {
+		if r.err != nil || !strings.Contains(r.stdout, "go1.") {
+			return fmt.Sprintf("%v: no Go version", r.err)
+		}
+		return ""
+	}, map[string]check{
+		"SYS_PTRACE": func(r result) string {
+			if !strings.Contains(r.stdout, "executable unreadable") {
+				return "the executable was read"
+			}
+			return ""
+		},
+	}},
+}
 
-	stdout, stderr, err = run("PERFMON", "profile", "--pid", pid, "--duration", "1s", "--format", "json", "-o", "/dev/null")
-	var p struct {
-		UserOnly bool `json:"user_only"`
+// failed is the check of a command that cannot work without the capability.
+func failed(r result) string {
+	if r.err == nil {
+		return "it worked"
 	}
-	if err != nil || json.Unmarshal([]byte(stdout), &p) != nil || p.UserOnly {
-		t.Errorf("profile with CAP_PERFMON: %v, user only %v\n%s\n%s", err, p.UserOnly, stdout, stderr)
+	return ""
+}
+
+// TestCapabilityTable proves rows of docs/containers.md in real
+// containers watching Go programs on the host (--pid=host, uid 0, every
+// capability dropped but the row's, the host's tracefs mounted read-only,
+// seccomp unconfined): with the row's capabilities the command works; with
+// each one less it loses what the row says, and it names the missing
+// capability at start in one line. The exporter's row is proven by
+// TestExporterDaemonSet.
+func TestCapabilityTable(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Podman)
+	trace, err := tracefs.Root()
+	if err != nil {
+		t.Fatalf("tracefs on the host: %v", err)
 	}
-	_, stderr, err = run("", "profile", "--pid", pid, "--duration", "1s", "--format", "json", "-o", "/dev/null")
-	if err == nil || !strings.Contains(stderr, "without CAP_PERFMON") || !strings.Contains(stderr, "grant CAP_PERFMON") {
-		t.Errorf("profile without CAP_PERFMON: %v\n%s", err, stderr)
+	tag := buildImage(t)
+	root := strconv.Itoa(startPatient(t, os.Getuid()))
+	other := strconv.Itoa(startPatient(t, 65534))
+	for _, row := range capRows {
+		t.Run(row.command, func(t *testing.T) {
+			caps := tableCaps(t, row.command)
+			run := func(without string) result {
+				a := []string{"run", "--rm", "--pid=host", "--user", "0", "--cap-drop=all",
+					"--security-opt", "seccomp=unconfined", "-v", trace + ":/sys/kernel/tracing:ro"}
+				for _, c := range caps {
+					if c != without {
+						a = append(a, "--cap-add="+c)
+					}
+				}
+				a = append(append(a, tag), row.args(root, other)...)
+				stdout, stderr, err := podman(a...)
+				return result{stdout, stderr, err}
+			}
+			r := run("")
+			if why := row.works(r); why != "" {
+				t.Errorf("with %v: %s\n%s", caps, why, r.stderr)
+			}
+			if strings.Contains(r.stderr, "running as root without") {
+				t.Errorf("with %v, it says a capability is missing: %s", caps, r.stderr)
+			}
+			for _, c := range caps {
+				lost, ok := row.lost[c]
+				if !ok {
+					t.Errorf("no check of what is lost without %s", c)
+					continue
+				}
+				r := run(c)
+				if why := lost(r); why != "" {
+					t.Errorf("without %s: %s\n%s", c, why, r.stderr)
+				}
+				note := regexp.MustCompile(`(?m)^gosleuth: note: running as root without .*CAP_` + c + ` \(`)
+				if !note.MatchString(r.stderr) {
+					t.Errorf("without %s, no note naming it:\n%s", c, r.stderr)
+				}
+			}
+		})
 	}
 }
 
@@ -187,9 +403,8 @@ func daemonSetRun(t *testing.T, ds *object, tag, addr, drop string) []string {
 }
 
 // scrape reads the exporter's metrics at addr once they match seen, and
-// again two samples later (what a sample learns of a new process, its Go
-// version, may come with the next).
-func scrape(t *testing.T, addr string, seen *regexp.Regexp) string {
+// again after settle.
+func scrape(t *testing.T, addr string, seen *regexp.Regexp, settle time.Duration) string {
 	t.Helper()
 	get := func() string {
 		resp, err := http.Get("http://" + addr + "/metrics")
@@ -202,7 +417,7 @@ func scrape(t *testing.T, addr string, seen *regexp.Regexp) string {
 	}
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
 		if seen.MatchString(get()) {
-			time.Sleep(2 * time.Second)
+			time.Sleep(settle)
 			return get()
 		}
 	}
@@ -232,9 +447,10 @@ func TestExporterDaemonSet(t *testing.T) {
 	testenv.Require(t, testenv.Linux, testenv.Podman)
 	ds := daemonSet(t)
 	tag := buildImage(t)
-	startPatient(t)
+	startPatient(t, os.Getuid())
 	fds := regexp.MustCompile(`gosleuth_group_open_fds\{group="patient",group_kind="exe"\} [1-9]`)
 	goSeries := regexp.MustCompile(`gosleuth_group_go_processes\{go_version="go1\.[^"]+",group="patient",group_kind="exe"\} 1`)
+	var goDelay time.Duration
 	for _, tc := range []struct {
 		drop   string
 		wantGo bool
@@ -245,7 +461,17 @@ func TestExporterDaemonSet(t *testing.T) {
 			t.Fatalf("start the exporter: %v\n%s", err, stderr)
 		}
 		id = strings.TrimSpace(id)
-		m := scrape(t, addr, fds)
+		// The Go version of a process comes some samples after the
+		// process: with CAP_SYS_PTRACE the test waits for it, without it
+		// gives it as long as it took with.
+		var m string
+		if tc.wantGo {
+			t0 := time.Now()
+			m = scrape(t, addr, goSeries, 0)
+			goDelay = time.Since(t0)
+		} else {
+			m = scrape(t, addr, fds, goDelay+2*time.Second)
+		}
 		stdout, stderr, _ := podman("logs", id)
 		logs := stdout + stderr
 		podman("rm", "-f", id)

@@ -30,11 +30,11 @@ var capNeeds = []capNeed{
 	{"CAP_SYS_PTRACE", capSysPtrace, 0, "Go versions, the runtime source and probes of processes it did not start",
 		[]string{"top", "doctor", "exporter", "web", "inspect", "probe"}},
 	{"CAP_DAC_READ_SEARCH", capDACReadSearch, 0, "other users' descriptor counts and I/O",
-		[]string{"top", "doctor", "exporter", "web"}},
+		[]string{"top", "exporter", "web"}},
 	{"CAP_PERFMON", capPerfmon, capSysAdmin, "kernel stacks, exact syscall counts and probes",
 		[]string{"doctor", "profile", "syscalls", "probe", "web", "exporter", "compare"}},
 	{"CAP_BPF", capBPF, capSysAdmin, "BPF syscall counting, probes and the exporter's task iterator",
-		[]string{"doctor", "syscalls", "probe", "exporter", "compare"}},
+		[]string{"doctor", "probe", "exporter", "compare"}},
 }
 
 // tracefsCommands count syscalls through tracepoints found in tracefs.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -33,7 +35,7 @@ func TestMissingCapsNote(t *testing.T) {
 		{"profile without perfmon", "profile", 0, only(capSysPtrace, capBPF), true, []string{"CAP_PERFMON (kernel stacks"}},
 		{"tracefs unmounted, no sys_admin", "syscalls", 0, only(capPerfmon, capBPF), false, []string{"CAP_SYS_ADMIN or the host's /sys/kernel/tracing"}},
 		{"tracefs mounted in", "syscalls", 0, only(capPerfmon, capBPF), true, nil},
-		{"nothing at all", "doctor", 0, only(), false, []string{"CAP_SYS_PTRACE", "CAP_DAC_READ_SEARCH", "CAP_PERFMON", "CAP_BPF", "CAP_SYS_ADMIN"}},
+		{"nothing at all", "exporter", 0, only(), false, []string{"CAP_SYS_PTRACE", "CAP_DAC_READ_SEARCH", "CAP_PERFMON", "CAP_BPF", "CAP_SYS_ADMIN"}},
 		{"a command with no sources", "version", 0, only(), false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,5 +52,42 @@ func TestMissingCapsNote(t *testing.T) {
 				t.Errorf("note %q is more than one line", got)
 			}
 		})
+	}
+}
+
+// TestCapsMatchDocs keeps capNeeds and the table of docs/containers.md
+// (whose rows the deploy tests prove in containers) in agreement: each
+// command's capabilities in the table are those capNeeds names it for.
+func TestCapsMatchDocs(t *testing.T) {
+	b, err := os.ReadFile("../../docs/containers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for l := range strings.Lines(string(b)) {
+		cells := strings.Split(l, "|")
+		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		cmd := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		var doc []string
+		for _, c := range strings.Split(cells[2], ",") {
+			doc = append(doc, "CAP_"+strings.TrimSpace(c))
+		}
+		var code []string
+		for _, n := range capNeeds {
+			if contains(n.commands, cmd) {
+				code = append(code, n.name)
+			}
+		}
+		slices.Sort(doc)
+		slices.Sort(code)
+		if !slices.Equal(doc, code) {
+			t.Errorf("%s: docs/containers.md says %v, capNeeds %v", cmd, doc, code)
+		}
+		rows++
+	}
+	if rows < 8 {
+		t.Errorf("%d command rows in docs/containers.md's table", rows)
 	}
 }
