@@ -66,17 +66,24 @@ func cookieName(r *http.Request) string {
 }
 
 // tokenOK reports whether r carries the token, in its cookie, its
-// Authorization header or its query.
+// Authorization header or its query. Each is tried: a cookie left by an
+// earlier run of the dashboard on the same port must not hide a right
+// token given another way.
 func (s *Server) tokenOK(r *http.Request) bool {
-	var got string
-	if c, err := r.Cookie(cookieName(r)); err == nil {
-		got = c.Value
-	} else if a, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		got = a
-	} else {
-		got = r.URL.Query().Get(tokenParam)
+	var got []string
+	for _, c := range r.CookiesNamed(cookieName(r)) {
+		got = append(got, c.Value)
 	}
-	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) == 1
+	if a, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		got = append(got, a)
+	}
+	got = append(got, r.URL.Query().Get(tokenParam))
+	for _, g := range got {
+		if g != "" && subtle.ConstantTimeCompare([]byte(g), []byte(s.token)) == 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // takeToken answers a page load whose query carries the right token: it

@@ -125,6 +125,12 @@ func TestTokenAndOrigin(t *testing.T) {
 	if code := do("GET", "/api/procs", "Authorization", "Bearer x"+s.Token()[1:]).StatusCode; code != http.StatusUnauthorized {
 		t.Errorf("wrong bearer token: %d, want 401", code)
 	}
+	// A stale cookie (an earlier run on this port) does not hide a right
+	// bearer token.
+	stale := cookieName(httptest.NewRequest("GET", ts.URL, nil)) + "=0123"
+	if code := do("GET", "/api/procs", "Cookie", stale, "Authorization", "Bearer "+s.Token()).StatusCode; code != http.StatusOK {
+		t.Errorf("stale cookie and the right bearer token: %d, want 200", code)
+	}
 
 	resp := do("GET", "/?pid=1&token="+s.Token())
 	var cookie *http.Cookie
