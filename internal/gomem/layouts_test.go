@@ -32,6 +32,21 @@ func patchVersion(release string, p int) string {
 	return fmt.Sprintf("%s.%d", release, p)
 }
 
+// tabledNewest is the newest patch of release that the tables cover
+// ("go1.26.11"), "" for a release without a table.
+func tabledNewest(release string) string {
+	newest := -1
+	for _, r := range tables {
+		if r.release == release {
+			newest = max(newest, r.last)
+		}
+	}
+	if newest < 0 {
+		return ""
+	}
+	return patchVersion(release, newest)
+}
+
 // refBuild says how to build a program under testdata.
 type refBuild struct {
 	prog      string // the directory under testdata; "" is "ref"
@@ -445,13 +460,11 @@ func TestTableLayoutReleases(t *testing.T) {
 		}
 	}
 	for _, rel := range tabledReleases {
-		newest := -1
-		for _, r := range tables {
-			if r.release == rel {
-				newest = max(newest, r.last)
-			}
+		_, p, err := parseRelease(tabledNewest(rel))
+		if err != nil {
+			t.Fatalf("%s: %v", rel, err)
 		}
-		v := patchVersion(rel, newest+1)
+		v := patchVersion(rel, p+1)
 		if _, err := tableLayout(v); err == nil || !strings.Contains(err.Error(), "newer than the newest patch") {
 			t.Errorf("tableLayout(%q) = %v, want a refusal of an untabled patch", v, err)
 		}

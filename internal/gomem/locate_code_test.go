@@ -2,6 +2,7 @@ package gomem
 
 import (
 	"debug/buildinfo"
+	"debug/elf"
 	"errors"
 	"os"
 	"path/filepath"
@@ -79,13 +80,7 @@ func fromCode(t *testing.T, path string) (map[string]uint64, error) {
 func TestLocateFromCode(t *testing.T) {
 	names := codeRuleNames()
 	for i, rel := range tabledReleases {
-		newest := -1
-		for _, r := range tables {
-			if r.release == rel {
-				newest = max(newest, r.last)
-			}
-		}
-		v := patchVersion(rel, newest)
+		v := tabledNewest(rel)
 		kinds := []refBuild{{toolchain: v}, {toolchain: v, cgo: true}}
 		if i == 0 || i == len(tabledReleases)-1 || rel == "go1.25" {
 			kinds = append(kinds, refBuild{toolchain: v, pie: true})
@@ -131,7 +126,8 @@ func TestLocateFromCode(t *testing.T) {
 // code is overwritten and a missing layout give an error, never a panic.
 func TestLocateFromCodeBadInput(t *testing.T) {
 	testenv.Require(t, testenv.Linux)
-	l, err := tableLayout("go1.26.0")
+	newest := tabledNewest(tabledReleases[len(tabledReleases)-1])
+	l, err := tableLayout(newest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +143,7 @@ func TestLocateFromCodeBadInput(t *testing.T) {
 		}
 	}
 
-	src := buildRef(t, refBuild{toolchain: "go1.26.11", stripped: true})
+	src := buildRef(t, refBuild{toolchain: newest, stripped: true})
 	data, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
@@ -160,13 +156,12 @@ func TestLocateFromCodeBadInput(t *testing.T) {
 		t.Error("no layout: no error")
 	}
 	im.Close()
-	// Overwrite the start of .text (the runtime's functions) with a
-	// pattern: the function table still names the functions, their code
-	// no longer references anything.
+	// Overwrite .text with a pattern: the function table (in .gopclntab)
+	// still names the functions, their code no longer references anything.
 	for _, fill := range []byte{0x00, 0xff, 0x8b} {
 		bad := append([]byte(nil), data...)
-		off := textOffset(t, src)
-		for i := off; i < len(bad) && i < off+(1<<20); i++ {
+		off, n := textSpan(t, src)
+		for i := off; i < len(bad) && i < off+n; i++ {
 			bad[i] = fill
 		}
 		path := filepath.Join(t.TempDir(), "bad")
@@ -187,25 +182,19 @@ func TestLocateFromCodeBadInput(t *testing.T) {
 	}
 }
 
-// textOffset returns the file offset of the executable's .text section.
-func textOffset(t *testing.T, path string) int {
+// textSpan returns the file offset and size of the executable's .text.
+func textSpan(t *testing.T, path string) (int, int) {
 	t.Helper()
-	b, err := stacks.OpenBinary(path)
+	f, err := elf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range b.Funcs() {
-		if f.Name == "runtime.forEachG" {
-			off, ok := b.FileOffset(f.Entry)
-			if !ok {
-				t.Fatal("runtime.forEachG's code is not in the file")
-			}
-			// A little before it, so its neighbours go too.
-			return int(off) &^ 0xffff
-		}
+	defer f.Close()
+	s := f.Section(".text")
+	if s == nil {
+		t.Fatal("no .text")
 	}
-	t.Fatal("no runtime.forEachG")
-	return 0
+	return int(s.Offset), int(s.Size)
 }
 
 // FuzzRipRefs: any bytes decode to operands within the code's addresses
