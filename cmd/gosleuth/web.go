@@ -129,7 +129,12 @@ func runWeb(ctx context.Context, f *webFlags, stderr io.Writer, ready chan<- str
 	for _, u := range srv.Users() {
 		users = append(users, "uid "+strconv.Itoa(u))
 	}
-	fmt.Fprintf(stderr, "gosleuth web: serving http://%s/?token=%s to %s\n", ln.Addr(), srv.Token(), strings.Join(users, ", "))
+	shown := ln.Addr().String()
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		// Listening on every address: the URL to open here is loopback's.
+		shown = net.JoinHostPort("127.0.0.1", strconv.Itoa(ta.Port))
+	}
+	fmt.Fprintf(stderr, "gosleuth web: serving http://%s/?token=%s to %s\n", shown, srv.Token(), strings.Join(users, ", "))
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
