@@ -36,10 +36,10 @@ func TestMain(m *testing.M) {
 
 // The patient's allocating lines (testdata/allocs), as base:line.
 const (
-	lineLabel    = "main.go:30"   // fmt.Sprintf per request
-	lineRemember = "main.go:36"   // &entry{...} into the pointer-rich cache
-	lineCollect  = "main.go:43"   // append without pre-size
-	lineScratch  = "shapes.go:42" // make of a run-time size
+	lineLabel    = "main.go:31"   // fmt.Sprintf per request
+	lineRemember = "main.go:37"   // &entry{...} into the pointer-rich cache
+	lineCollect  = "main.go:44"   // append without pre-size
+	lineScratch  = "shapes.go:44" // make of a run-time size
 )
 
 // siteLine names a site as base:line.
@@ -49,12 +49,24 @@ func siteLine(file string, line int) string { return filepath.Base(file) + ":" +
 // machine's paths: -trimpath=false) and returns its PID and first line.
 func patient(t *testing.T, flags ...string) (int, string) {
 	t.Helper()
+	return patientArgs(t, flags)
+}
+
+// patientArgs is patient with arguments for the program (-mode).
+func patientArgs(t *testing.T, flags []string, args ...string) (int, string) {
+	t.Helper()
+	// A GC every few tens of milliseconds: the runtime's counts, and so
+	// windows, move in steps of one GC cycle.
+	return patientGOGC(t, "10", flags, args...)
+}
+
+// patientGOGC is patientArgs with GOGC set to gogc.
+func patientGOGC(t *testing.T, gogc string, flags []string, args ...string) (int, string) {
+	t.Helper()
 	testenv.Require(t, testenv.Linux, testenv.AMD64)
 	bin := testbin.BuildWith(t, "./testdata/allocs", append([]string{"-trimpath=false"}, flags...)...)
-	cmd := exec.Command(bin)
-	// A GC every few tens of milliseconds: both the runtime's counts and
-	// so both windows compared move in steps of one GC cycle.
-	cmd.Env = append(os.Environ(), "GOGC=10")
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "GOGC="+gogc)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -134,56 +146,80 @@ func ratio(a, b int64) float64 {
 	return float64(a) / float64(b)
 }
 
-// TestAllocsMatchesProgram: the allocations read over a window equal, by
-// site and in total, the program's own /debug/pprof/allocs?seconds=N
-// taken over the same seconds (both are differences of the runtime's
-// buckets as of the last GC before each reading; with GOGC=10 the GCs run
-// every few tens of milliseconds, so the windows differ by about that).
+// TestAllocsMatchesProgram: the allocations of a window, the difference of
+// two readings of the runtime's buckets, equal by site the difference of
+// the program's own /debug/pprof/allocs fetched right after each reading,
+// where no GC ended in between (both are as of the last GC: the pairs are
+// taken again until one fits between two GCs, a few hundred milliseconds
+// apart with GOGC=100).
 func TestAllocsMatchesProgram(t *testing.T) {
-	pid, addr := patient(t)
+	pid, addr := patientGOGC(t, "100", nil)
 	time.Sleep(time.Second) // past the start-up
-	var theirs *profile.Profile
-	var wg sync.WaitGroup
-	wg.Go(func() { theirs = get(t, "http://"+addr+"/debug/pprof/allocs?seconds=3") })
-	r, err := Collect(context.Background(), Options{PID: pid, Type: Allocs, Duration: 3 * time.Second})
-	wg.Wait()
+	p, err := gomem.Open(proc.FS{}, pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.GCs < 3 || r.Window < 2500*time.Millisecond || r.Window > 3500*time.Millisecond {
-		t.Errorf("window %s with %d GCs: want about 3 s and several GCs", r.Window, r.GCs)
+	defer p.Close()
+	pair := func() (*gomem.HeapProfile, *profile.Profile) {
+		for range 50 {
+			h, err := p.HeapProfile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			theirs := get(t, "http://"+addr+"/debug/pprof/allocs")
+			st, err := p.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.GCCycles == h.GCCycles {
+				return h, theirs
+			}
+		}
+		t.Fatal("a GC ended between each of 50 readings and the program's own profile")
+		return nil, nil
 	}
-	ours, own := byLine(r.Pprof(), "alloc_space"), byLine(theirs, "alloc_space")
+	h0, p0 := pair()
+	time.Sleep(2 * time.Second)
+	h1, p1 := pair()
+	ours := byLine(p.Pprof(diff(h0, h1, &Report{})), "alloc_space")
+	p0.Scale(-1)
+	delta, err := profile.Merge([]*profile.Profile{p1, p0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := byLine(delta, "alloc_space")
 	var sumOurs, sumOwn int64
-	for _, v := range ours {
-		sumOurs += v
-	}
-	for _, v := range own {
-		sumOwn += v
-	}
-	t.Logf("window: ours %s (%d GCs), the program's %s", r.Window, r.GCs, time.Duration(theirs.DurationNanos))
-	t.Logf("alloc_space through main: ours %d, the program's %d (ratio %.3f); collect %.3f, label %.3f, remember %.3f",
-		sumOurs, sumOwn, ratio(sumOurs, sumOwn), ratio(ours[lineCollect], own[lineCollect]),
-		ratio(ours[lineLabel], own[lineLabel]), ratio(ours[lineRemember], own[lineRemember]))
-	for _, line := range []string{lineCollect, lineLabel, lineRemember, lineScratch} {
-		if q := ratio(ours[line], own[line]); q < 0.85 || q > 1.18 {
-			t.Errorf("%s: %d bytes read, the program's own %d (ratio %.2f)", line, ours[line], own[line], q)
-		}
-	}
-	if q := ratio(sumOurs, sumOwn); q < 0.9 || q > 1.11 {
-		t.Errorf("total %d bytes read, the program's own %d (ratio %.2f)", sumOurs, sumOwn, q)
-	}
-	var top string
 	for k, v := range own {
-		if top == "" || v > own[top] {
-			top = k
+		sumOurs += ours[k]
+		sumOwn += v
+		if q := ratio(ours[k], v); q < 0.99 || q > 1.01 {
+			t.Errorf("%s: %d bytes read, the program's own %d (ratio %.3f)", k, ours[k], v, q)
 		}
 	}
-	if len(r.Sites) == 0 || siteLine(r.Sites[0].File, r.Sites[0].Line) != top {
-		t.Errorf("top site by bytes %+v, the program's own top %s", r.Sites, top)
+	t.Logf("alloc_space through main over %d GCs: ours %d, the program's %d (ratio %.4f) at %d sites",
+		h1.GCCycles-h0.GCCycles, sumOurs, sumOwn, ratio(sumOurs, sumOwn), len(own))
+	if len(own) < 8 || sumOwn == 0 {
+		t.Errorf("the program's own profile has %d sites through main", len(own))
 	}
-	if r.Sites[0].BytesPerSec <= 0 || r.Sites[0].ObjectsPerSec <= 0 {
-		t.Errorf("top site without rates: %+v", r.Sites[0])
+}
+
+// TestAllocsWindow: an allocs report covers about the window asked for, in
+// GC cycles, with rates, the top sites of both lists and the text saying
+// what the counts are as of.
+func TestAllocsWindow(t *testing.T) {
+	pid, _ := patient(t)
+	r, err := Collect(context.Background(), Options{PID: pid, Type: Allocs, Duration: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GCs < 3 || r.Window < time.Second || r.Window > 10*time.Second {
+		t.Errorf("window %s with %d GCs: want about 2 s and several GCs", r.Window, r.GCs)
+	}
+	if len(r.Sites) < 5 || len(r.ByObjects) < 5 || r.Sites[0].BytesPerSec <= 0 || r.Sites[0].ObjectsPerSec <= 0 {
+		t.Errorf("sites %+v", r.Sites)
+	}
+	if r.Pprof().DefaultSampleType != "alloc_space" || r.Pprof().DurationNanos != r.Window.Nanoseconds() {
+		t.Errorf("pprof: default %q, duration %d", r.Pprof().DefaultSampleType, r.Pprof().DurationNanos)
 	}
 	var text bytes.Buffer
 	if err := WriteText(&text, r); err != nil {
@@ -196,21 +232,42 @@ func TestAllocsMatchesProgram(t *testing.T) {
 	}
 }
 
-// TestHeapMatchesProgram: the live heap's top site, the pointer-rich
-// cache, holds what the program's own /debug/pprof/heap says (read right
-// after: a GC may end between the two).
+// TestHeapMatchesProgram: the live heap by site equals the program's own
+// /debug/pprof/heap fetched right after, where no GC ended in between
+// (taken again until one fits between two GCs), and the pointer-rich cache
+// is among its top holders of objects.
 func TestHeapMatchesProgram(t *testing.T) {
-	pid, addr := patient(t)
-	time.Sleep(500 * time.Millisecond) // the cache fills (20,000 entries)
-	r, err := Collect(context.Background(), Options{PID: pid, Type: Heap})
+	pid, addr := patientGOGC(t, "100", nil)
+	time.Sleep(time.Second) // the cache fills
+	p, err := gomem.Open(proc.FS{}, pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	theirs := get(t, "http://"+addr+"/debug/pprof/heap")
+	defer p.Close()
+	var r *Report
+	var theirs *profile.Profile
+	for try := 0; ; try++ {
+		if r, err = Collect(context.Background(), Options{PID: pid, Type: Heap}); err != nil {
+			t.Fatal(err)
+		}
+		theirs = get(t, "http://"+addr+"/debug/pprof/heap")
+		st, err := p.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.GCCycles == r.GCCycle {
+			break
+		}
+		if try == 50 {
+			t.Fatal("a GC ended between each of 50 readings and the program's own profile")
+		}
+	}
 	ours, own := byLine(r.Pprof(), "inuse_objects"), byLine(theirs, "inuse_objects")
 	t.Logf("inuse_objects at the cache: ours %d, the program's %d (ratio %.3f)", ours[lineRemember], own[lineRemember], ratio(ours[lineRemember], own[lineRemember]))
-	if q := ratio(ours[lineRemember], own[lineRemember]); q < 0.8 || q > 1.25 {
-		t.Errorf("cache entries live: read %d, the program's own %d", ours[lineRemember], own[lineRemember])
+	for k, v := range own {
+		if q := ratio(ours[k], v); v != 0 && (q < 0.99 || q > 1.01) {
+			t.Errorf("%s: %d objects live read, the program's own %d", k, ours[k], v)
+		}
 	}
 	if r.Pprof().DefaultSampleType != "inuse_space" {
 		t.Errorf("default sample type %q", r.Pprof().DefaultSampleType)
@@ -257,10 +314,10 @@ func TestEscapeJoin(t *testing.T) {
 			}
 			want := map[string]escape.Class{
 				lineLabel: escape.FmtBoxing, lineRemember: escape.StoredInHeap, lineCollect: escape.AppendGrowth,
-				"main.go:35":   escape.StoredInHeap, // moved to heap: n, pointed to by the cache's entry
-				"shapes.go:24": escape.Returned, "shapes.go:29": escape.Closure, "shapes.go:35": escape.TooLarge,
-				lineScratch: escape.OnStack, "shapes.go:49": escape.Returned, "shapes.go:54": escape.Returned,
-				"shapes.go:59": escape.InterfaceBoxing,
+				"main.go:36":   escape.StoredInHeap, // moved to heap: n, pointed to by the cache's entry
+				"shapes.go:26": escape.Returned, "shapes.go:31": escape.Closure, "shapes.go:37": escape.TooLarge,
+				lineScratch: escape.OnStack, "shapes.go:51": escape.Returned, "shapes.go:56": escape.Returned,
+				"shapes.go:61": escape.InterfaceBoxing,
 			}
 			got := map[string]bool{}
 			for _, s := range append(r.Sites, r.ByObjects...) {
@@ -328,57 +385,66 @@ func TestProfilingOff(t *testing.T) {
 // TestSampledMatchesBook: with memory profiling off, the allocator's slow
 // path sampled from outside ranks the top sites as the runtime's own book
 // does in the same program built with profiling on, run side by side over
-// the same window, within the probe budget.
+// the same window, within the probe budget: on the whole patient, on its
+// small objects alone and on its buffers alone.
 func TestSampledMatchesBook(t *testing.T) {
 	testenv.Require(t, testenv.Root, testenv.BPF, testenv.Uprobes)
-	off, _ := patient(t, "-tags=noprof")
-	on, _ := patient(t)
-	time.Sleep(time.Second) // past the start-up
-	var book *Report
-	var berr error
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		book, berr = Collect(context.Background(), Options{PID: on, Type: Allocs, Duration: 3 * time.Second, Top: 5})
-	})
-	r, err := Collect(context.Background(), Options{PID: off, Type: Allocs, Duration: 3 * time.Second, Top: 5})
-	wg.Wait()
-	if err != nil || berr != nil {
-		t.Fatalf("sampled: %v; book: %v", err, berr)
-	}
-	if r.Sampled == nil || r.Sampled.Bias == "" || r.Sampled.RefillPerSec <= 0 {
-		t.Fatalf("not sampled: %+v", r.Sampled)
-	}
-	if r.Sampled.CostCPU > 0.01 {
-		t.Errorf("estimated cost %.2f%% of a CPU, over the 1%% budget", 100*r.Sampled.CostCPU)
-	}
-	name := func(s Site) string { return s.Func + " " + siteLine(s.File, s.Line) }
-	var sampled, truth []string
-	for _, s := range r.Sites {
-		sampled = append(sampled, name(s))
-	}
-	for _, s := range book.Sites {
-		truth = append(truth, name(s))
-	}
-	t.Logf("sampled (%.0f refills/s, cost %.2f%% of a CPU): %v", r.Sampled.RefillPerSec, 100*r.Sampled.CostCPU, sampled)
-	t.Logf("the runtime's book: %v", truth)
-	if len(sampled) == 0 || sampled[0] != truth[0] {
-		t.Errorf("top site %v, the book's %v", sampled, truth)
-	}
-	// The top four of the book are among the sampled top five.
-	for _, s := range truth[:min(4, len(truth))] {
-		if !slices.Contains(sampled, s) {
-			t.Errorf("the book's %s is not among the sampled top five %v", s, sampled)
-		}
-	}
-	if q := float64(r.TotalBytes) / r.Window.Seconds() / (float64(book.TotalBytes) / book.Window.Seconds()); q < 0.7 || q > 1.4 {
-		t.Errorf("total bytes/s sampled %.0f against the book's %.0f", float64(r.TotalBytes)/r.Window.Seconds(), float64(book.TotalBytes)/book.Window.Seconds())
-	}
-	var text bytes.Buffer
-	WriteText(&text, r)
-	for _, want := range []string{"memory profiling is off", "bias:", "runtime.(*mcache).refill", "spans/s"} {
-		if !strings.Contains(text.String(), want) {
-			t.Errorf("text lacks %q:\n%s", want, text.String())
-		}
+	for _, mode := range []string{"all", "small", "buffers"} {
+		t.Run(mode, func(t *testing.T) {
+			off, _ := patientArgs(t, []string{"-tags=noprof"}, "-mode", mode)
+			on, _ := patientArgs(t, nil, "-mode", mode)
+			time.Sleep(time.Second) // past the start-up
+			var book *Report
+			var berr error
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				book, berr = Collect(context.Background(), Options{PID: on, Type: Allocs, Duration: 3 * time.Second, Top: 5})
+			})
+			r, err := Collect(context.Background(), Options{PID: off, Type: Allocs, Duration: 3 * time.Second, Top: 5})
+			wg.Wait()
+			if err != nil || berr != nil {
+				t.Fatalf("sampled: %v; book: %v", err, berr)
+			}
+			if r.Sampled == nil || r.Sampled.Bias == "" || r.Sampled.RefillPerSec <= 0 {
+				t.Fatalf("not sampled: %+v", r.Sampled)
+			}
+			if r.Sampled.CostCPU > 0.01 {
+				t.Errorf("estimated cost %.2f%% of a CPU, over the 1%% budget", 100*r.Sampled.CostCPU)
+			}
+			name := func(s Site) string { return s.Func + " " + siteLine(s.File, s.Line) }
+			var sampled, truth []string
+			for _, s := range r.Sites {
+				sampled = append(sampled, name(s))
+			}
+			for _, s := range book.Sites {
+				truth = append(truth, name(s))
+			}
+			same, common := 0, 0
+			for i, s := range truth {
+				if i < len(sampled) && sampled[i] == s {
+					same++
+				}
+				if slices.Contains(sampled, s) {
+					common++
+				}
+			}
+			t.Logf("sampled (%.0f refills/s, cost %.2f%% of a CPU): %v", r.Sampled.RefillPerSec, 100*r.Sampled.CostCPU, sampled)
+			t.Logf("the runtime's book: %v", truth)
+			t.Logf("%s: %d of the book's top %d in the sampled top %d, %d in the same place", mode, common, len(truth), len(sampled), same)
+			if len(sampled) == 0 || sampled[0] != truth[0] {
+				t.Errorf("top site %v, the book's %v", sampled, truth)
+			}
+			if common < 3 {
+				t.Errorf("%d of the book's top five among the sampled top five", common)
+			}
+			var text bytes.Buffer
+			WriteText(&text, r)
+			for _, want := range []string{"memory profiling is off", "bias:", "runtime.(*mcache).refill", "spans/s"} {
+				if !strings.Contains(text.String(), want) {
+					t.Errorf("text lacks %q:\n%s", want, text.String())
+				}
+			}
+		})
 	}
 }
 

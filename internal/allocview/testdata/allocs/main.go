@@ -1,7 +1,8 @@
 // Command allocs is a patient of known shape for the allocation view's
 // tests: a request loop that formats a label with fmt.Sprintf per request,
 // keeps a pointer-rich cache of the requests, and grows a slice by append
-// without pre-sizing it. Built without the noprof tag it serves
+// without pre-sizing it, plus the shapes of shapes.go. -mode small runs
+// only the small objects, -mode buffers only the slices, arrays and maps. Built without the noprof tag it serves
 // net/http/pprof (so the linker keeps memory profiling on) and prints its
 // address; with it, it prints "ready".
 package main
@@ -46,20 +47,26 @@ func collect(n int) []int {
 }
 
 func serve() {
+	small, large := *mode != "buffers", *mode != "small"
 	id := 1000
 	for {
 		for i := 0; i < 40; i++ {
 			id++
-			k := label(id)
-			if i%4 == 0 {
-				remember(id, k)
+			if small {
+				k := label(id)
+				if i%4 == 0 {
+					remember(id, k)
+				}
+				if i%8 == 0 {
+					shapes(id, k)
+				}
+				total += len(k)
 			}
-			if i%8 == 0 {
-				shapes(id, k)
+			if large && i%8 == 0 {
+				buffers(id)
 			}
-			total += len(k)
 		}
-		if id%160 == 0 {
+		if large && id%160 == 0 {
 			sink = collect(1500)
 		}
 		time.Sleep(time.Millisecond)

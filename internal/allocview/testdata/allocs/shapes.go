@@ -1,5 +1,7 @@
 package main
 
+import "flag"
+
 // More shapes, one allocation each, called from serve: a returned pointer,
 // a closure's captured variable, an array too large for the stack, a make of
 // a size known at run time that the compiler keeps off the heap only when
@@ -68,17 +70,24 @@ func index(n int) map[int]int {
 	return m
 }
 
-// shapes runs each shape once.
+var mode = flag.String("mode", "all", "shapes to run: all, small (objects of a few words) or buffers (slices, arrays, maps)")
+
+// shapes runs each small shape once.
 func shapes(id int, k string) {
 	sinkPoint = newPoint(id)
 	sinkFunc = counter()
+	sinkString = concat(k, k)
+	sinkBytes = toBytes(k)
+	boxed(id)
+}
+
+// buffers runs the buffer shapes: a run-time-sized make each time, a map
+// one time in eight, an array too large for the stack one time in 400.
+func buffers(id int) {
 	if calls++; calls%400 == 0 {
 		big(id)
 	}
 	sinkCounter += scratch(2048 + id%7)
-	sinkString = concat(k, k)
-	sinkBytes = toBytes(k)
-	boxed(id)
 	if calls%8 == 0 {
 		sinkMap = index(64)
 	}
