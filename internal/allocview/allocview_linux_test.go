@@ -232,11 +232,11 @@ func TestAllocsWindow(t *testing.T) {
 	}
 }
 
-// TestHeapMatchesProgram: the live heap by site equals the program's own
+// TestAllocHeapMatchesProgram: the live heap by site equals the program's own
 // /debug/pprof/heap fetched right after, where no GC ended in between
 // (taken again until one fits between two GCs), and the pointer-rich cache
 // is among its top holders of objects.
-func TestHeapMatchesProgram(t *testing.T) {
+func TestAllocHeapMatchesProgram(t *testing.T) {
 	pid, addr := patientGOGC(t, "100", nil)
 	time.Sleep(time.Second) // the cache fills
 	p, err := gomem.Open(proc.FS{}, pid)
@@ -352,9 +352,9 @@ func TestEscapeJoin(t *testing.T) {
 	}
 }
 
-// TestJoinErrors: a source that is another module, or none, says so in
+// TestAllocJoinErrors: a source that is another module, or none, says so in
 // one line and keeps the profile.
-func TestJoinErrors(t *testing.T) {
+func TestAllocJoinErrors(t *testing.T) {
 	pid, _ := patient(t)
 	other := t.TempDir()
 	os.WriteFile(filepath.Join(other, "go.mod"), []byte("module example.com/other\n"), 0o644)
@@ -372,9 +372,9 @@ func TestJoinErrors(t *testing.T) {
 	}
 }
 
-// TestProfilingOff: the live heap of a binary whose linker turned memory
+// TestAllocProfilingOff: the live heap of a binary whose linker turned memory
 // profiling off is refused with the reason.
-func TestProfilingOff(t *testing.T) {
+func TestAllocProfilingOff(t *testing.T) {
 	pid, _ := patient(t, "-tags=noprof")
 	_, err := Collect(context.Background(), Options{PID: pid, Type: Heap})
 	if !errors.Is(err, gomem.ErrMemProfilingOff) || strings.Contains(err.Error(), "\n") {
@@ -382,12 +382,12 @@ func TestProfilingOff(t *testing.T) {
 	}
 }
 
-// TestSampledMatchesBook: with memory profiling off, the allocator's slow
+// TestAllocSampledMatchesBook: with memory profiling off, the allocator's slow
 // path sampled from outside ranks the top sites as the runtime's own book
 // does in the same program built with profiling on, run side by side over
 // the same window, within the probe budget: on the whole patient, on its
 // small objects alone and on its buffers alone.
-func TestSampledMatchesBook(t *testing.T) {
+func TestAllocSampledMatchesBook(t *testing.T) {
 	testenv.Require(t, testenv.Root, testenv.BPF, testenv.Uprobes)
 	for _, mode := range []string{"all", "small", "buffers"} {
 		t.Run(mode, func(t *testing.T) {
@@ -448,15 +448,15 @@ func TestSampledMatchesBook(t *testing.T) {
 	}
 }
 
-func TestCollectBadType(t *testing.T) {
+func TestAllocCollectBadType(t *testing.T) {
 	if _, err := Collect(context.Background(), Options{PID: os.Getpid(), FS: proc.FS{}, Type: "cpu"}); err == nil {
 		t.Error("type cpu accepted")
 	}
 }
 
-// TestAutoSourceOwner: a source the program's paths name is not built when
+// TestAllocAutoSourceOwner: a source the program's paths name is not built when
 // it belongs to someone other than root or the program's owner.
-func TestAutoSourceOwner(t *testing.T) {
+func TestAllocAutoSourceOwner(t *testing.T) {
 	testenv.Require(t, testenv.Linux, testenv.AMD64, testenv.Root)
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
