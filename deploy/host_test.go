@@ -1,0 +1,142 @@
+package deploy
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gosleuth/gosleuth/internal/testbin"
+	"github.com/gosleuth/gosleuth/internal/testenv"
+	"github.com/gosleuth/gosleuth/internal/web"
+)
+
+// containerPatient runs the 1 ms ticker patient (with the agent) in a
+// FROM scratch container and returns its PID as the host sees it.
+func containerPatient(t *testing.T) int {
+	t.Helper()
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "patient"), "../internal/web/testdata/patient")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build patient: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Containerfile"), []byte("FROM scratch\nCOPY patient /patient\nENTRYPOINT [\"/patient\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tag := fmt.Sprintf("localhost/gosleuth-patient-test:%d", os.Getpid())
+	if _, stderr, err := podman("build", "--quiet", "-t", tag, dir); err != nil {
+		t.Fatalf("podman build: %v\n%s", err, stderr)
+	}
+	t.Cleanup(func() { podman("rmi", "-f", tag) })
+	id, stderr, err := podman("run", "-d", "-e", "PATIENT_AGENT=1", tag)
+	if err != nil {
+		t.Fatalf("podman run: %v\n%s", err, stderr)
+	}
+	id = strings.TrimSpace(id)
+	t.Cleanup(func() { podman("rm", "-f", id) })
+	out, _, err := podman("inspect", "--format", "{{.State.Pid}}", id)
+	pid, perr := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil || perr != nil || pid <= 0 {
+		t.Fatalf("container's PID %q: %v %v", out, err, perr)
+	}
+	// Give the program its first ticks and its agent's socket.
+	time.Sleep(500 * time.Millisecond)
+	return pid
+}
+
+// doctorOf runs gosleuth doctor on pid and returns its sources and
+// findings.
+func doctorOf(t *testing.T, bin string, pid int) (sources, findings []string) {
+	t.Helper()
+	out, err := exec.Command(bin, "doctor", "--pid", strconv.Itoa(pid), "--duration", "3s", "--format", "json").Output()
+	if err != nil {
+		t.Fatalf("doctor --pid %d: %v", pid, err)
+	}
+	var d struct {
+		Processes []struct {
+			Sources  []string `json:"sources"`
+			Findings []struct {
+				ID string `json:"id"`
+			} `json:"findings"`
+		} `json:"processes"`
+	}
+	if err := json.Unmarshal(out, &d); err != nil || len(d.Processes) != 1 {
+		t.Fatalf("doctor --pid %d: %v\n%s", pid, err, out)
+	}
+	for _, f := range d.Processes[0].Findings {
+		findings = append(findings, f.ID)
+	}
+	return d.Processes[0].Sources, findings
+}
+
+// TestHostWatchesContainer: gosleuth on the host diagnoses a Go program in
+// a FROM scratch container as it diagnoses the same program on the host:
+// the doctor finds the 1 ms ticker's idle wake-ups in both, with the
+// runtime (the agent's socket inside the container), stack and probe
+// sources in both; inspect reads the containerised program's Go version
+// and its container's cgroup; the dashboard's history of it says it is a
+// Go program with the agent's runtime source.
+func TestHostWatchesContainer(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Podman, testenv.Perf, testenv.BPF)
+	bin := testbin.Build(t, "../cmd/gosleuth")
+	inside := containerPatient(t)
+	host := startPatient(t, os.Getuid())
+	for _, pid := range []int{host, inside} {
+		src, found := doctorOf(t, bin, pid)
+		for _, s := range []string{"proc", "stacks", "runtime", "probes"} {
+			if !slices.Contains(src, s) {
+				t.Errorf("doctor of %d (in a container %v): sources %v lack %s", pid, pid == inside, src, s)
+			}
+		}
+		if !slices.Contains(found, "idle-wakeups") {
+			t.Errorf("doctor of %d (in a container %v): findings %v, want idle-wakeups", pid, pid == inside, found)
+		}
+	}
+	out, err := exec.Command(bin, "inspect", "--pid", strconv.Itoa(inside), "--duration", "500ms").Output()
+	if err != nil || !strings.Contains(string(out), "go1.") || !strings.Contains(string(out), "libpod") {
+		t.Errorf("inspect of the containerised program: %v\n%s", err, out)
+	}
+
+	s, err := web.New(web.Config{Interval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.Config.ConnContext = s.ConnContext
+	ts.Start()
+	defer ts.Close()
+	var h struct {
+		State struct {
+			IsGo    bool `json:"is_go"`
+			Runtime struct {
+				From string `json:"from"`
+			} `json:"runtime"`
+		} `json:"state"`
+	}
+	for end := time.Now().Add(15 * time.Second); h.State.Runtime.From == "" && time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+		req, _ := http.NewRequest("GET", ts.URL+"/api/history?pid="+strconv.Itoa(inside), nil)
+		req.Header.Set("Authorization", "Bearer "+s.Token())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&h)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("history of the containerised program: %d %v", resp.StatusCode, err)
+		}
+	}
+	if !h.State.IsGo || h.State.Runtime.From == "" {
+		t.Errorf("the dashboard's state of the containerised program: %+v, want a Go program with a runtime source", h.State)
+	}
+}
