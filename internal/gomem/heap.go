@@ -57,9 +57,13 @@ type HeapProfile struct {
 
 // bucketFields are the offsets a bucket walk needs.
 type bucketFields struct {
-	next, allnext, typ, nstk, hdr        uint64
+	next, allnext, typ, nstk, size, hdr  uint64
 	active, future, cycle, rec           uint64
 	allocs, frees, allocBytes, freeBytes uint64
+	// bytesByCount: the release keeps no byte counts (Go 1.27 on): a
+	// bucket's allocations are all of its size, so bytes are counts times
+	// the bucket's object size.
+	bytesByCount bool
 }
 
 func (p *Process) bucketFields() (bucketFields, error) {
@@ -76,12 +80,18 @@ func (p *Process) bucketFields() (bucketFields, error) {
 	get(&f.nstk, "runtime.bucket.nstk")
 	get(&f.active, "runtime.memRecord.active")
 	get(&f.future, "runtime.memRecord.future")
+	get(&f.size, "runtime.bucket.size")
 	get(&f.allocs, "runtime.memRecordCycle.allocs")
 	get(&f.frees, "runtime.memRecordCycle.frees")
-	get(&f.allocBytes, "runtime.memRecordCycle.alloc_bytes")
-	get(&f.freeBytes, "runtime.memRecordCycle.free_bytes")
 	if err != nil {
 		return f, err
+	}
+	ab, okA := p.Layout.Off("runtime.memRecordCycle.alloc_bytes")
+	fb, okF := p.Layout.Off("runtime.memRecordCycle.free_bytes")
+	if okA && okF {
+		f.allocBytes, f.freeBytes = ab, fb
+	} else {
+		f.bytesByCount = true
 	}
 	var ok1, ok2, ok3 bool
 	f.hdr, ok1 = p.Layout.Size("runtime.bucket")
@@ -174,7 +184,9 @@ func (p *Process) HeapProfile() (*HeapProfile, error) {
 		}
 		body := f.hdr + nstk*8 + f.rec
 		if uint64(len(buf)) < body {
-			buf = make([]byte, body)
+			nb := make([]byte, body)
+			copy(nb, buf[:f.hdr])
+			buf = nb
 		}
 		if err := p.mem.ReadAt(buf[f.hdr:body], b+f.hdr); err != nil {
 			return nil, fmt.Errorf("read heap profile bucket at %#x: %w", b, err)
@@ -184,10 +196,14 @@ func (p *Process) HeapProfile() (*HeapProfile, error) {
 			r.stack[i] = binary.LittleEndian.Uint64(buf[f.hdr+uint64(i)*8:])
 		}
 		mr := buf[f.hdr+nstk*8 : body]
+		objSize := int64(binary.LittleEndian.Uint64(buf[f.size:]))
 		cyc := func(at uint64) [4]int64 {
 			c := mr[at:]
-			return [4]int64{int64(binary.LittleEndian.Uint64(c[f.allocs:])), int64(binary.LittleEndian.Uint64(c[f.frees:])),
-				int64(binary.LittleEndian.Uint64(c[f.allocBytes:])), int64(binary.LittleEndian.Uint64(c[f.freeBytes:]))}
+			allocs, frees := int64(binary.LittleEndian.Uint64(c[f.allocs:])), int64(binary.LittleEndian.Uint64(c[f.frees:]))
+			if f.bytesByCount {
+				return [4]int64{allocs, frees, allocs * objSize, frees * objSize}
+			}
+			return [4]int64{allocs, frees, int64(binary.LittleEndian.Uint64(c[f.allocBytes:])), int64(binary.LittleEndian.Uint64(c[f.freeBytes:]))}
 		}
 		r.active = cyc(f.active)
 		for i := range r.futures {

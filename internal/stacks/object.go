@@ -254,6 +254,12 @@ func (o *object) loadGo() {
 	}
 	var text, gofunc uint64
 	if md := o.findModuledata(tabAddr); md != 0 {
+		// Go 1.27 put typedesclen after types, and itaboffset and
+		// itabsize before rodata: gofunc moved by three words. Word 38
+		// is etypes before (not below types) and a length after.
+		if magic == magicGo120 && o.readPtr(md+38*8) < o.readPtr(md+37*8) {
+			gofuncIdx = 43
+		}
 		text = o.readPtr(md + textIdx*8)
 		gofunc = o.readPtr(md + gofuncIdx*8)
 		if !o.isExecAddr(text) {
