@@ -66,6 +66,12 @@ func (r *runner) cpuWindow(ctx context.Context, t *target) (Window, error) {
 			if !math.IsNaN(gw.GCCPUShare) {
 				w.Values[metricGCShare.Name] = 100 * gw.GCCPUShare
 			}
+			if gw.Known.Has(goruntime.KnownGoroutines) {
+				w.Values[metricGoroutines.Name] = float64(gw.Goroutines)
+			}
+			if gw.Known.Has(goruntime.KnownGoroutinesCreated) {
+				w.Values[metricGoCreated.Name] = gw.CreatedPerSec
+			}
 		}
 	}
 	return w, nil

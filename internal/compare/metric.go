@@ -38,19 +38,23 @@ var (
 	// system in every window, the other at 4.3% and 0.8%, and the test
 	// of their windows called user worse and system better. The total
 	// (schedstat's nanoseconds) is not sampled.
-	metricUser     = Metric{Name: "user", Label: "user CPU", Unit: "%core", Kind: kindCPU, PerProcess: true, phrase: "uses %s user CPU"}
-	metricSys      = Metric{Name: "sys", Label: "system CPU", Unit: "%core", Kind: kindCPU, PerProcess: true, phrase: "uses %s system CPU"}
-	metricCPUPerK  = Metric{Name: "cpu_per_1k", Label: "CPU per 1k requests", Unit: "ms", Kind: kindCPU, phrase: "uses %s CPU per request"}
-	metricWakeups  = Metric{Name: "wakeups", Label: "wake-ups", Unit: "/s", Kind: kindCPU, phrase: "wakes up %s often"}
-	metricInvol    = Metric{Name: "invol", Label: "involuntary switches", Unit: "/s", Kind: kindCPU, phrase: "is preempted %s often"}
-	metricThreads  = Metric{Name: "threads", Label: "threads", Unit: "", Kind: kindCPU, PerProcess: true, phrase: "runs %s threads"}
-	metricRSS      = Metric{Name: "rss", Label: "peak RSS", Unit: "MB", Kind: kindCPU, PerProcess: true, phrase: "holds %s memory (peak RSS)"}
-	metricP50      = Metric{Name: "p50", Label: "P50", Unit: "ms", Kind: kindCPU, phrase: "answers %s slowly at the median (P50)"}
-	metricP99      = Metric{Name: "p99", Label: "P99", Unit: "ms", Kind: kindCPU, phrase: "has a P99 latency %s"}
-	metricP999     = Metric{Name: "p999", Label: "P99.9", Unit: "ms", Kind: kindCPU, phrase: "has a P99.9 latency %s"}
-	metricGC       = Metric{Name: "gc_cycles", Label: "GC cycles", Unit: "/s", Kind: kindCPU, phrase: "runs %s GC cycles"}
-	metricGCShare  = Metric{Name: "gc_cpu_share", Label: "GC CPU share", Unit: "%", Kind: kindCPU, phrase: "spends %s of its CPU in the GC"}
-	metricSyscalls = Metric{Name: "syscalls", Label: "syscalls", Unit: "/s", Kind: kindSyscalls, phrase: "makes %s syscalls"}
+	metricUser    = Metric{Name: "user", Label: "user CPU", Unit: "%core", Kind: kindCPU, PerProcess: true, phrase: "uses %s user CPU"}
+	metricSys     = Metric{Name: "sys", Label: "system CPU", Unit: "%core", Kind: kindCPU, PerProcess: true, phrase: "uses %s system CPU"}
+	metricCPUPerK = Metric{Name: "cpu_per_1k", Label: "CPU per 1k requests", Unit: "ms", Kind: kindCPU, phrase: "uses %s CPU per request"}
+	metricWakeups = Metric{Name: "wakeups", Label: "wake-ups", Unit: "/s", Kind: kindCPU, phrase: "wakes up %s often"}
+	metricInvol   = Metric{Name: "invol", Label: "involuntary switches", Unit: "/s", Kind: kindCPU, phrase: "is preempted %s often"}
+	metricThreads = Metric{Name: "threads", Label: "threads", Unit: "", Kind: kindCPU, PerProcess: true, phrase: "runs %s threads"}
+	metricRSS     = Metric{Name: "rss", Label: "peak RSS", Unit: "MB", Kind: kindCPU, PerProcess: true, phrase: "holds %s memory (peak RSS)"}
+	metricP50     = Metric{Name: "p50", Label: "P50", Unit: "ms", Kind: kindCPU, phrase: "answers %s slowly at the median (P50)"}
+	metricP99     = Metric{Name: "p99", Label: "P99", Unit: "ms", Kind: kindCPU, phrase: "has a P99 latency %s"}
+	metricP999    = Metric{Name: "p999", Label: "P99.9", Unit: "ms", Kind: kindCPU, phrase: "has a P99.9 latency %s"}
+	metricGC      = Metric{Name: "gc_cycles", Label: "GC cycles", Unit: "/s", Kind: kindCPU, phrase: "runs %s GC cycles"}
+	metricGCShare = Metric{Name: "gc_cpu_share", Label: "GC CPU share", Unit: "%", Kind: kindCPU, phrase: "spends %s of its CPU in the GC"}
+	// Goroutines at a window's end are the process's state, not a sample
+	// of it (PerProcess); goroutines created per second are its work.
+	metricGoroutines = Metric{Name: "goroutines", Label: "goroutines", Unit: "", Kind: kindCPU, PerProcess: true, phrase: "runs %s goroutines"}
+	metricGoCreated  = Metric{Name: "goroutines_created", Label: "goroutines created", Unit: "/s", Kind: kindCPU, phrase: "creates %s goroutines"}
+	metricSyscalls   = Metric{Name: "syscalls", Label: "syscalls", Unit: "/s", Kind: kindSyscalls, phrase: "makes %s syscalls"}
 )
 
 // loadCPUKey holds, in a CPU window under load, the load generator's own
@@ -96,7 +100,7 @@ func (m Metric) sentence(name string, r float64) string {
 				how = pct + " less"
 			}
 		}
-	case strings.Contains(m.phrase, "calls") || strings.Contains(m.phrase, "cycles") || strings.Contains(m.phrase, "threads"):
+	case strings.Contains(m.phrase, "calls") || strings.Contains(m.phrase, "cycles") || strings.Contains(m.phrase, "threads") || strings.Contains(m.phrase, "goroutines"):
 		how = pct + " more"
 		if r < 1 {
 			how = pct + " fewer"

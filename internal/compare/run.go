@@ -338,7 +338,7 @@ func MetricsOf(windows []Window, nsides int) []Metric {
 
 func metricsFor(windows []Window, nsides int) []Metric {
 	fixed := []Metric{metricCPU, metricUser, metricSys, metricCPUPerK, metricWakeups, metricInvol,
-		metricThreads, metricRSS, metricP50, metricP99, metricP999, metricGC, metricGCShare, metricSyscalls}
+		metricThreads, metricRSS, metricP50, metricP99, metricP999, metricGC, metricGCShare, metricGoroutines, metricGoCreated, metricSyscalls}
 	has := func(name string) bool {
 		seen := make([]bool, nsides)
 		for _, w := range windows {
