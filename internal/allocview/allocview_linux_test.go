@@ -431,8 +431,11 @@ func TestAllocSampledMatchesBook(t *testing.T) {
 			t.Logf("sampled (%.0f refills/s, cost %.2f%% of a CPU): %v", r.Sampled.RefillPerSec, 100*r.Sampled.CostCPU, sampled)
 			t.Logf("the runtime's book: %v", truth)
 			t.Logf("%s: %d of the book's top %d in the sampled top %d, %d in the same place", mode, common, len(truth), len(sampled), same)
-			if len(sampled) == 0 || sampled[0] != truth[0] {
-				t.Errorf("top site %v, the book's %v", sampled, truth)
+			// The top two of the book are the top two sampled, in either
+			// order: on the whole patient they are within 15% of each
+			// other, closer than the sampling's bias.
+			if len(sampled) < 2 || len(truth) < 2 || !slices.Contains(sampled[:2], truth[0]) || !slices.Contains(sampled[:2], truth[1]) {
+				t.Errorf("top sites %v, the book's %v", sampled, truth)
 			}
 			if common < 3 {
 				t.Errorf("%d of the book's top five among the sampled top five", common)
