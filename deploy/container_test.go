@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -56,17 +57,39 @@ func podman(args ...string) (stdout, stderr string, err error) {
 	return out.String(), errb.String(), err
 }
 
-// buildImage builds the image with build-image.sh under a tag of the
-// test's own and removes it when the test ends.
+// The image is built once per test binary (TestMain removes it).
+var (
+	imageOnce sync.Once
+	imageTag  string
+	imageErr  error
+)
+
+// buildImage builds the image with build-image.sh under a tag of this
+// test binary's own, once, and returns the tag.
 func buildImage(t *testing.T) string {
 	t.Helper()
-	tag := fmt.Sprintf("localhost/gosleuth-test:%d", os.Getpid())
-	out, err := exec.Command("./build-image.sh", tag).CombinedOutput()
-	if err != nil {
-		t.Fatalf("build-image.sh: %v\n%s", err, out)
+	imageOnce.Do(func() {
+		tag := fmt.Sprintf("localhost/gosleuth-test:%d", os.Getpid())
+		out, err := exec.Command("./build-image.sh", tag).CombinedOutput()
+		if err != nil {
+			imageErr = fmt.Errorf("build-image.sh: %v\n%s", err, out)
+			return
+		}
+		imageTag = tag
+	})
+	if imageErr != nil {
+		t.Fatal(imageErr)
 	}
-	t.Cleanup(func() { podman("rmi", "-f", tag) })
-	return tag
+	return imageTag
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if imageTag != "" {
+		podman("rmi", "-f", imageTag)
+	}
+	testbin.Cleanup()
+	os.Exit(code)
 }
 
 // startPatient starts the 1 ms ticker patient on the host, as user uid,
