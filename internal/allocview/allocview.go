@@ -392,8 +392,11 @@ func (r *Report) join(ctx context.Context, opts Options, all []gomem.Site) {
 		eo.Package, eo.Dir = "", dir
 	}
 	for _, s := range bi.Settings {
-		if s.Key == "-tags" {
+		switch s.Key {
+		case "-tags":
 			eo.Tags = s.Value
+		case "-gcflags":
+			eo.GCFlags = s.Value
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, escapeTimeout)

@@ -211,7 +211,28 @@ func TestEscapeRunShapes(t *testing.T) {
 	check(t, r, abs)
 }
 
-// TestRunWrongToolchain: a release that cannot be had fails in one line.
+// TestEscapeRunGCFlags: the program's own compiler flags are applied (-l,
+// inlining off, changes no reason in the shapes patient, whose functions
+// are go:noinline), with or without a package pattern.
+func TestEscapeRunGCFlags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program")
+	}
+	for _, g := range []string{"-l", "all=-l"} {
+		r, _, err := Run(context.Background(), Options{Dir: "testdata/shapes", GCFlags: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		abs, _ := filepath.Abs("testdata/shapes/main.go")
+		check(t, r, abs)
+	}
+	if _, _, err := Run(context.Background(), Options{Dir: "testdata/shapes", GCFlags: "-no-such-flag"}); err == nil || strings.Contains(err.Error(), "\n") {
+		t.Errorf("a bad compiler flag: err %v, want one line", err)
+	}
+}
+
+// TestEscapeRunWrongToolchain: a release that cannot be had fails in one
+// line.
 func TestEscapeRunWrongToolchain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")

@@ -33,6 +33,10 @@ type Options struct {
 	GoVersion string
 	// Tags are the build tags the program was built with.
 	Tags string
+	// GCFlags are compiler flags the program was built with ("-l"), which
+	// change inlining and so escape analysis; a pattern ("all=-l") is
+	// dropped, the flags applied to the module's packages.
+	GCFlags string
 	// Go is the go command to run ("" finds go in PATH).
 	Go string
 }
@@ -110,8 +114,14 @@ func Run(ctx context.Context, o Options) (*Result, Module, error) {
 	// build's cache key, new each time: the go command replays cached
 	// compiler output with the file paths of the build that produced it,
 	// relative to that build's directory, which may not be this one.
-	args := []string{"build", "-o", filepath.Join(tmp, "out"),
-		"-gcflags=" + mod.Path + "/...=-m=2 -json=0,file://" + filepath.Join(tmp, "json")}
+	flags := "-m=2 -json=0,file://" + filepath.Join(tmp, "json")
+	if g := strings.TrimSpace(o.GCFlags); g != "" {
+		if i := strings.IndexByte(g, '='); i > 0 && !strings.HasPrefix(g, "-") {
+			g = g[i+1:]
+		}
+		flags = g + " " + flags
+	}
+	args := []string{"build", "-o", filepath.Join(tmp, "out"), "-gcflags=" + mod.Path + "/...=" + flags}
 	if o.Tags != "" {
 		args = append(args, "-tags="+o.Tags)
 	}
