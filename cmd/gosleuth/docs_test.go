@@ -165,6 +165,41 @@ func TestDocsStayInRepo(t *testing.T) {
 	}
 }
 
+// TestDesignNamesEveryPackage keeps docs/design.md's package list whole:
+// every package under internal/ is named there, with its path.
+func TestDesignNamesEveryPackage(t *testing.T) {
+	design, err := os.ReadFile(filepath.Join(repoRoot, "docs", "design.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err = filepath.WalkDir(filepath.Join(repoRoot, "internal"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		if d.Name() == "testdata" {
+			return filepath.SkipDir
+		}
+		files, _ := filepath.Glob(filepath.Join(path, "*.go"))
+		for _, f := range files {
+			if !strings.HasSuffix(f, "_test.go") {
+				n++
+				if pkg := rel(path); !strings.Contains(string(design), "`"+pkg+"`") {
+					t.Errorf("docs/design.md does not name package %s: say what it does and where it sits", pkg)
+				}
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 20 {
+		t.Fatalf("found %d packages under internal/: not the repository", n)
+	}
+}
+
 // dated finds a calendar date: dated campaigns belong in bench/*/RESULTS.
 var dated = regexp.MustCompile(`\b20\d\d-[01]\d-[0-3]\d\b`)
 
