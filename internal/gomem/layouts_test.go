@@ -54,6 +54,7 @@ type refBuild struct {
 	stripped  bool   // -ldflags=-s -w: no symbol table, no DWARF
 	pie       bool   // -buildmode=pie
 	cgo       bool   // with a C file, linked with the C runtime
+	noinline  bool   // -gcflags=all=-l: the runtime's helpers stay calls
 }
 
 func (b refBuild) String() string {
@@ -64,7 +65,7 @@ func (b refBuild) String() string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{b.stripped, "stripped"}, {b.pie, "pie"}, {b.cgo, "cgo"}} {
+	}{{b.stripped, "stripped"}, {b.pie, "pie"}, {b.cgo, "cgo"}, {b.noinline, "noinline"}} {
 		if f.on {
 			s += "-" + f.name
 		}
@@ -126,6 +127,9 @@ func buildRef(t testing.TB, b refBuild) string {
 	}
 	if b.cgo {
 		args = append(args, "-tags="+prog+"cgo")
+	}
+	if b.noinline {
+		args = append(args, "-gcflags=all=-l")
 	}
 	cmd := exec.Command("go", append(args, ".")...)
 	cmd.Dir, cmd.Env = dir, env

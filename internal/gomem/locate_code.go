@@ -22,8 +22,9 @@ import (
 // .noptrdata initialised ones without pointers) and its order; where the
 // function reads a field, the field's offset from the layout gives the
 // variable's start. The patterns were read from the code of Go 1.20 to
-// 1.27 (linux/amd64, plain, PIE and cgo builds); locate_code_test.go checks
-// each against the symbol table of those builds.
+// 1.27 (linux/amd64: plain, PIE, cgo, -race, GOAMD64=v3 and
+// -gcflags=all=-l builds); locate_code_test.go checks them against the
+// symbol table of such builds.
 
 // codeRef is one RIP-relative memory operand in a function's code.
 type codeRef struct {
@@ -84,6 +85,9 @@ func ripRefs(code []byte, pc uint64, section func(uint64) string) []codeRef {
 type codeRule struct {
 	name string // the variable
 	fn   string // the runtime function whose code names it
+	// alt is a function tried when fn's code shows nothing: the helper fn
+	// calls where the build did not inline it (-gcflags=all=-l).
+	alt string
 	// field is the field of the variable the operand names, "" for its
 	// start; its offset is read from the layout.
 	field string
@@ -108,6 +112,13 @@ func load(width int, sect string) func(codeRef) bool {
 	return func(r codeRef) bool {
 		return (r.op == x86asm.MOV || r.op == x86asm.MOVSXD) && !r.store && r.width == width && r.sect == sect
 	}
+}
+
+// atomicLoad accepts a read of width bytes in sect, or the taking of an
+// address there: an atomic type's Load method, inlined, reads the
+// variable; not inlined, it is passed its address.
+func atomicLoad(width int, sect string) func(codeRef) bool {
+	return func(r codeRef) bool { return load(width, sect)(r) || lea(sect)(r) }
 }
 
 // lea accepts the taking of an address in section sect.
@@ -142,7 +153,7 @@ var codeRules = []codeRule{
 	{name: symAllgs, fn: "runtime.forEachG", pick: sliceLoad(".bss")},
 	// forEachGRace: ptr, length := atomicAllG(), which loads allglen
 	// (a uintptr) and then allgptr.
-	{name: symAllglen, fn: "runtime.forEachGRace", pick: firstOf(load(8, ".noptrbss"))},
+	{name: symAllglen, fn: "runtime.forEachGRace", alt: "runtime.atomicAllG", pick: firstOf(load(8, ".noptrbss"))},
 	// preemptall: for _, pp := range allp {...}.
 	{name: symAllp, fn: "runtime.preemptall", pick: sliceLoad(".bss")},
 	// gcBgMarkStartWorkers: for gcBgMarkWorkerCount < gomaxprocs (a CMP of
@@ -151,7 +162,7 @@ var codeRules = []codeRule{
 		return r.op == x86asm.CMP && r.width == 4 && r.sect == ".noptrbss"
 	})},
 	// goschedIfBusy: sched.npidle.Load() > 0.
-	{name: symSched, fn: "runtime.goschedIfBusy", field: "runtime.schedt.npidle", pick: firstOf(load(4, ".bss"))},
+	{name: symSched, fn: "runtime.goschedIfBusy", field: "runtime.schedt.npidle", pick: firstOf(atomicLoad(4, ".bss"))},
 	// newBucket: persistentalloc(size, 0, &memstats.buckhash_sys).
 	{name: symMemstats, fn: "runtime.newBucket", field: "runtime.mstats.buckhash_sys", pick: firstOf(lea(".noptrbss"))},
 	// gcinit: gcController.init(readGOGC(), readGOMEMLIMIT()), after
@@ -161,12 +172,12 @@ var codeRules = []codeRule{
 	{name: symWork, fn: "runtime.putfull", field: "runtime.workType.full", pick: firstOf(lea(".bss"))},
 	// mProf_FlushLocked: for b := mbuckets.Load(); b != nil; ... (a plain
 	// pointer load in every release).
-	{name: symMbuckets, fn: "runtime.mProf_FlushLocked", pick: firstOf(load(8, ".bss"))},
+	{name: symMbuckets, fn: "runtime.mProf_FlushLocked", pick: firstOf(atomicLoad(8, ".bss"))},
 	// mProf_Free: cycle := mProfCycle.read() (the holder's first field).
-	{name: symMProfCycle, fn: "runtime.mProf_Free", align: 4, pick: firstOf(load(4, ".noptrbss"))},
+	{name: symMProfCycle, fn: "runtime.mProf_Free", align: 4, pick: firstOf(atomicLoad(4, ".noptrbss"))},
 	// allocmcache: c.nextSample = nextSample(), which reads MemProfileRate
 	// (initialised: .noptrdata).
-	{name: symMemProfileRate, fn: "runtime.allocmcache", pick: firstOf(load(8, ".noptrdata"))},
+	{name: symMemProfileRate, fn: "runtime.allocmcache", alt: "runtime.nextSample", pick: firstOf(load(8, ".noptrdata"))},
 	// (*mheap).initSpan: s.elemsize = uintptr(class_to_size[sizeclass]),
 	// the array's address taken (Go 1.25 on, the array is
 	// internal/runtime/gc.SizeClassToSize), before class_to_divmagic's.
@@ -208,24 +219,45 @@ func globalsFromCode(im *stacks.Image, l *Layout) (map[string]uint64, error) {
 	found := map[string]uint64{}
 	var missed []string
 	funcs := map[string][]codeRef{}
+	var notGo error
+	refsOf := func(fn string) ([]codeRef, error) {
+		if refs, ok := funcs[fn]; ok {
+			return refs, nil
+		}
+		entry, code, err := im.Func(fn, maxFuncCode)
+		if err != nil {
+			if errors.Is(err, stacks.ErrNotGo) {
+				notGo = err
+			}
+			return nil, err
+		}
+		refs := ripRefs(code, entry, im.SectionAt)
+		funcs[fn] = refs
+		return refs, nil
+	}
 	for _, rule := range codeRules {
-		refs, ok := funcs[rule.fn]
-		if !ok {
-			entry, code, err := im.Func(rule.fn, maxFuncCode)
-			if err != nil {
-				if errors.Is(err, stacks.ErrNotGo) {
-					return nil, fmt.Errorf("runtime variables from code: %w", err)
-				}
-				missed = append(missed, fmt.Sprintf("%s: %v", rule.name, err))
-				funcs[rule.fn] = nil
+		var addr uint64
+		ok := false
+		var why []string
+		for _, fn := range []string{rule.fn, rule.alt} {
+			if fn == "" {
 				continue
 			}
-			refs = ripRefs(code, entry, im.SectionAt)
-			funcs[rule.fn] = refs
+			refs, err := refsOf(fn)
+			if notGo != nil {
+				return nil, fmt.Errorf("runtime variables from code: %w", notGo)
+			}
+			if err != nil {
+				why = append(why, err.Error())
+				continue
+			}
+			if addr, ok = rule.pick(refs, found); ok {
+				break
+			}
+			why = append(why, "no reference recognized in "+fn)
 		}
-		addr, ok := rule.pick(refs, found)
 		if !ok {
-			missed = append(missed, fmt.Sprintf("%s: no reference recognized in %s", rule.name, rule.fn))
+			missed = append(missed, fmt.Sprintf("%s: %s", rule.name, strings.Join(why, ", ")))
 			continue
 		}
 		if rule.field != "" {
@@ -241,7 +273,7 @@ func globalsFromCode(im *stacks.Image, l *Layout) (map[string]uint64, error) {
 			align = 8
 		}
 		if addr%align != 0 || im.SectionAt(addr) == "" {
-			missed = append(missed, fmt.Sprintf("%s: %s names %#x, not a variable's address", rule.name, rule.fn, addr))
+			missed = append(missed, fmt.Sprintf("%s: the code names %#x, not a variable's address", rule.name, addr))
 			continue
 		}
 		found[rule.name] = addr
