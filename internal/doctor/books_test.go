@@ -126,6 +126,9 @@ func TestBooksPatients(t *testing.T) {
 			insideSlots <- struct{}{}
 			defer func() { <-insideSlots }()
 			pid, addr := startBooks(t, tt.behaviour, tt.env...)
+			// Past the start-up: a process a moment old doubles its few
+			// MB of RSS within seconds, which memory-growth warns of.
+			time.Sleep(1500 * time.Millisecond)
 			if tt.load > 0 {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()

@@ -210,3 +210,17 @@ func TestConnChurn(t *testing.T) {
 		})
 	}
 }
+
+// TestConnChurnFromStacks: without syscall counts, a client caught in
+// connect in a fifth of its samples is named as information.
+func TestConnChurnFromStacks(t *testing.T) {
+	w := win(4, func(w *Window) {
+		w.UserSec = 0.3
+		w.Stacks = &Stacks{Samples: 200, KernelPaths: []Share{{Name: "syscall connect", Share: 0.2}, {Name: "syscall close", Share: 0.06}},
+			LibCalls: []LibCall{{Callee: "net/http.(*Client).Get", Caller: Site{Func: "main.fetch", File: "/src/main.go", Line: 9}, Share: 0.3}}}
+	})
+	f := checkConnChurn(w, &Host{CPUs: 2})
+	if f == nil || f.Severity != Info || len(f.Code) == 0 || f.Code[0].Func != "main.fetch" {
+		t.Fatalf("finding %+v, want information naming main.fetch", f)
+	}
+}

@@ -40,15 +40,13 @@ const (
 )
 
 func init() {
-	register(&Rule{ID: "connection-churn", Summary: "a new TCP connection per request: a client that dials per request, or a server whose clients do", Missing: needSyscalls, Check: checkConnChurn})
+	register(&Rule{ID: "connection-churn", Summary: "a new TCP connection per request: a client that dials per request, or a server whose clients do", Missing: needSyscallsOrStacks, Check: checkConnChurn})
 }
 
-func needSyscalls(w *Window) string {
-	if w.Syscalls != nil {
-		return ""
-	}
-	return "needs exact syscall counts: run as root (or with CAP_PERFMON and tracefs access)"
-}
+// connectSampleShare is the share of stack samples in connect (with
+// minSiteSamples of them) from which, without syscall counts, a process is
+// said to dial often: as information, since the rate is not known.
+const connectSampleShare = 0.05
 
 // writeCalls are the syscalls a request or response is written with.
 var writeCalls = []string{"write", "writev", "sendto", "sendmsg"}
@@ -61,7 +59,7 @@ var dialCalls = []string{"net.Dial", "net.DialTimeout", "net.(*Dialer).Dial", "n
 func checkConnChurn(w *Window, h *Host) *Finding {
 	s := w.Syscalls
 	if s == nil {
-		return nil
+		return connChurnFromStacks(w)
 	}
 	dials, _ := s.Rate("getsockopt")
 	if set, _ := s.Rate("setsockopt"); set < connSetsockoptPerDial*dials {
@@ -159,4 +157,35 @@ func dialCode(w *Window) []CodeRef {
 		}
 	}
 	return all
+}
+
+// connChurnFromStacks reports, without syscall counts, a process whose
+// stack samples catch it in connect often: the time it spends dialling,
+// not the rate.
+func connChurnFromStacks(w *Window) *Finding {
+	st := w.Stacks
+	if st == nil || st.Samples < minSamples {
+		return nil
+	}
+	share := 0.0
+	for _, p := range st.KernelPaths {
+		if p.Name == "syscall connect" {
+			share = p.Share
+		}
+	}
+	if share < connectSampleShare || share*float64(st.Samples) < minSiteSamples {
+		return nil
+	}
+	code := dialCode(w)
+	return &Finding{
+		Severity:   Info,
+		Title:      fmt.Sprintf("%.0f%% of CPU samples are in connect: new connections are opened often", 100*share),
+		Observed:   fmt.Sprintf("%.0f%% of its samples in connect", 100*share),
+		Evidence:   EvidenceList{{"connect_share_pct", pct(share), "% of samples"}, {"kernel_paths", joinShares(st.KernelPaths, 3), ""}},
+		Cause:      "The process spends a noticeable part of its CPU opening TCP connections, which a client reusing its connections hardly does. Without syscall counts the rate, and so whether it is one per request, is not known.",
+		Fix:        "Share one http.Client (and its Transport) instead of one per request, read and close every response body, and size Transport.MaxIdleConnsPerHost to the concurrency; for raw TCP keep a pool of connections.",
+		Sources:    codeSources([]Source{SourceStacks}, code),
+		Confidence: "low",
+		Code:       code,
+	}
 }

@@ -28,9 +28,11 @@ const (
 	gcMinCores = 0.05
 	// A setting that makes the GC run more often than GOGC=100 would (a
 	// low GOGC, a heap held near its memory limit) is named from a lower
-	// share: the cause is the setting and the fix is known.
+	// share and cost: the cause is the setting and the fix is known (a
+	// patient at its memory limit, held to a tenth of a core by a loaded
+	// host, still ran 44 cycles a second with a quarter of its CPU in GC).
 	gcSettingShare = 0.10
-	gcSettingCores = 0.05
+	gcSettingCores = 0.02
 	// GOGC below this is "set low" (the default is 100).
 	gcLowGOGC = 100
 	// The heap goal GOGC alone would set at or above this fraction of
@@ -187,8 +189,12 @@ func checkGCPressure(w *Window, h *Host) *Finding {
 	case "limit":
 		e := b.End
 		title = fmt.Sprintf("the heap sits at its memory limit: the GC runs %.0f times a second and takes %.0f%% of CPU", b.CyclesPerSec(), 100*c.share)
-		cause = fmt.Sprintf("The memory limit (GOMEMLIMIT or debug.SetMemoryLimit, %.0f MB) is below the heap goal GOGC=%d would set (%.0f MB for %.0f MB marked live): the GC runs whenever the heap nears the limit, so with the live heap close to it cycles come back to back and each marks the whole live heap again.",
-			mb(uint64(e.MemoryLimit)), e.GOGC, mb(e.HeapGoal), mb(e.HeapMarked))
+		goal := fmt.Sprintf("is below the heap goal GOGC=%d would set (%.0f MB for %.0f MB marked live)", e.GOGC, mb(e.HeapGoal), mb(e.HeapMarked))
+		if e.GOGC < 0 {
+			goal = fmt.Sprintf("alone decides when cycles run, GOGC being off (%.0f MB marked live)", mb(e.HeapMarked))
+		}
+		cause = fmt.Sprintf("The memory limit (GOMEMLIMIT or debug.SetMemoryLimit, %.0f MB) %s: the GC runs whenever the heap nears the limit, so with the live heap close to it cycles come back to back and each marks the whole live heap again.",
+			mb(uint64(e.MemoryLimit)), goal)
 		fix = "Give the limit room above the live heap (a limit is a ceiling for bursts, not a target: the live heap should stay well under it), or cut the live heap (a pointer-free cache, smaller retained buffers); if the host has no more memory, the process needs less live data."
 	case "gogc":
 		e := b.End

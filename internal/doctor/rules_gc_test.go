@@ -69,6 +69,7 @@ func TestGCSettings(t *testing.T) {
 	}{
 		{"limit", booksWin(100, 100<<20, 95<<20, 190<<20), true, "the heap sits at its memory limit: the GC runs 200 times a second and takes 13% of CPU"},
 		{"gogc", booksWin(10, window.NoMemoryLimit, 20<<20, 22<<20), true, "GOGC=10: the GC runs 200 times a second and takes 13% of CPU"},
+		{"GOGC off under a limit", booksWin(-1, 100<<20, 95<<20, ^uint64(0)), true, "the heap sits at its memory limit: the GC runs 200 times a second and takes 13% of CPU"},
 		{"default", booksWin(100, window.NoMemoryLimit, 20<<20, 40<<20), false, ""},
 		{"limit far above", booksWin(100, 1<<30, 20<<20, 40<<20), false, ""},
 	} {

@@ -189,6 +189,9 @@ func checkGoroutineMemory(w *Window, h *Host) *Finding {
 	if perConn {
 		fix = append(fix, "Use one goroutine per connection instead of a reader and a writer (write from the goroutine that produces the message, under a lock), halving the stacks.")
 	}
+	if strings.HasPrefix(main.Start.Func, "net/http.") {
+		fix = append(fix, "For idle keep-alive connections of an HTTP server, set http.Server.IdleTimeout so they are closed after a while.")
+	}
 	fix = append(fix, "Where latency allows, an event-loop library (gnet, nbio, netpoll) serves all connections from a few goroutines, with buffers only for connections that have data.")
 	cause := fmt.Sprintf("%d goroutines started by %s are parked (%s), one or more per connection or task, and each keeps its stack%s for as long as it waits: %.0f MB in all, %.0f%% of the process's Go memory, which the GC's heap goal then doubles.",
 		c.count, c.creator, main.State, map[bool]string{true: " and its own buffers", false: ""}[c.heapBytes > 0], mb(held), 100*float64(held)/float64(total))
@@ -248,6 +251,16 @@ func checkGoroutineChurn(w *Window, h *Host) *Finding {
 		costly = costly && low >= churnSchedShare
 	}
 	costly = costly && cores >= churnMinCores
+	// Per request, where the process serves requests (stack samples on a
+	// server's request path) and its writes count them: an HTTP/1.1
+	// response is one write.
+	perReq := 0.0
+	if _, ok := serving(w); ok {
+		if wr, ok := w.Syscalls.Rate(writeCalls...); ok && wr > 0 {
+			perReq = rate / wr
+			ev = append(ev, Evidence{"goroutines_per_response", round(perReq, 1), "(one write per response)"})
+		}
+	}
 	code := codeAt(w, "newproc", "starts a goroutine per task")
 	if len(code) == 0 {
 		// The census at the window's end may hold some of them, running
@@ -265,7 +278,7 @@ func checkGoroutineChurn(w *Window, h *Host) *Finding {
 		Title:      fmt.Sprintf("%.0f goroutines started a second", rate),
 		Observed:   fmt.Sprintf("%.0f goroutines started a second, one per %.1f us of CPU", rate, 1e6/perCPU),
 		Evidence:   ev,
-		Cause:      fmt.Sprintf("The program starts %.0f goroutines a second, one per %.1f us of its CPU.", rate, 1e6/perCPU),
+		Cause:      fmt.Sprintf("The program starts %.0f goroutines a second, one per %.1f us of its CPU%s.", rate, 1e6/perCPU, perRequest(perReq)),
 		Fix:        "Nothing to change while each goroutine has real work; if they do little each, a fixed pool of workers fed by a channel does the same work without starting, scheduling and ending a goroutine per task.",
 		Sources:    sources,
 		Confidence: "high",
@@ -279,4 +292,12 @@ func checkGoroutineChurn(w *Window, h *Host) *Finding {
 		f.Cores = cores
 	}
 	return f
+}
+
+// perRequest says how many goroutines a request starts, "" when unknown.
+func perRequest(n float64) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", about %.0f per request served", n)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/gomem"
@@ -354,8 +355,11 @@ func waitsIn(c *gomem.Census, g gomem.Group) Site {
 		if s.System || s.State != g.State || len(s.Frames) == 0 {
 			continue
 		}
+		// The outermost frame past runtime.goexit and the go statement's
+		// wrapper (F.gowrap1, which the census names by the function it
+		// starts).
 		outer := len(s.Frames) - 1
-		if s.Frames[outer].Func == "runtime.goexit" && outer > 0 {
+		for outer > 0 && (s.Frames[outer].Func == "runtime.goexit" || strings.Contains(s.Frames[outer].Func, ".gowrap")) {
 			outer--
 		}
 		if s.Frames[outer].Func != g.Start.Func {

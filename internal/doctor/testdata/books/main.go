@@ -178,10 +178,10 @@ func dialAll(ln net.Listener, n int) {
 	}
 }
 
-// trickle writes a line to a random connection a hundred times a second.
+// trickle writes a line to a random connection ten times a second.
 func trickle() {
 	go func() {
-		t := time.NewTicker(10 * time.Millisecond)
+		t := time.NewTicker(100 * time.Millisecond)
 		for range t.C {
 			held[rand.IntN(len(held))].Write([]byte("ping\n"))
 		}
