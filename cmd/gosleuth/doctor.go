@@ -102,6 +102,11 @@ func runDoctor(ctx context.Context, f *doctorFlags, args []string, stdout, stder
 	if err := checkTargets(f.procRoot, f.pids...); err != nil {
 		return err
 	}
+	if len(f.pids) == 1 {
+		if err := checkURLOwners(stderr, f.procRoot, f.pids[0], f.pprofURL, f.metricsURL); err != nil {
+			return fmt.Errorf("doctor: %w", err)
+		}
+	}
 	// Two close looks side by side on one P: under 5,000 new processes a
 	// second their steady cost fell from 44-45 to 33-35 ms over 11 s,
 	// thread switches by a third.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"runtime"
 	"time"
@@ -109,6 +110,9 @@ func runInspect(ctx context.Context, f *inspectFlags, args []string, stdout, std
 	}
 	if err := checkTargets(f.root, f.pid); err != nil {
 		return err
+	}
+	if err := checkURLOwners(stderr, f.root, f.pid, f.pprofURL, f.metricsURL); err != nil {
+		return fmt.Errorf("inspect: %w", err)
 	}
 	g := f.groups
 	if g == 0 {

@@ -53,6 +53,7 @@ func TestInspect(t *testing.T) {
 	t.Run("without source", func(t *testing.T) { testInspectWithoutSource(t, bin) })
 	t.Run("trace and text", func(t *testing.T) { testInspectTrace(t, bin) })
 	t.Run("unprivileged", func(t *testing.T) { testInspectUnprivileged(t, bin) })
+	t.Run("another process's URL", func(t *testing.T) { testURLOwner(t, bin) })
 }
 
 // testInspectUnprivileged runs inspect as user nobody on root's patient:
@@ -99,6 +100,14 @@ func testInspectTrace(t *testing.T, bin string) {
 // returned channel.
 func startInspectPatient(t *testing.T, bin string, args ...string) (*exec.Cmd, chan string) {
 	t.Helper()
+	cmd, lines, _ := startPatientAt(t, bin, args...)
+	return cmd, lines
+}
+
+// startPatientAt is startInspectPatient that also returns the address the
+// patient said it serves at ("-" without one).
+func startPatientAt(t *testing.T, bin string, args ...string) (*exec.Cmd, chan string, string) {
+	t.Helper()
 	out, w := io.Pipe()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout = w
@@ -127,10 +136,12 @@ func startInspectPatient(t *testing.T, bin string, args ...string) (*exec.Cmd, c
 		}
 		close(lines)
 	}()
-	if l := nextLine(t, lines); !strings.HasPrefix(l, "ready ") {
+	l := nextLine(t, lines)
+	addr, ok := strings.CutPrefix(l, "ready ")
+	if !ok {
 		t.Fatalf("patient did not start: %q", l)
 	}
-	return cmd, lines
+	return cmd, lines, addr
 }
 
 // nextLine waits for the patient's next line.

@@ -225,6 +225,9 @@ func runLoad(ctx context.Context, fs *flag.FlagSet, f *loadFlags, args []string,
 		}
 	}
 	if cfg.Watch > 0 {
+		if err := checkURLOwners(stderr, f.procRoot, cfg.Watch, f.pprofURL, f.metricsURL); err != nil {
+			return fmt.Errorf("load: %w", err)
+		}
 		src, notes, err := goruntime.Connect(ctx, cfg.Watch, goruntime.Options{PprofURL: f.pprofURL, MetricsURL: f.metricsURL, ProcRoot: f.procRoot})
 		for _, n := range notes {
 			fmt.Fprintf(stderr, "runtime source: %s\n", n)
