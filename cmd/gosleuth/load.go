@@ -34,7 +34,7 @@ func init() {
 	register(&command{
 		Name: "load",
 		Usage: "load URL --rate R --duration D [--connections 50] [--method M] [--header H] [--body B]\n" +
-			"                     [--step +1000/30s [--max-rate R]] [--sla p99<=15ms] [--watch PID] [--format text|json] [-o DIR]",
+			"                     [--step +1000/30s [--max-rate R]] [--sla p99<=15ms] [--watch PID] [--format text|json] [-o FILE] [--out-dir DIR]",
 		Short: "open-loop HTTP load at a fixed rate or a step ramp, with honest percentiles and SLA search",
 		Long: `
 Sends requests to URL at a fixed rate (--rate, or "max" for a closed loop),
@@ -53,7 +53,9 @@ a step is invalid), then bisects between the last passing and the first
 failing rate 3 times and reports the highest rate that meets the SLA.
 
 --duration is required (at most 1h) and bounds the whole run. Ctrl-C stops
-the run and writes the report of what ran. With --out-dir DIR: report.txt,
+the run and writes the report of what ran. The exit status is 1 when every
+request failed or a step is invalid (outside an SLA search), 3 when --sla is
+not met, after the report is written. With --out-dir DIR: report.txt,
 report.json, series.csv, latency.hlog, step-NN.hgrm and report.html (opens
 offline).`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
@@ -278,7 +280,38 @@ func runLoad(ctx context.Context, fs *flag.FlagSet, f *loadFlags, args []string,
 	if f.sla != "" && rep.SLAFailed() {
 		return checkFailed{fmt.Sprintf("load %s: the SLA %s was not met", u.Redacted(), f.sla)}
 	}
+	if why := loadFailure(rep); why != "" {
+		return fmt.Errorf("load %s: %s (the report says more)", u.Redacted(), why)
+	}
 	return nil
+}
+
+// loadFailure says why a run that ran to its end did not measure the
+// target (exit 1): every request failed, or a step was marked invalid
+// (outside an SLA search, where an invalid step is one of the search's
+// outcomes). A step the user interrupted is judged on what it did.
+func loadFailure(rep *load.Report) string {
+	var reqs, errs int64
+	for _, s := range rep.Steps {
+		reqs += s.Requests
+		errs += s.Errors
+	}
+	if reqs > 0 && errs == reqs {
+		return fmt.Sprintf("all %d requests failed", reqs)
+	}
+	if rep.SLA != nil {
+		return ""
+	}
+	for i, s := range rep.Steps {
+		if !s.Valid && !s.Interrupted {
+			why := "invalid"
+			if len(s.Invalid) > 0 {
+				why = s.Invalid[0]
+			}
+			return fmt.Sprintf("step %d is invalid: %s", i+1, why)
+		}
+	}
+	return ""
 }
 
 // liveLine rewrites one status line on a terminal.

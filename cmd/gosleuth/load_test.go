@@ -75,7 +75,7 @@ func TestLoadRun(t *testing.T) {
 	var out, errb bytes.Buffer
 	err := run(context.Background(), []string{"load", srv.URL + "/x", "--rate", "50", "--duration", "2s",
 		"--connections", "4", "--method", "post", "--header", "X-Test: 1", "--body", "{}", "--format", "json",
-		"--out-dir", dir}, &out, &errb)
+		"--out-dir", dir, "--max-lag", "200ms"}, &out, &errb)
 	if err != nil {
 		t.Fatalf("%v\nstderr: %s", err, errb.String())
 	}
@@ -118,19 +118,35 @@ func TestLoadRun(t *testing.T) {
 	}
 }
 
-// TestLoadRefusedIsNotACrash: a target that refuses connections yields a
-// report with the errors counted, exit 0.
+// TestLoadRefused: a target that refuses every connection yields a report
+// with the errors counted, and exit 1 (a failure, not a measurement).
 func TestLoadRefused(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	u := srv.URL
 	srv.Close()
 	var out, errb bytes.Buffer
 	err := run(context.Background(), []string{"load", u, "--rate", "20", "--duration", "1s", "--watch", "-1"}, &out, &errb)
-	if err != nil {
-		t.Fatalf("%v", err)
+	if code := exitCode(err, &errb); code != 1 || !strings.Contains(err.Error(), "requests failed") {
+		t.Errorf("exit %d (%v), want 1 saying the requests failed", code, err)
 	}
 	if !strings.Contains(out.String(), "refused=") {
 		t.Errorf("report lacks the refused count:\n%s", out.String())
+	}
+}
+
+// TestLoadInvalidFails: a run whose step is marked invalid (here a
+// generator lag limit no generator meets) prints its report and exits 1.
+func TestLoadInvalidFails(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	defer srv.Close()
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"load", srv.URL, "--rate", "200", "--duration", "1s", "--watch", "-1",
+		"--max-lag", "1ns", "--quiet"}, &out, &errb)
+	if code := exitCode(err, &errb); code != 1 || !strings.Contains(err.Error(), "invalid") {
+		t.Errorf("exit %d (%v), want 1 naming the invalid step", code, err)
+	}
+	if !strings.Contains(out.String(), "NO") {
+		t.Errorf("report lacks the invalid step:\n%s", out.String())
 	}
 }
 

@@ -100,7 +100,7 @@ func (e *Engine) finish(r *Report) {
 	}
 	if e.watch != nil && e.cfg.GC == nil {
 		r.Notes = append(r.Notes, "GC cycles and pauses of the target are not reported: no runtime metrics source "+
-			"(link gosleuth's agent into it, or give --pprof or --metrics)")
+			"(link gosleuth's agent into it, or give --pprof-url or --metrics-url)")
 	}
 }
 

@@ -222,7 +222,7 @@ func (t *targetAcc) stats(first targetReading, w *watcher) *TargetStats {
 	}
 	switch {
 	case w.gc == nil:
-		s.GCNote = "no runtime metrics source (agent, --pprof or --metrics)"
+		s.GCNote = "no runtime metrics source (agent, --pprof-url or --metrics-url)"
 	case first.gcOK && b.gcOK:
 		s.GCSource = w.gc.Kind()
 		gw := goruntime.NewWindow(first.gc, b.gc)
