@@ -33,7 +33,8 @@ cost perf stat adds per syscall), and other processes are not slowed. It
 needs one descriptor per syscall tracepoint (~360) and thread present at
 attach; when RLIMIT_NOFILE's hard limit is too low it counts only the total.
 Releasing ~360 tracepoints takes the kernel about 10 s after the report
-(--only a,b counts just those, plus the total, and releases at once).
+(--only a,b counts just those, plus the total, and releases at once; an
+unknown name is a usage error, and --only never falls back to /proc).
 
 --errors adds failed calls per syscall and by errno, and --latency the time
 in each syscall (total, average, p99, max), from per-thread sampling events
@@ -55,7 +56,7 @@ On a terminal the table is redrawn every --interval.`,
 			fs.BoolVar(&f.threads, "threads", false, "also show each thread's own counts")
 			fs.BoolVar(&f.errs, "errors", false, "also count failed calls, by errno")
 			fs.BoolVar(&f.latency, "latency", false, "also time every call (total, avg, p99, max; costly)")
-			fs.StringVar(&f.only, "only", "", "count only these syscalls (comma `list`), plus the total of all")
+			fs.StringVar(&f.only, "only", "", "count only these syscalls (comma `list`), plus the total of all; needs the exact mode (root)")
 			fs.StringVar(&f.mode, "mode", "auto", "`mechanism`: auto (exact, else /proc), exact (fail rather than fall back), proc")
 			fs.StringVar(&f.format, "format", "text", "output `format`: text or json")
 			fs.StringVar(&f.root, "proc", "/proc", "procfs mount `path`")
@@ -148,6 +149,72 @@ func checkSyscallsFlags(cfg *syscalls.Config, o *syscallsview.Options, duration 
 		if len(cfg.Only) == 0 {
 			return usagef("--only %q names no syscall", only)
 		}
+		if err := checkSyscallNames(cfg.Only); err != nil {
+			return err
+		}
+		if cfg.Mode == "proc" {
+			return usagef("--only needs the exact mode, not --mode proc (/proc has no per-syscall counts)")
+		}
+		// The /proc fallback cannot count by name: --only fails rather
+		// than falls back and ignores it.
+		cfg.Mode = "exact"
 	}
 	return nil
+}
+
+// checkSyscallNames is a usage error naming the first of names that is
+// not a syscall of this architecture (as the kernel's tracepoints or
+// strace spell it), with the nearest known name when one is close.
+func checkSyscallNames(names []string) error {
+	if _, ok := syscalls.Number(syscalls.HostArch, "read"); !ok {
+		return nil // no table for this architecture: the kernel will say
+	}
+	for _, n := range names {
+		if _, ok := syscalls.Number(syscalls.HostArch, n); ok {
+			continue
+		}
+		hint := ""
+		if near := nearestSyscall(n); near != "" {
+			hint = fmt.Sprintf(" (did you mean %s?)", near)
+		}
+		return usagef("--only: %q is not a syscall on %s%s", n, syscalls.HostArch, hint)
+	}
+	return nil
+}
+
+// nearestSyscall is the syscall name of this architecture within two
+// edits of name, "" when there is none.
+func nearestSyscall(name string) string {
+	best, bestD := "", 3
+	for nr := 0; nr < 1024; nr++ {
+		s := syscalls.Name(syscalls.HostArch, nr)
+		if strings.HasPrefix(s, "sys_") {
+			continue
+		}
+		if d := editDistance(name, s); d < bestD {
+			best, bestD = s, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }

@@ -40,6 +40,8 @@ func TestSyscallsBadInput(t *testing.T) {
 		{"bad format", []string{"syscalls", "--pid", "1", "--format", "xml"}, 2, "text or json"},
 		{"bad mode", []string{"syscalls", "--pid", "1", "--mode", "bpf"}, 2, "auto, exact or proc"},
 		{"short interval", []string{"syscalls", "--pid", "1", "--interval", "1ms"}, 2, "at least 100ms"},
+		{"unknown syscall", []string{"syscalls", "--pid", "1", "--duration", "1s", "--only", "read,futx"}, 2, "did you mean futex"},
+		{"only in proc mode", []string{"syscalls", "--pid", "1", "--only", "read", "--mode", "proc"}, 2, "needs the exact mode"},
 		{"output a directory", []string{"syscalls", "--pid", "1", "-o", os.TempDir()}, 1, "is a directory"},
 	}
 	if runtime.GOOS == "linux" {
