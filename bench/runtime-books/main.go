@@ -133,7 +133,8 @@ func cost(p *gomem.Process, addr string, reps int) {
 
 // latency runs the windows and prints medians of their p99 and max.
 func latency(p *gomem.Process, addr string, rate int, window time.Duration, rounds int, every time.Duration) {
-	modes := []string{"quiet", "memory census every " + every.String(), "goroutine profile every " + every.String()}
+	modes := []string{"quiet", "memory census every " + every.String(), "goroutine profile every " + every.String(),
+		"memory census every " + every.String() + ", SCHED_IDLE"}
 	p99s := make([][]float64, len(modes))
 	maxs := make([][]float64, len(modes))
 	for r := 0; r < rounds; r++ {
@@ -145,8 +146,15 @@ func latency(p *gomem.Process, addr string, rate int, window time.Duration, roun
 			if m > 0 {
 				self, err := os.Executable()
 				check(err)
+				mode := m
 				rd = exec.Command(self)
-				rd.Env = append(os.Environ(), fmt.Sprintf("RUNTIME_BOOKS_READER=%d %d %s %s", m, p.PID, addr, every))
+				if m == 3 {
+					// The same census from a process that runs only when
+					// a CPU would otherwise idle.
+					mode = 1
+					rd = exec.Command("chrt", "--idle", "0", self)
+				}
+				rd.Env = append(os.Environ(), fmt.Sprintf("RUNTIME_BOOKS_READER=%d %d %s %s", mode, p.PID, addr, every))
 				rd.Stderr = os.Stderr
 				check(rd.Start())
 			}
