@@ -23,7 +23,7 @@ import (
 func init() {
 	register(&command{
 		Name:  "profile",
-		Usage: "profile (--pid PID | -- CMD ARGS...) [--duration 30s] [--hz 99] [-o profile.pb.gz] [--folded FILE] [--flame FILE.html] [--format text|json] [--off-cpu]\n       profile --type heap|allocs --pid PID [--duration 30s] [-o FILE] [--format text|json|pprof] [--src DIR|auto]",
+		Usage: "profile (--pid PID | -- CMD ARGS...) [--duration 30s] [--hz 99] [-o profile.pb.gz] [--folded FILE] [--flame FILE.html] [--format text|json|pprof] [--off-cpu]\n       profile --type heap|allocs --pid PID [--duration 30s] [-o FILE] [--format text|json|pprof] [--src DIR|auto]",
 		Short: "sample user and kernel stacks of a process, or read a Go program's allocations: pprof file, flame graph, runtime classes",
 		Long: `
 Samples the call stacks of every thread of a running process (or of CMD,
@@ -36,8 +36,10 @@ It prints sampled CPU against the process's utime+stime from /proc over the
 same window (coverage), the user/kernel split, top functions and the runtime
 classes (user code, GC marking, mark assist, scheduler, syscalls by kernel
 entry point, netpoll, sysmon, cgo, idle runtime threads). -o writes a pprof
-profile for 'go tool pprof'; --folded folded stacks for flamegraph.pl;
---flame a self-contained flame graph page.
+profile for 'go tool pprof' (and the summary goes to stdout), or, with
+--format text or json, the summary in that format (as -o does in every
+command); --format pprof without -o writes the profile to stdout; --folded
+folded stacks for flamegraph.pl; --flame a self-contained flame graph page.
 
 --off-cpu adds where threads block (sched_switch at each switch-out, with
 the time until the thread runs again): a second section in the summary,
@@ -76,10 +78,10 @@ sampling's bias.`,
 			fs.IntVar(&f.pid, "pid", 0, "process `PID` to profile")
 			fs.DurationVar(&f.duration, "duration", 30*time.Second, "how long to sample (0: until interrupted or the process exits)")
 			fs.IntVar(&f.hz, "hz", 99, "samples per second of CPU per thread")
-			fs.StringVar(&f.out, "o", "", "write a pprof profile (gzipped protobuf) to `FILE`")
+			fs.StringVar(&f.out, "o", "", "write the output in --format to `FILE` (without --format: the pprof profile, gzipped protobuf, with the text summary on stdout)")
 			fs.StringVar(&f.folded, "folded", "", "write folded stacks to `FILE`")
 			fs.StringVar(&f.flame, "flame", "", "write a flame graph HTML page to `FILE`")
-			fs.StringVar(&f.format, "format", "text", "summary `format`: text or json")
+			fs.StringVar(&f.format, "format", "", "output `format`: text or json (the summary) or pprof (the profile); default: text on stdout, pprof to -o")
 			fs.IntVar(&f.top, "top", 15, "functions in the top lists")
 			fs.BoolVar(&f.userOnly, "user-only", false, "sample user mode only, as without privileges")
 			fs.StringVar(&f.events, "events", "auto", "sampling `events`: thread (one per thread), cpu (one per CPU, filtered to the process; root), auto (per thread, per CPU when the target switches too often)")
@@ -126,8 +128,8 @@ func runProfile(ctx context.Context, f *profileFlags, args []string, stdout, std
 	if f.src != "" {
 		return usagef("--src joins escape analysis to --type heap or allocs")
 	}
-	if f.format != "text" && f.format != "json" {
-		return usagef("--format must be text or json, got %q", f.format)
+	if err := checkProfileFormat(f.format, f.out, stdout); err != nil {
+		return err
 	}
 	if f.hz < 1 || f.hz > 10000 {
 		return usagef("--hz must be between 1 and 10000, got %d", f.hz)
@@ -223,20 +225,57 @@ func runProfile(ctx context.Context, f *profileFlags, args []string, stdout, std
 		}
 	}
 	p := stacks.Symbolize(raw)
-	if err := writeOutputs(p, f.out, f.folded, f.flame); err != nil {
+	if err := writeOutputs(p, "", f.folded, f.flame); err != nil {
 		return err
 	}
 	s := p.Summarize(f.top)
-	if f.format == "json" {
-		return profileview.WriteSummaryJSON(stdout, s)
+	return writeProfileOutputs(f.format, f.out, stdout, map[string]func(io.Writer) error{
+		"pprof": p.WritePprof,
+		"json":  func(w io.Writer) error { return profileview.WriteSummaryJSON(w, s) },
+		"text":  func(w io.Writer) error { return profileview.WriteSummaryText(w, s) },
+	})
+}
+
+// checkProfileFormat checks profile's --format: text, json, pprof or
+// unset; pprof bytes are not written to a terminal.
+func checkProfileFormat(format, out string, stdout io.Writer) error {
+	switch format {
+	case "", "text", "json", "pprof":
+	default:
+		return usagef("--format must be text, json or pprof, got %q", format)
 	}
-	return profileview.WriteSummaryText(stdout, s)
+	if format == "pprof" && out == "" {
+		if fl, ok := stdout.(*os.File); ok && term.IsTerminal(int(fl.Fd())) {
+			return usagef("--format pprof writes a binary profile: give -o FILE or redirect stdout")
+		}
+	}
+	return nil
+}
+
+// writeProfileOutputs writes profile's outputs so that -o holds what
+// --format names, as in every other command: with --format, its output
+// goes to -o when given (stdout then stays empty), else to stdout; without
+// it, -o gets the pprof profile and stdout the text summary. writers holds
+// the writer of each format.
+func writeProfileOutputs(format, out string, stdout io.Writer, writers map[string]func(io.Writer) error) error {
+	toStdout := format
+	if format == "" {
+		toStdout = "text"
+		if out != "" {
+			if err := atomicfile.Write(out, writers["pprof"]); err != nil {
+				return err
+			}
+		}
+	} else if out != "" {
+		return atomicfile.Write(out, writers[format])
+	}
+	return writers[toStdout](stdout)
 }
 
 // runAllocProfile is "gosleuth profile --type heap|allocs".
 func runAllocProfile(ctx context.Context, f *profileFlags, args []string, stdout, stderr io.Writer) error {
-	if f.format != "text" && f.format != "json" && f.format != "pprof" {
-		return usagef("--format must be text, json or pprof, got %q", f.format)
+	if err := checkProfileFormat(f.format, f.out, stdout); err != nil {
+		return err
 	}
 	if len(args) > 0 || f.pid == 0 {
 		return usagef("--type %s reads a running program: give --pid PID", f.typ)
@@ -267,11 +306,6 @@ func runAllocProfile(ctx context.Context, f *profileFlags, args []string, stdout
 	if err := checkTargets(f.procRoot, f.pid); err != nil {
 		return err
 	}
-	if f.format == "pprof" && f.out == "" {
-		if fl, ok := stdout.(*os.File); ok && term.IsTerminal(int(fl.Fd())) {
-			return usagef("--format pprof writes a binary profile: give -o FILE or redirect stdout")
-		}
-	}
 	if f.typ == allocview.Allocs {
 		if fl, ok := stderr.(*os.File); ok && term.IsTerminal(int(fl.Fd())) {
 			fmt.Fprintf(stderr, "reading allocations over %s...\n", f.duration)
@@ -285,20 +319,11 @@ func runAllocProfile(ctx context.Context, f *profileFlags, args []string, stdout
 		}
 		return err
 	}
-	if f.out != "" {
-		if err := atomicfile.Write(f.out, r.Pprof().Write); err != nil {
-			return err
-		}
-	}
-	switch f.format {
-	case "json":
-		return allocview.WriteJSON(stdout, r)
-	case "pprof":
-		if f.out == "" {
-			return r.Pprof().Write(stdout)
-		}
-	}
-	return allocview.WriteText(stdout, r)
+	return writeProfileOutputs(f.format, f.out, stdout, map[string]func(io.Writer) error{
+		"pprof": func(w io.Writer) error { return r.Pprof().Write(w) },
+		"json":  func(w io.Writer) error { return allocview.WriteJSON(w, r) },
+		"text":  func(w io.Writer) error { return allocview.WriteText(w, r) },
+	})
 }
 
 func exitText(err error) string {
