@@ -396,7 +396,12 @@ func (g *grouper) finish() {
 const (
 	runGap  = 4096
 	runMax  = 1 << 20
-	readBuf = 8 << 20
+	readBuf = 2 << 20
+	// pause is the rest between two reads of readBuf bytes: a large
+	// census is paced so that no burst of it holds a CPU longer than about
+	// a millisecond, which a target sharing the CPUs would feel as
+	// latency (a 200,000-goroutine census is about 50 reads).
+	pause = time.Millisecond
 )
 
 // readGs reads the records of size bytes at ptrs and calls fn with each
@@ -473,6 +478,7 @@ func (p *Process) readGs(ptrs []uint64, size uint64, fn func([]byte)) (int, erro
 				return unreadable, err
 			}
 			used = 0
+			time.Sleep(pause)
 		}
 		bufs = append(bufs, buf[used:used+n])
 		addrs = append(addrs, r.lo)
@@ -708,9 +714,15 @@ func (p *Process) unwindAll(c *Census, recs []gRec, limit int) {
 		bufs[i] = wins[i*stackWindow : i*stackWindow+int(n)]
 		addrs[i] = j.sp
 	}
-	if err := p.mem.ReadMany(bufs, addrs, ok); err != nil {
-		c.Notes = append(c.Notes, "stacks not unwound: "+err.Error())
-		return
+	for start := 0; start < len(jobs); start += 1024 {
+		end := min(start+1024, len(jobs))
+		if start > 0 {
+			time.Sleep(pause)
+		}
+		if err := p.mem.ReadMany(bufs[start:end], addrs[start:end], ok[start:end]); err != nil {
+			c.Notes = append(c.Notes, "stacks not unwound: "+err.Error())
+			return
+		}
 	}
 	type skey struct {
 		state, stack string
@@ -722,6 +734,9 @@ func (p *Process) unwindAll(c *Census, recs []gRec, limit int) {
 		key []byte
 	)
 	for i, j := range jobs {
+		if i > 0 && i%1024 == 0 {
+			time.Sleep(pause)
+		}
 		if !ok[i] {
 			continue
 		}
