@@ -75,14 +75,14 @@ It listens on loopback unless --listen names another address (for a fleet:
 			f := &exporterFlags{}
 			fs.StringVar(&f.listen, "listen", "127.0.0.1:9467", "`address` to listen on")
 			fs.DurationVar(&f.interval, "interval", time.Second, "sampling `period`")
-			fs.DurationVar(&f.idleEvery, "idle-every", 5*time.Second, "check a thread that has not run for this `long` only this often (at most: counters exact, up to this late; the sampling period: every thread every time)")
+			fs.DurationVar(&f.idleEvery, "idle-every", 5*time.Second, "check a thread that has not run for this `duration` only once per duration (at most: counters exact, up to this late; the sampling period: every thread every time)")
 			fs.StringVar(&f.groupBy, "group-by", "unit,container,exe", "group `kinds` tried in order")
 			fs.IntVar(&f.maxSeries, "max-series", 5000, "cap on group series (about 10 per group)")
 			fs.IntVar(&f.topN, "top", 20, "processes by CPU named with their PID")
 			fs.StringVar(&f.procRoot, "proc", "/proc", "procfs mount `path`")
 			fs.BoolVar(&f.bpf, "bpf", true, "read threads' scheduler and switch counts through a BPF task iterator where allowed (root), else files: every task once in --idle-every and in between the processes that ran lately (one bpf(2) call) and new ones; about half the CPU of the files' idle back-off, for about 4 MB more RSS (the kernel's BTF, read once); --bpf=false: files only")
 			fs.BoolVar(&f.runtime, "runtime", true, "read the Go runtime of Go processes, from gosleuth's agent where it runs, else from the process's memory (gosleuth_go_* series per group)")
-			fs.DurationVar(&f.doctorEvery, "doctor-every", 5*time.Minute, "run the doctor over the host this `often` (0: never)")
+			fs.DurationVar(&f.doctorEvery, "doctor-every", 5*time.Minute, "run the doctor over the host once per `duration` (0: never; else at least 1m)")
 			fs.DurationVar(&f.doctorWindow, "doctor-window", 10*time.Second, "the doctor's observation `window`")
 			fs.IntVar(&f.doctorLooks, "doctor-looks", 2, "close looks per doctor run at most (0: /proc only)")
 			return func(ctx context.Context, args []string, _, stderr io.Writer) error {

@@ -49,7 +49,7 @@ ends the window early.`,
 			fs.StringVar(&f.metricsURL, "metrics-url", "", "Prometheus /metrics `URL` of the process")
 			fs.IntVar(&f.groups, "groups", 10, "goroutine groups to show (0: no dump)")
 			fs.IntVar(&f.dumpMax, "dump-max", inspect.DefaultDumpMax, "take the goroutine dump only when the process has at most `N` goroutines (it stops the process for ~3 µs each; -1: no limit)")
-			fs.StringVar(&f.dumpFrom, "dump-from", "memory", "where the goroutine dump comes from: `memory` (no pause) or source (the agent's or pprof's, which stops the process)")
+			fs.StringVar(&f.dumpFrom, "dump-from", "memory", "the goroutine dump's `origin`: memory (no pause) or source (the agent's or pprof's, which stops the process)")
 			fs.StringVar(&f.root, "proc", "/proc", "procfs mount `path`")
 			fs.StringVar(&f.out, "o", "", "write the report (in --format) to `FILE`, completely or not at all")
 			fs.StringVar(&f.trace, "trace", "", "write the agent's FlightRecorder snapshot (execution trace of the last seconds) to `FILE` at the end of the window")

@@ -60,7 +60,7 @@ report.json, series.csv, latency.hlog, step-NN.hgrm and report.html (opens
 offline).`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
 			f := &loadFlags{}
-			fs.StringVar(&f.rate, "rate", "", "requests per `second` (5000, 5k) or max for a closed loop; the first step of a ramp")
+			fs.StringVar(&f.rate, "rate", "", "requests per second, a `RATE` (5000, 5k), or max for a closed loop; the first step of a ramp")
 			fs.DurationVar(&f.duration, "duration", 0, "total `duration` of the run (required, at most 1h)")
 			fs.IntVar(&f.conns, "connections", 50, "connections (and workers); never exceeded")
 			fs.StringVar(&f.method, "method", "GET", "request `method`")
@@ -77,12 +77,12 @@ offline).`,
 			fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "per-request `timeout`")
 			fs.StringVar(&f.proto, "http", "auto", "`protocol`: auto (HTTP/1.1 for http://, ALPN for https://), http1 or h2 (h2c for http://)")
 			fs.BoolVar(&f.insecure, "insecure", false, "skip TLS certificate verification")
-			fs.DurationVar(&f.warmup, "warmup", 0, "`time` dropped from the start of each step (default: 10% of the step, 1-5s)")
+			fs.DurationVar(&f.warmup, "warmup", 0, "`duration` dropped from the start of each step (default: 10% of the step, 1-5s)")
 			fs.BoolVar(&f.quiet, "quiet", false, "no live line on stderr")
 			fs.StringVar(&f.pprofURL, "pprof-url", "", "the target's net/http/pprof `URL`, for GC cycles and pauses")
 			fs.StringVar(&f.procRoot, "proc", "/proc", "procfs mount `path` the watched target is read through")
 			fs.StringVar(&f.metricsURL, "metrics-url", "", "the target's Prometheus /metrics `URL` (client_golang go_* metrics), for GC cycles and pauses")
-			fs.DurationVar(&f.maxLag, "max-lag", time.Millisecond, "a step whose generator lag p99 exceeds `this` is invalid")
+			fs.DurationVar(&f.maxLag, "max-lag", time.Millisecond, "a step whose generator lag p99 exceeds this `duration` is invalid")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return runLoad(ctx, fs, f, args, stdout, stderr)
 			}

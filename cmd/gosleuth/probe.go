@@ -44,7 +44,7 @@ A FUNC may end in :AX, :BX, :CX or :R14 to read that register.`,
 			fs.StringVar(&f.format, "format", "text", "output `format`: text or json")
 			fs.StringVar(&f.out, "o", "", "write the result to `FILE`, completely or not at all (- for stdout)")
 			fs.StringVar(&f.procRoot, "proc", "/proc", "procfs mount `path`")
-			fs.StringVar(&f.attach, "attach", "auto", "how probes attach: `auto` (a uprobe_multi link where the kernel has them, else perf; tracefs when BPF is refused), multi, perf (one uprobe perf event per function) or tracefs (no BPF: calls only)")
+			fs.StringVar(&f.attach, "attach", "auto", "how probes attach, a `mechanism`: auto (a uprobe_multi link where the kernel has them, else perf; tracefs when BPF is refused), multi, perf (one uprobe perf event per function) or tracefs (no BPF: calls only)")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return runProbe(ctx, f, args, stdout, stderr)
 			}

@@ -43,7 +43,7 @@ var (
 	descSeries = prometheus.NewDesc("gosleuth_exporter_group_series",
 		"Groups with series of their own.", nil, nil)
 	descDropped = prometheus.NewDesc("gosleuth_exporter_processes_folded_total",
-		"Processes counted in the group \"other\" because --max-groups was reached when their group first appeared.", nil, nil)
+		"Processes counted in the group \"other\" because the cap on groups (--max-series / 10) was reached when their group first appeared.", nil, nil)
 	descRanFrom = prometheus.NewDesc("gosleuth_exporter_ran_signal_info",
 		"How the exporter learns which threads ran since the last sample: source=\"bpf\" (one BPF task iterator read for every thread), \"taskstats\" (one kernel answer per process of three threads or more) or \"schedstat\" (a read per thread), with the reasons the cheaper ones are not used.", []string{"source", "reason"}, nil)
 	descStill = prometheus.NewDesc("gosleuth_exporter_taskstats_still_processes",
