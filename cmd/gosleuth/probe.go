@@ -190,7 +190,7 @@ func runProbe(ctx context.Context, f *probeFlags, args []string, stdout, stderr 
 	}
 	answers := map[string][]string{}
 	for _, r := range recipes {
-		answers[r.Name] = r.Answer(res)
+		answers[r.Name] = r.Statements(res)
 	}
 	write := func(w io.Writer) error {
 		if f.format == "json" {

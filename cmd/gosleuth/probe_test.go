@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gosleuth/gosleuth/internal/probe"
 	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
@@ -67,5 +68,20 @@ func TestProbeNotGo(t *testing.T) {
 	err := run(context.Background(), []string{"probe", "--pid", strconv.Itoa(p.Process.Pid), "--recipe", "timers"}, &out, &out)
 	if err == nil || !strings.Contains(err.Error(), "is not a Go program") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("probing sleep(1): %v", err)
+	}
+}
+
+// TestProbeTextTooHot: a recipe whose function was too hot to probe is
+// "not measured", never "nothing seen" right after the function's own
+// "too hot to probe" line.
+func TestProbeTextTooHot(t *testing.T) {
+	res := &probe.Result{PID: 1, Seconds: 2, Funcs: []probe.FuncStat{{Func: "os.OpenFile", Skipped: "too hot to probe (≥ 3584 calls/s)"}}}
+	rc := probe.Recipes["files"]
+	var b bytes.Buffer
+	if err := writeProbeText(&b, res, []probe.Recipe{rc}, map[string][]string{"files": rc.Statements(res)}); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, "nothing seen") || !strings.Contains(out, "files:\n  not measured (too hot to probe): os.OpenFile") {
+		t.Errorf("output:\n%s", out)
 	}
 }

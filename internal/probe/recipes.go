@@ -3,6 +3,7 @@ package probe
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -116,6 +117,26 @@ func RecipeNames() []string {
 		out = append(out, n)
 	}
 	slices.Sort(out)
+	return out
+}
+
+// Statements is what the recipe says of r: Answer's statements, then one
+// naming the recipe's functions that were not measured because they were
+// too hot to probe. A recipe whose busiest function was left out must
+// never read as "nothing seen".
+func (rc Recipe) Statements(r *Result) []string {
+	out := rc.Answer(r)
+	var hot []string
+	for _, p := range rc.Probes {
+		for _, f := range r.Funcs {
+			if (f.Func == p.Func || f.Symbol == p.Func) && strings.HasPrefix(f.Skipped, "too hot") && !slices.Contains(hot, f.Func) {
+				hot = append(hot, f.Func)
+			}
+		}
+	}
+	if len(hot) > 0 {
+		out = append(out, "not measured (too hot to probe): "+strings.Join(hot, ", "))
+	}
 	return out
 }
 

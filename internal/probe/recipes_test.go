@@ -86,3 +86,29 @@ func TestAnswerParks(t *testing.T) {
 		t.Errorf("no parks: %q", ans)
 	}
 }
+
+// TestStatementsTooHot: a recipe whose function was too hot to probe says
+// it was not measured, never nothing; one whose functions ran and saw
+// nothing says nothing; a function absent from the binary is not "too hot".
+func TestStatementsTooHot(t *testing.T) {
+	hot := "too hot to probe (≥ 3584 calls/s would cost the target 1.2% of a CPU, budget 1.0%)"
+	tests := []struct {
+		name   string
+		recipe string
+		funcs  []FuncStat
+		want   string // "" for no statement
+	}{
+		{"files too hot", "files", []FuncStat{{Func: "os.OpenFile", Skipped: hot}}, "not measured (too hot to probe): os.OpenFile"},
+		{"files quiet", "files", []FuncStat{{Func: "os.OpenFile"}}, ""},
+		{"files absent", "files", []FuncStat{{Func: "os.OpenFile", Skipped: "not in the binary"}}, ""},
+		{"goroutines half hot", "goroutines", []FuncStat{{Func: NewprocFunc, Skipped: hot}, {Func: GoexitFunc, Count: 10, PerSec: 5}},
+			"not measured (too hot to probe): " + NewprocFunc},
+	}
+	for _, tt := range tests {
+		got := Recipes[tt.recipe].Statements(&Result{Seconds: 2, Funcs: tt.funcs})
+		joined := strings.Join(got, "\n")
+		if tt.want == "" && len(got) != 0 || tt.want != "" && !strings.Contains(joined, tt.want) {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
