@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -212,6 +213,17 @@ func FuzzRipRefs(f *testing.F) {
 	f.Add([]byte{0x80, 0x3d, 0xf0, 0xff, 0xff, 0xff, 0x00, 0x74, 0x0b}, uint64(0)) // CMP byte [rip-16], 0; JE
 	f.Add([]byte{0x48, 0xc7, 0x05, 1, 2, 3, 4, 0, 0, 0, 0}, ^uint64(0))            // MOV qword [rip+d], 0
 	f.Add([]byte{0x48, 0x8d, 0x05}, uint64(7))                                     // LEA cut short
+	// The rules' functions as this test binary has them: real code to mutate.
+	if exe, err := os.Executable(); err == nil && runtime.GOARCH == "amd64" {
+		if im, err := stacks.OpenImage(exe); err == nil {
+			for _, r := range codeRules {
+				if entry, code, err := im.Func(r.fn, maxFuncCode); err == nil {
+					f.Add(code, entry)
+				}
+			}
+			im.Close()
+		}
+	}
 	f.Fuzz(func(t *testing.T, code []byte, pc uint64) {
 		sections := []string{".bss", ".noptrbss", ".noptrdata", ".data", ""}
 		refs := ripRefs(code, pc, func(a uint64) string { return sections[a%uint64(len(sections))] })
