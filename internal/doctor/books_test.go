@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -15,22 +16,21 @@ import (
 	"github.com/gosleuth/gosleuth/internal/window"
 )
 
-// startBooks runs a patient of testdata/books (or testdata/booksnoprof
-// when behaviour is "noprof") and returns its pid and, for servers, its
-// address.
-func startBooks(t *testing.T, behaviour string, env ...string) (pid int, addr string) {
+// startBooks runs behaviour of the patient program in testdata/prog
+// ("books", "booksnoprof", which takes no behaviour, or "judged") and
+// returns its pid and, for servers, its address.
+func startBooks(t *testing.T, prog, behaviour string, env ...string) (pid int, addr string) {
 	t.Helper()
 	testenv.Require(t, testenv.Linux)
-	bin := testbin.Build(t, "./testdata/books")
-	args := []string{behaviour}
-	if behaviour == "noprof" {
-		bin, args = testbin.Build(t, "./testdata/booksnoprof"), nil
+	var args []string
+	if behaviour != "" {
+		args = []string{behaviour}
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(testbin.Build(t, "./testdata/"+prog), args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	// The caches take a few seconds to fill on a loaded host.
-	return startReady(t, cmd, behaviour, 60*time.Second)
+	return startReady(t, cmd, prog+" "+behaviour, 60*time.Second)
 }
 
 // booksText summarises a window's books for the test log.
@@ -71,28 +71,100 @@ func rssMB(w *Window) float64 {
 	return float64(w.Series[len(w.Series)-1].RSS) / 1e6
 }
 
+// lookBooks diagnoses pid over a 4 s window with syscall counts, stack
+// samples and the runtime (and its books), and returns the report and the
+// window.
+func lookBooks(t *testing.T, pid int) (*Report, *Window) {
+	t.Helper()
+	looks := []window.Look{window.SyscallsLook{}, window.StacksLook{}, window.RuntimeLook{}}
+	look := func() (*Report, *Window) {
+		ws, host, notes, err := window.Collect(context.Background(), window.CollectConfig{PIDs: []int{pid}, Duration: 4 * time.Second, Interval: 500 * time.Millisecond, Looks: looks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Diagnose(ws, host, notes, true), ws[0]
+	}
+	rep, w := look()
+	// Syscall counters may wait on the kernel's tracepoint lock while
+	// another look releases its events: try twice more.
+	for try := 0; try < 2 && lookFailed(rep); try++ {
+		t.Logf("retrying: %v", rep.Notes)
+		time.Sleep(3 * time.Second)
+		rep, w = look()
+	}
+	return rep, w
+}
+
+// booksCase is a patient of the rules that read the runtime's books and
+// its expected verdict.
+type booksCase struct {
+	// prog is the program under testdata ("books" when empty) and
+	// behaviour its argument.
+	prog, behaviour string
+	env             []string
+	// load is the request rate sent to a server behaviour, 0 for none.
+	load int
+	// warn is the exact set of findings at warn level or above.
+	warn []string
+	// info: a rule that must fire at info level.
+	info string
+	// code: a warn-level cause names a function containing this, with its
+	// line.
+	code string
+}
+
+// runBooksCases diagnoses each case's patient over a 4 s window, two at a
+// time, and checks its verdict. BOOKS_ONLY=a,b runs only those behaviours.
+func runBooksCases(t *testing.T, tests []booksCase) {
+	testenv.Require(t, testenv.Root, testenv.Tracefs)
+	only := os.Getenv("BOOKS_ONLY")
+	for _, tt := range tests {
+		name := cmp.Or(tt.behaviour, tt.prog)
+		if only != "" && !slices.Contains(strings.Split(only, ","), name) {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			insideSlots <- struct{}{}
+			defer func() { <-insideSlots }()
+			pid, addr := startBooks(t, cmp.Or(tt.prog, "books"), tt.behaviour, tt.env...)
+			// Past the start-up: a process a moment old doubles its few
+			// MB of RSS within seconds, which memory-growth warns of.
+			time.Sleep(1500 * time.Millisecond)
+			if tt.load > 0 {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				go steadyLoad(ctx, "http://"+addr+"/", tt.load)
+				time.Sleep(time.Second)
+			}
+			rep, w := lookBooks(t, pid)
+			fs := findingsOf(rep, pid)
+			t.Logf("%s: %s\nnotes %v%s", name, booksText(w), rep.Notes, describe(fs))
+			if got := warnIDs(fs); !slices.Equal(got, tt.warn) {
+				t.Errorf("warn-level findings %v, want %v", got, tt.warn)
+			}
+			if tt.code != "" && !slices.ContainsFunc(fs, func(f Finding) bool {
+				return f.Severity >= Warn && slices.ContainsFunc(f.Code, func(c CodeRef) bool { return strings.Contains(c.Func, tt.code) && c.Line > 0 })
+			}) {
+				t.Errorf("no warn-level cause names %s with its line", tt.code)
+			}
+			if tt.info != "" && !slices.ContainsFunc(fs, func(f Finding) bool { return f.ID == tt.info && f.Severity == Info }) {
+				t.Errorf("%s not found at info level", tt.info)
+			}
+		})
+	}
+}
+
 // TestBooksPatients judges the rules that read the runtime's books (and
 // the connection rule) on patients written for them and on controls that
 // look alike: each must get exactly its expected causes at warn level,
 // with the code named, and the controls nothing above info.
 func TestBooksPatients(t *testing.T) {
-	testenv.Require(t, testenv.Root, testenv.Tracefs)
-	tests := []struct {
-		behaviour string
-		env       []string
-		// load is the request rate sent to a server behaviour, 0 for none.
-		load int
-		warn []string
-		// info: a rule that must fire at info level.
-		info string
-		// code: a warn-level cause names a function containing this, with
-		// its line.
-		code string
-	}{
+	runBooksCases(t, []booksCase{
 		// Memory held by parked goroutines.
 		{behaviour: "gateway", warn: []string{"goroutine-memory"}, code: "main.gateway.func1"},
 		{behaviour: "pushserver", warn: []string{"goroutine-memory"}, code: "main.pushServer.func1"},
-		{behaviour: "noprof", info: "goroutine-memory"},
+		{prog: "booksnoprof", info: "goroutine-memory"},
 		{behaviour: "fewconns"},
 		{behaviour: "workers"},
 		// The live heap's holders.
@@ -115,55 +187,25 @@ func TestBooksPatients(t *testing.T) {
 		{behaviour: "idlecap", warn: []string{"connection-churn"}, code: "burstHTTP"},
 		{behaviour: "shortserver", info: "connection-churn"},
 		{behaviour: "reuse"},
-	}
-	only := os.Getenv("BOOKS_ONLY")
-	for _, tt := range tests {
-		if only != "" && !slices.Contains(strings.Split(only, ","), tt.behaviour) {
-			continue
-		}
-		t.Run(tt.behaviour, func(t *testing.T) {
-			t.Parallel()
-			insideSlots <- struct{}{}
-			defer func() { <-insideSlots }()
-			pid, addr := startBooks(t, tt.behaviour, tt.env...)
-			// Past the start-up: a process a moment old doubles its few
-			// MB of RSS within seconds, which memory-growth warns of.
-			time.Sleep(1500 * time.Millisecond)
-			if tt.load > 0 {
-				ctx, cancel := context.WithCancel(context.Background())
-				defer cancel()
-				go steadyLoad(ctx, "http://"+addr+"/", tt.load)
-				time.Sleep(time.Second)
-			}
-			looks := []window.Look{window.SyscallsLook{}, window.StacksLook{}, window.RuntimeLook{}}
-			look := func() (*Report, *Window) {
-				ws, host, notes, err := window.Collect(context.Background(), window.CollectConfig{PIDs: []int{pid}, Duration: 4 * time.Second, Interval: 500 * time.Millisecond, Looks: looks})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return Diagnose(ws, host, notes, true), ws[0]
-			}
-			rep, w := look()
-			// Syscall counters may wait on the kernel's tracepoint lock
-			// while another look releases its events: try twice more.
-			for try := 0; try < 2 && lookFailed(rep); try++ {
-				t.Logf("retrying: %v", rep.Notes)
-				time.Sleep(3 * time.Second)
-				rep, w = look()
-			}
-			fs := findingsOf(rep, pid)
-			t.Logf("%s: %s\nnotes %v%s", tt.behaviour, booksText(w), rep.Notes, describe(fs))
-			if got := warnIDs(fs); !slices.Equal(got, tt.warn) {
-				t.Errorf("warn-level findings %v, want %v", got, tt.warn)
-			}
-			if tt.code != "" && !slices.ContainsFunc(fs, func(f Finding) bool {
-				return f.Severity >= Warn && slices.ContainsFunc(f.Code, func(c CodeRef) bool { return strings.Contains(c.Func, tt.code) && c.Line > 0 })
-			}) {
-				t.Errorf("no warn-level cause names %s with its line", tt.code)
-			}
-			if tt.info != "" && !slices.ContainsFunc(fs, func(f Finding) bool { return f.ID == tt.info && f.Severity == Info }) {
-				t.Errorf("%s not found at info level", tt.info)
-			}
-		})
-	}
+	})
+}
+
+// TestJudgedPatients runs the second round of patients (testdata/judged),
+// written after the thresholds above were set, in other shapes: a proxy
+// copying through buffers of its own, an LRU of list elements, a slice of
+// pointer-free scores, a goroutine per log line, keep-alive disabled, a
+// body closed unread, GOGC=off under a memory limit, and controls. Their
+// expected verdicts were written down before they first ran.
+func TestJudgedPatients(t *testing.T) {
+	runBooksCases(t, []booksCase{
+		{prog: "judged", behaviour: "proxy", warn: []string{"goroutine-memory"}, code: "main.proxy.func2"},
+		{prog: "judged", behaviour: "lru", warn: []string{"heap-holders"}, code: "main.lru"},
+		{prog: "judged", behaviour: "scores"},
+		{prog: "judged", behaviour: "logship", warn: []string{"goroutine-churn"}, code: "main.logShip.func1"},
+		{prog: "judged", behaviour: "nokeepalive", warn: []string{"connection-churn"}, code: "main.client.func1"},
+		{prog: "judged", behaviour: "unreadbody", warn: []string{"connection-churn"}, code: "main.client.func1"},
+		{prog: "judged", behaviour: "keepalive"},
+		{prog: "judged", behaviour: "limitbatch", env: []string{"GOGC=off", "GOMEMLIMIT=96MiB"}, warn: []string{"gc-pressure"}},
+		{prog: "judged", behaviour: "idleconns"},
+	})
 }

@@ -334,7 +334,7 @@ func TestPatientsInside(t *testing.T) {
 			// that another test (or package) releasing its own may hold
 			// for seconds; such a window has no syscall evidence, and the
 			// note says so. Try once more.
-			if lookFailed(rep) {
+			for try := 0; try < 2 && lookFailed(rep); try++ {
 				t.Logf("retrying: %v", rep.Notes)
 				time.Sleep(3 * time.Second) // let the other tracer finish releasing
 				rep = diagnose(t, p.pid, 4*time.Second, looks...)

@@ -130,12 +130,12 @@ func gcBooksEvidence(ev EvidenceList, b *window.Books) EvidenceList {
 	if e.GOGC >= 0 {
 		gogc = fmt.Sprint(e.GOGC)
 	}
-	ev = append(ev, Evidence{"gogc", gogc, ""}, Evidence{"heap_marked_mb", mb(e.HeapMarked), "MB"}, Evidence{"heap_goal_mb", mb(e.HeapGoal), "MB"})
+	ev = append(ev, Evidence{"gogc", gogc, ""}, Evidence{"heap_marked_mb", mb(e.HeapMarked), "MB"})
+	if e.GOGC >= 0 {
+		ev = append(ev, Evidence{"heap_goal_mb", mb(e.HeapGoal), "MB (GOGC's)"})
+	}
 	if e.MemoryLimit > 0 && e.MemoryLimit != window.NoMemoryLimit {
 		ev = append(ev, Evidence{"memory_limit_mb", mb(uint64(e.MemoryLimit)), "MB"})
-	}
-	if e.HeapObjects > 0 {
-		ev = append(ev, Evidence{"heap_objects", e.HeapObjects, ""})
 	}
 	// How often cycles would come under GOGC alone: one per GOGC% of the
 	// marked heap allocated.

@@ -47,7 +47,7 @@ func needHeapProfile(w *Window) string {
 	if b == nil || b.HeapProfile {
 		return ""
 	}
-	if max(b.End.HeapMarked, b.End.HeapLive) >= heapInfoBytes || b.End.HeapObjects >= heapManyObjects {
+	if max(b.End.HeapMarked, b.End.HeapLive) >= heapInfoBytes {
 		return "needs the heap profile, which this binary does not keep (" + b.HeapProfileWhy + "): importing net/http/pprof, even without serving it, keeps it"
 	}
 	return ""
@@ -83,7 +83,7 @@ func checkHeapHolders(w *Window, h *Host) *Finding {
 	live := max(e.HeapMarked, uint64(b.HeapInUseBytes))
 	ev := EvidenceList{
 		{"heap_marked_mb", mb(e.HeapMarked), "MB"},
-		{"heap_objects", e.HeapObjects, ""},
+		{"inuse_objects", b.HeapInUseObjects, "(heap profile)"},
 		{"top_inuse_space", holdersText(b.TopBytes, b.HeapInUseBytes, 3), ""},
 	}
 	scanShare := 0.0

@@ -378,5 +378,12 @@ func waitsIn(c *gomem.Census, g gomem.Group) Site {
 			return Site{Func: f.Func, File: f.File, Line: f.Line}
 		}
 	}
+	// No frame of the program's (a library's goroutine): the first frame
+	// past the runtime, the poller and the readers it waits under.
+	for _, f := range fr {
+		if pkg := funcPkg(f.Func); pkg != "" && !utilityPkg(pkg) && pkg != "net" {
+			return Site{Func: f.Func, File: f.File, Line: f.Line}
+		}
+	}
 	return Site{Func: fr[0].Func, File: fr[0].File, Line: fr[0].Line}
 }
