@@ -46,6 +46,9 @@ func TestGroupOf(t *testing.T) {
 		{[]string{KindContainer, KindUnit, KindExe}, "/system.slice/docker-" + id + ".scope", "app", KindContainer, "docker/0123456789ab"},
 		{[]string{KindExe}, "/system.slice/ssh.service", "sshd", KindExe, "sshd"},
 		{all, "/system.slice/docker-nothex.scope", "x", KindExe, "x"},
+		{all, "/libpod_parent/libpod-" + id, "app", KindContainer, "libpod/0123456789ab"},
+		{all, "/libpod_parent/libpod-conmon-" + id, "conmon", KindExe, "conmon"},
+		{all, "/kubepods.slice/kubepods-pod1234_abcd.slice/crio-conmon-" + id + ".scope", "conmon", KindContainer, "pod/1234-abcd"},
 	}
 	for _, tt := range tests {
 		kind, name := groupOf(tt.kinds, tt.cgroup, tt.comm)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 // Group kinds, in the order they are tried by default.
@@ -76,38 +78,20 @@ func unitOf(cg string) string {
 	return ""
 }
 
-// containerOf returns "<runtime>/<id12>" or "pod/<uid>" from a cgroup path.
+// containerOf returns "<runtime>/<id12>" or "pod/<uid>" from a cgroup path:
+// the runtime as the path's directory names it ("docker", "cri-containerd",
+// "crio", "libpod"), "container" for a bare ID directory.
 func containerOf(cg string) string {
-	parts := strings.Split(cg, "/")
-	pod := ""
-	for i := len(parts) - 1; i >= 0; i-- {
-		p := strings.TrimSuffix(parts[i], ".scope")
-		for _, prefix := range []string{"docker-", "cri-containerd-", "crio-", "libpod-"} {
-			if id, ok := strings.CutPrefix(p, prefix); ok && isHexID(id) {
-				return strings.TrimSuffix(prefix, "-") + "/" + id[:12]
-			}
-		}
-		if isHexID(p) && i > 0 && (parts[i-1] == "docker" || strings.HasPrefix(parts[i-1], "pod") || strings.Contains(parts[i-1], "kubepods")) {
-			return "container/" + p[:12]
-		}
-		if pod == "" && strings.Contains(cg, "kubepods") {
-			q := strings.TrimSuffix(p, ".slice")
-			if j := strings.LastIndex(q, "pod"); j >= 0 && len(q)-j > 3 {
-				pod = "pod/" + strings.ReplaceAll(q[j+3:], "_", "-")
-			}
-		}
+	c, ok := proc.ParseContainer(cg)
+	switch {
+	case !ok:
+		return ""
+	case c.ID == "":
+		return "pod/" + c.PodUID
 	}
-	return pod
-}
-
-func isHexID(s string) bool {
-	if len(s) < 32 {
-		return false
+	prefix := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(c.Dir, ".scope"), c.ID), "-")
+	if prefix == "" {
+		prefix = "container"
 	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
+	return prefix + "/" + c.ShortID()
 }
