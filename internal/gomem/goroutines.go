@@ -75,6 +75,8 @@ type Census struct {
 	// not: their saved registers are stale).
 	Stacks  []StackGroup `json:"stacks"`
 	Unwound int          `json:"unwound"`
+	// Took is how long the census took gosleuth (wall time).
+	Took time.Duration `json:"took_ns"`
 	// Notes say what could not be read.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -257,6 +259,7 @@ func (p *Process) Census(opts CensusOptions) (*Census, error) {
 		p.unwindAll(c, g.kept, unwind)
 	}
 	sort.SliceStable(c.Groups, func(i, j int) bool { return c.Groups[i].Count > c.Groups[j].Count })
+	c.Took = time.Since(c.Time)
 	return c, nil
 }
 

@@ -31,20 +31,17 @@ type Books struct {
 	Notes    []string     `json:"notes,omitempty"`
 }
 
-// readBooks reads the census, statistics and heap profile of p, keeping
-// the top groups and sites.
-func readBooks(p *gomem.Process, top int) (*Books, error) {
+// readBooks reads the statistics and heap profile of p beside census c,
+// keeping the top groups and sites.
+func readBooks(p *gomem.Process, c *gomem.Census, top int) *Books {
 	start := time.Now()
 	b := &Books{GoVersion: p.GoVersion, Layout: p.Layout.From, Located: p.Located}
-	c, err := p.Census(gomem.CensusOptions{})
-	if err != nil {
-		return nil, err
+	cc := *c
+	cc.Stacks = nil // the goroutine dump carries them
+	if len(cc.Groups) > top {
+		cc.Groups = cc.Groups[:top]
 	}
-	c.Stacks = nil // the goroutine dump carries them
-	if len(c.Groups) > top {
-		c.Groups = c.Groups[:top]
-	}
-	b.Census = c
+	b.Census = &cc
 	if st, err := p.Stats(); err == nil {
 		b.Stats = st
 	} else {
@@ -67,8 +64,8 @@ func readBooks(p *gomem.Process, top int) (*Books, error) {
 			b.HeapNote = "heap profile empty (no allocation sampled yet)"
 		}
 	}
-	b.ReadTime = time.Since(start)
-	return b, nil
+	b.ReadTime = time.Since(start) + c.Took
+	return b
 }
 
 // writeBooks renders the books as text; w escapes the target's strings.

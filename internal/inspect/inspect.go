@@ -163,6 +163,27 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	// The window's end is read even after an interruption.
 	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	// The books and the goroutine dump from memory are read before the
+	// window's last sample, so what the runtime window counts covers the
+	// time the process was watched.
+	dumped := false
+	if books != nil {
+		c, err := books.Census(gomem.CensusOptions{})
+		if err != nil {
+			r.Notes = append(r.Notes, fmt.Sprintf("runtime books: %v", err))
+		} else {
+			r.Books = readBooks(books, c, opts.Groups)
+			if opts.Groups > 0 && !opts.DumpFromSource {
+				// The dump from memory costs the process nothing: no
+				// bound.
+				d := goruntime.DumpFromCensus(c)
+				if len(d.Groups) > opts.Groups {
+					d.Groups = d.Groups[:opts.Groups]
+				}
+				r.Dump, dumped = d, true
+			}
+		}
+	}
 	if src != nil {
 		b, err = src.Read(endCtx)
 		if err != nil {
@@ -187,29 +208,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if dumpMax == 0 {
 		dumpMax = DefaultDumpMax
 	}
-	if books != nil {
-		bk, err := readBooks(books, opts.Groups)
-		if err != nil {
-			r.Notes = append(r.Notes, fmt.Sprintf("runtime books: %v", err))
-		} else {
-			r.Books = bk
-		}
-	}
-	if books != nil && opts.Groups > 0 && !opts.DumpFromSource {
-		// The dump from memory costs the process nothing: no bound.
-		c, err := books.Census(gomem.CensusOptions{})
-		if err != nil {
-			r.Notes = append(r.Notes, fmt.Sprintf("goroutine dump from memory: %v", err))
-		} else {
-			d := goruntime.DumpFromCensus(c)
-			if len(d.Groups) > opts.Groups {
-				d.Groups = d.Groups[:opts.Groups]
-			}
-			r.Dump = d
-			return r, nil
-		}
-	}
 	tooMany := b != nil && b.Known.Has(goruntime.KnownGoroutines) && dumpMax > 0 && b.Goroutines > uint64(dumpMax)
+	if dumped {
+		return r, nil
+	}
 	if src != nil && opts.Groups > 0 && tooMany {
 		r.Notes = append(r.Notes, fmt.Sprintf("goroutine dump skipped: %d goroutines; the dump would stop the process for about %d ms (pass --dump-max %d to take it anyway)",
 			b.Goroutines, b.Goroutines*3/1000, b.Goroutines))
