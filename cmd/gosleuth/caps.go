@@ -63,6 +63,28 @@ func missingCapsNote(command string, euid int, has func(int) bool, tracefsMounte
 	return "running as root without " + strings.Join(missing, ", ") + ": those sources fall back (docs/containers.md)"
 }
 
+// topDeniedNote is top's note on cells it could not read when gosleuth
+// runs as root (euid 0): telling root to run as root helps no one, so it
+// names the capabilities top uses that this process lacks, or else says
+// the processes are beyond root's reach here. "" when not root: top's
+// own note (run as root) is then right.
+func topDeniedNote(euid int, has func(int) bool) string {
+	if euid != 0 {
+		return ""
+	}
+	var missing []string
+	for _, n := range capNeeds {
+		if contains(n.commands, "top") && !has(n.bit) && (n.or == 0 || !has(n.or)) {
+			missing = append(missing, n.name)
+		}
+	}
+	why := "even as root with every capability top uses: those processes are outside gosleuth's user namespace, or the kernel's own"
+	if len(missing) > 0 {
+		why = "gosleuth runs as root without " + strings.Join(missing, " and ") + " (docs/containers.md)"
+	}
+	return "some cells show '-': no permission to read them (fds, io, executable): " + why
+}
+
 func contains(list []string, s string) bool {
 	for _, v := range list {
 		if v == s {

@@ -91,3 +91,25 @@ func TestCapsMatchDocs(t *testing.T) {
 		t.Errorf("%d command rows in docs/containers.md's table", rows)
 	}
 }
+
+// TestTopDeniedNote: top never tells root to run as root; it names the
+// capability root lacks, or says the processes are beyond its reach.
+func TestTopDeniedNote(t *testing.T) {
+	all := func(int) bool { return true }
+	noPtrace := func(c int) bool { return c != capSysPtrace }
+	for _, tc := range []struct {
+		name string
+		euid int
+		has  func(int) bool
+		want string // "" for top's own note
+	}{
+		{"not root: top's own note", 1000, all, ""},
+		{"root without ptrace", 0, noPtrace, "without CAP_SYS_PTRACE"},
+		{"root with everything", 0, all, "outside gosleuth's user namespace"},
+	} {
+		got := topDeniedNote(tc.euid, tc.has)
+		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) || strings.Contains(got, "run as root") {
+			t.Errorf("%s: note %q, want one with %q and never 'run as root'", tc.name, got, tc.want)
+		}
+	}
+}

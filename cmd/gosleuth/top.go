@@ -55,7 +55,11 @@ Shows every process (or the ones given with --pid, with their threads) with
 CPU split into user and system time, RSS, threads, open descriptors against
 the process's own limit, wake-ups per second (voluntary context switches summed
 over all threads), involuntary switches and the Go version of Go binaries. The
-header shows what gosleuth itself costs.
+header shows what gosleuth itself costs. RUNQ% is the share of the interval
+the process's threads were runnable but waiting for a CPU (scheduler
+latency); RWSC/s counts read- and write-class syscalls per second only
+(/proc/PID/io syscr+syscw), not every syscall: "gosleuth syscalls" counts
+them all.
 
 Keys: q quit, s/S or →/← change the sort column, r reverse, t tree, H threads,
 K kernel threads, / filter by name or PID, Esc clear the filter, Enter focus
@@ -63,7 +67,8 @@ on the selected process, P/M/W sort by CPU/memory/wake-ups.
 
 Without a terminal (or with --once, --format json) it prints a table or one
 JSON object per interval to stdout. Reading other users' descriptors, io and
-executables needs root; those cells show '-' otherwise.`,
+executables needs root (CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH); those cells
+show '-' otherwise, and the note says which is missing.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
 			f := &topFlags{}
 			fs.Var(&f.pids, "pid", "watch only this `PID` and its threads (comma list or repeated)")
@@ -75,7 +80,7 @@ executables needs root; those cells show '-' otherwise.`,
 			fs.BoolVar(&f.once, "once", false, "print one table after one interval and exit")
 			fs.StringVar(&f.format, "format", "text", "output `format` without a terminal: text or json (NDJSON, one object per interval)")
 			fs.IntVar(&f.count, "count", 0, "stop after `N` intervals (0: run until interrupted)")
-			fs.StringVar(&f.sortBy, "sort", "cpu", "sort `column`: pid, user, state, cpu, usr, sys, rss, thr, fds, wake, nvcsw, go, command")
+			fs.StringVar(&f.sortBy, "sort", "cpu", "sort `column`: pid, user, state, cpu, usr, sys, rss, thr, fds, wake, nvcsw, runq, sysc (RWSC/s), go, command")
 			fs.StringVar(&f.filter, "filter", "", "show only processes whose name or command line contains `TEXT`, or whose PID is it")
 			fs.IntVar(&f.maxFDs, "max-fds", 4096, "cap on /proc descriptors kept open between refreshes")
 			fs.StringVar(&f.root, "proc", "/proc", "procfs mount `path`")
@@ -141,6 +146,7 @@ func runTop(ctx context.Context, f *topFlags, args []string, stdout, stderr io.W
 		Interactive: isTerminal(stdout) && isTerminal(os.Stdin),
 		MaxFDs:      f.maxFDs,
 		Root:        f.root,
+		DeniedNote:  rootDeniedNote(),
 	}
 	return top.Run(ctx, cfg, stdout, stderr)
 }

@@ -34,6 +34,17 @@ type Config struct {
 	MaxFDs int
 	// Root is the procfs mount point.
 	Root string
+	// DeniedNote is shown when some cells could not be read; empty: the
+	// default, which tells a user who is not root to run as root.
+	DeniedNote string
+}
+
+// deniedNote is the note for cells that could not be read.
+func (c *Config) deniedNote() string {
+	if c.DeniedNote != "" {
+		return c.DeniedNote
+	}
+	return deniedNote
 }
 
 // ErrNotFound reports a --pid that does not exist.
@@ -204,7 +215,7 @@ func writeTable(w io.Writer, cfg *Config, s *sampler, sep bool) error {
 	fmt.Fprintf(w, "%s  procs %d  threads %d  interval %s\n", time.Now().Format("15:04:05"), len(s.cur.Procs), s.threads(), s.rates.Interval.Round(time.Millisecond))
 	fmt.Fprintln(w, s.summary())
 	if s.cur.Stats.Denied {
-		fmt.Fprintln(w, deniedNote)
+		fmt.Fprintln(w, cfg.deniedNote())
 	}
 	v := &cfg.View
 	fmt.Fprintln(w, FormatLine(Header(), 0))
@@ -280,7 +291,7 @@ func writeJSON(w io.Writer, cfg *Config, s *sampler) error {
 		Processes: make([]jsonProc, 0, len(s.cur.Procs)),
 	}
 	if s.cur.Stats.Denied {
-		rec.Note = deniedNote
+		rec.Note = cfg.deniedNote()
 	}
 	threads := v.Threads
 	v.Threads = false

@@ -229,7 +229,7 @@ func (u *tui) draw() {
 	u.put(0, y, status, styleDim, w)
 	y++
 	if s.cur.Stats.Denied {
-		u.put(0, y, deniedNote, styleWarn, w)
+		u.put(0, y, u.cfg.deniedNote(), styleWarn, w)
 		y++
 	}
 	head := Header()

@@ -58,8 +58,9 @@ var columns = [numColumns]columnInfo{
 	ColNvcsw:   {"nvcsw", "NVCSW/s", 7, false},
 	// RUNQ% is time runnable but waiting for a CPU: scheduler latency.
 	ColRunQ: {"runq", "RUNQ%", 5, false},
-	// SYSC/s is read- and write-like syscalls per second (syscr+syscw).
-	ColSyscalls: {"sysc", "SYSC/s", 7, false},
+	// RWSC/s is read- and write-class syscalls per second (syscr+syscw of
+	// /proc/PID/io): not every syscall, and named so.
+	ColSyscalls: {"sysc", "RWSC/s", 7, false},
 	ColGo:       {"go", "GO", 7, true},
 	ColCommand:  {"command", "COMMAND", 0, true},
 }

@@ -47,7 +47,7 @@ function listPage() {
   $("title").textContent = "processes";
   let table = null, sortCol = "cpu", desc = true;
   const titles = { pid: "PID", user: "USER", state: "S", cpu: "CPU%", usr: "USR%", sys: "SYS%", rss: "RSS", threads: "THR",
-    fds: "FDS", fdlimit: "LIMIT", wake: "WAKE/s", nvcsw: "NVCSW/s", runq: "RUNQ%", sysc: "SYSC/s", go: "GO", command: "COMMAND" };
+    fds: "FDS", fdlimit: "LIMIT", wake: "WAKE/s", nvcsw: "NVCSW/s", runq: "RUNQ%", sysc: "RWSC/s", go: "GO", command: "COMMAND" };
   const text = { user: 1, state: 1, go: 1, command: 1 };
   const head = $("procs").tHead, body = $("procs").tBodies[0];
   const filter = $("filter");
