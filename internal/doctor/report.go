@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/termsafe"
 	"github.com/gosleuth/gosleuth/internal/units"
 )
@@ -53,17 +54,20 @@ type Cost struct {
 
 // ProcessReport is one process with its findings.
 type ProcessReport struct {
-	PID           int      `json:"pid"`
-	Comm          string   `json:"comm"`
-	Cmdline       string   `json:"cmdline,omitempty"`
-	GoVersion     string   `json:"go_version,omitempty"`
-	Exited        bool     `json:"exited,omitempty"`
-	CPUPct        float64  `json:"cpu_pct"`
-	SysPct        float64  `json:"sys_pct"`
-	WakeupsPerSec float64  `json:"wakeups_per_s"`
-	Threads       int      `json:"threads"`
-	RSSBytes      uint64   `json:"rss_bytes"`
-	Sources       []Source `json:"sources"`
+	PID       int    `json:"pid"`
+	Comm      string `json:"comm"`
+	Cmdline   string `json:"cmdline,omitempty"`
+	GoVersion string `json:"go_version,omitempty"`
+	// Container is the container the process runs in, from its cgroup
+	// path; absent on the host.
+	Container     *proc.Container `json:"container,omitempty"`
+	Exited        bool            `json:"exited,omitempty"`
+	CPUPct        float64         `json:"cpu_pct"`
+	SysPct        float64         `json:"sys_pct"`
+	WakeupsPerSec float64         `json:"wakeups_per_s"`
+	Threads       int             `json:"threads"`
+	RSSBytes      uint64          `json:"rss_bytes"`
+	Sources       []Source        `json:"sources"`
 	// StackClasses and TopSyscalls summarise the close look, when taken;
 	// Samples is the number of stack samples.
 	StackClasses map[string]float64 `json:"stack_classes,omitempty"`
@@ -117,7 +121,7 @@ func Diagnose(ws []*Window, h *Host, notes []string, all bool) *Report {
 			c.Cores += f.Cores
 		}
 		pr := ProcessReport{
-			PID: w.PID, Comm: w.Comm, Cmdline: w.Cmdline, GoVersion: w.GoVersion, Exited: w.Exited,
+			PID: w.PID, Comm: w.Comm, Cmdline: w.Cmdline, GoVersion: w.GoVersion, Container: w.Container, Exited: w.Exited,
 			CPUPct: pct(w.Cores()), SysPct: pct(perSec(w.SysSec, w.Seconds())),
 			WakeupsPerSec: round(w.WakeupsPerSec(), 1), Threads: w.Threads(),
 			Sources: windowSources(w), Findings: found,
@@ -274,8 +278,11 @@ func (r *Report) WriteText(w io.Writer, colour bool) error {
 			goVer = " " + p.GoVersion
 		}
 		exited := ""
+		if p.Container != nil {
+			exited = " [container " + p.Container.String() + "]"
+		}
 		if p.Exited {
-			exited = " (exited)"
+			exited += " (exited)"
 		}
 		fmt.Fprintf(&b, "\n%d %s%s%s  cpu %.1f%% (sys %.1f%%)  wake %.0f/s  threads %d  rss %s  [%s]\n",
 			p.PID, p.Comm, goVer, exited, p.CPUPct, p.SysPct, p.WakeupsPerSec, p.Threads, units.Bytes(p.RSSBytes), joinSources(p.Sources))
@@ -418,6 +425,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, "\n## %d `%s`", p.PID, p.Comm)
 		if p.GoVersion != "" {
 			fmt.Fprintf(&b, " (%s)", p.GoVersion)
+		}
+		if p.Container != nil {
+			fmt.Fprintf(&b, " in container %s", p.Container)
 		}
 		fmt.Fprintf(&b, "\n\nCPU %.1f%% (sys %.1f%%), %.0f wake-ups/s, %d threads, RSS %s. Sources: %s.\n",
 			p.CPUPct, p.SysPct, p.WakeupsPerSec, p.Threads, units.Bytes(p.RSSBytes), joinSources(p.Sources))

@@ -9,14 +9,17 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/golden"
+	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 // goldenReport is a report from windows built in the test: a 1 ms ticker
-// (warn, with syscall evidence), a process with an escape sequence in its
+// in a podman container (warn, with syscall evidence), a process with an escape sequence in its
 // name, and an exited one, over a fixed host.
 func goldenReport() *Report {
 	ticker := win(10, func(w *Window) {
 		w.PID, w.Comm = 4242, "ticker"
+		c, _ := proc.ParseContainer("/libpod_parent/libpod-ed94a9f30d54ddbceffbcd03163966df878a2887f82ffc9cee52ff87dc668e1f")
+		w.Container = &c
 		w.VolCtxsw = 20000
 		w.UserSec, w.SysSec = 0.06, 0.14
 		w.IOCalls = 5

@@ -27,6 +27,9 @@ type Facts struct {
 	// namespace (the PID its agent socket is named after).
 	UID   int `json:"uid"`
 	NSPID int `json:"nspid"`
+	// Container is the container the process runs in as its cgroup path
+	// or mounts name it; nil on the host or when no runtime is recognised.
+	Container *proc.Container `json:"container,omitempty"`
 
 	// IsGo tells whether the executable carries Go build information.
 	// ExeUnreadable says the executable could not be read (another user's
@@ -122,6 +125,9 @@ func Discover(procRoot string, pid int) (*Facts, error) {
 	pfs := proc.NewFS(procRoot)
 	f.readBuild(pfs.PID(pid, "exe"))
 	f.Cgroup = readCgroupCPU(pfs, pid, f)
+	if c, ok, err := pfs.Container(pid); err == nil && ok {
+		f.Container = &c
+	}
 	f.computeGOMAXPROCS()
 	f.readGOMAXPROCS(pfs, pid)
 	return f, nil

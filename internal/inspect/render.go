@@ -81,12 +81,30 @@ func windowJSON(w *goruntime.Window) map[string]any {
 	return m
 }
 
+// containerText names the process's container and its PID inside, for
+// the process line: "  container podman 0123456789ab, PID 1 inside".
+func containerText(f *goruntime.Facts) string {
+	s := ""
+	if f.Container != nil {
+		s = "  container " + f.Container.String()
+	}
+	if f.NSPID != 0 && f.NSPID != f.PID {
+		if s == "" {
+			s = " "
+		} else {
+			s += ","
+		}
+		s += fmt.Sprintf(" PID %d in its namespace", f.NSPID)
+	}
+	return s
+}
+
 // WriteText writes the report for people.
 func (r *Report) WriteText(out io.Writer) error {
 	// Names, paths and goroutine labels are the target's: escaped.
 	w := tabwriter.NewWriter(termsafe.NewWriter(out), 0, 4, 2, ' ', 0)
 	f := r.Facts
-	fmt.Fprintf(w, "process\t%d (%s)  %s\n", f.PID, f.Comm, f.Exe)
+	fmt.Fprintf(w, "process\t%d (%s)  %s%s\n", f.PID, f.Comm, f.Exe, containerText(f))
 	if f.IsGo {
 		mod := f.Module
 		if mod == "" {

@@ -276,6 +276,9 @@ func (b *Builder) window(a *acc) *Window {
 		Series:       slices.Clone(a.series),
 		ChildrenSeen: a.children,
 	}
+	if c, ok := proc.ParseContainer(l.Cgroup); ok {
+		w.Container = &c
+	}
 	w.splitCPU()
 	if a.intervals > 0 {
 		w.ReapShare = float64(a.reaps) / float64(a.intervals)

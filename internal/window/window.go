@@ -62,6 +62,9 @@ type Window struct {
 	// GoVersion is the Go release of the executable ("go1.26.8"), empty for
 	// other programs or when the executable was unreadable.
 	GoVersion string
+	// Container is the container the process's cgroup path names; nil on
+	// the host.
+	Container *proc.Container
 	Start     time.Time
 	End       time.Time
 	// Exited is true when the process went away before the window ended.
