@@ -232,27 +232,30 @@ func writeTable(w io.Writer, cfg *Config, s *sampler, sep bool) error {
 // jsonProc is one process in the NDJSON stream. Fields that could not be
 // read are null.
 type jsonProc struct {
-	PID         int32      `json:"pid"`
-	PPID        int32      `json:"ppid"`
-	User        string     `json:"user"`
-	Comm        string     `json:"comm"`
-	Cmdline     string     `json:"cmdline"`
-	State       string     `json:"state"`
-	CPUUser     float64    `json:"cpu_user_pct"`
-	CPUSys      float64    `json:"cpu_sys_pct"`
-	CPUChildren float64    `json:"cpu_children_pct"`
-	RSS         uint64     `json:"rss_bytes"`
-	Threads     int32      `json:"threads"`
-	FDs         *int32     `json:"fds"`
-	FDLimit     *int64     `json:"fd_limit"`
-	Vol         float64    `json:"voluntary_ctxsw_per_s"`
-	Invol       float64    `json:"nonvoluntary_ctxsw_per_s"`
-	Syscalls    *float64   `json:"syscalls_rw_per_s"`
-	RunQueue    float64    `json:"runqueue_pct"`
-	GoVersion   *string    `json:"go_version"`
-	StartTicks  uint64     `json:"start_ticks"`
-	New         bool       `json:"new,omitempty"`
-	Tasks       []jsonTask `json:"tasks,omitempty"`
+	PID         int32    `json:"pid"`
+	PPID        int32    `json:"ppid"`
+	User        string   `json:"user"`
+	Comm        string   `json:"comm"`
+	Cmdline     string   `json:"cmdline"`
+	State       string   `json:"state"`
+	CPUUser     float64  `json:"cpu_user_pct"`
+	CPUSys      float64  `json:"cpu_sys_pct"`
+	CPUChildren float64  `json:"cpu_children_pct"`
+	RSS         uint64   `json:"rss_bytes"`
+	Threads     int32    `json:"threads"`
+	FDs         *int32   `json:"fds"`
+	FDLimit     *int64   `json:"fd_limit"`
+	Vol         float64  `json:"voluntary_ctxsw_per_s"`
+	Invol       float64  `json:"nonvoluntary_ctxsw_per_s"`
+	Syscalls    *float64 `json:"syscalls_rw_per_s"`
+	RunQueue    float64  `json:"runqueue_pct"`
+	GoVersion   *string  `json:"go_version"`
+	// Container is the container the cgroup path names; absent on the
+	// host.
+	Container  *proc.Container `json:"container,omitempty"`
+	StartTicks uint64          `json:"start_ticks"`
+	New        bool            `json:"new,omitempty"`
+	Tasks      []jsonTask      `json:"tasks,omitempty"`
 }
 
 type jsonTask struct {
@@ -300,7 +303,8 @@ func writeJSON(w io.Writer, cfg *Config, s *sampler) error {
 	for _, r := range rows {
 		p, pr := r.Proc, r.Rate
 		jp := jsonProc{PID: p.PID, PPID: p.PPID, User: v.userName(p.UID), Comm: p.Comm, Cmdline: p.Cmdline,
-			State: string(rune(p.State)), RSS: p.RSSBytes, Threads: p.Threads, StartTicks: p.StartTime}
+			State: string(rune(p.State)), RSS: p.RSSBytes, Threads: p.Threads, StartTicks: p.StartTime,
+			Container: v.Container(p)}
 		if pr != nil {
 			jp.New = pr.New
 			jp.CPUUser, jp.CPUSys = round2(pr.UserPct), round2(pr.SysPct)

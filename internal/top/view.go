@@ -33,6 +33,7 @@ const (
 	ColRunQ
 	ColSyscalls
 	ColGo
+	ColContainer
 	ColCommand
 	numColumns
 )
@@ -62,7 +63,10 @@ var columns = [numColumns]columnInfo{
 	// /proc/PID/io): not every syscall, and named so.
 	ColSyscalls: {"sysc", "RWSC/s", 7, false},
 	ColGo:       {"go", "GO", 7, true},
-	ColCommand:  {"command", "COMMAND", 0, true},
+	// CONTAINER is the short ID of the container the cgroup path names
+	// (or "pod " and the start of a pod's UID), blank on the host.
+	ColContainer: {"container", "CONTAINER", 12, true},
+	ColCommand:   {"command", "COMMAND", 0, true},
 }
 
 // ParseColumn returns the column named by a --sort value.
@@ -104,8 +108,10 @@ type View struct {
 	Filter string
 
 	users map[uint32]string
-	rows  []Row
-	idx   []int
+	// containers caches each cgroup path's container (nil: none).
+	containers map[string]*proc.Container
+	rows       []Row
+	idx        []int
 }
 
 // Rows builds the table. The returned slice is reused by the next call.
@@ -223,7 +229,30 @@ func (v *View) match(p *proc.Proc) bool {
 		return int(p.PID) == n
 	}
 	f = strings.ToLower(f)
+	if c := v.Container(p); c != nil && strings.Contains(c.String(), f) {
+		return true
+	}
 	return strings.Contains(strings.ToLower(p.Comm), f) || strings.Contains(strings.ToLower(p.Cmdline), f)
+}
+
+// Container is the container process p runs in, from its cgroup path; nil
+// when the path names none.
+func (v *View) Container(p *proc.Proc) *proc.Container {
+	if p.Cgroup == "" {
+		return nil
+	}
+	if c, ok := v.containers[p.Cgroup]; ok {
+		return c
+	}
+	if v.containers == nil || len(v.containers) > 4096 {
+		v.containers = make(map[string]*proc.Container)
+	}
+	var cp *proc.Container
+	if c, ok := proc.ParseContainer(p.Cgroup); ok {
+		cp = &c
+	}
+	v.containers[p.Cgroup] = cp
+	return cp
 }
 
 func (v *View) compareProc(snap *proc.Snapshot, rates *proc.Rates, a, b int) int {
@@ -241,7 +270,7 @@ func (v *View) compareRows(a, b Row) int {
 	var c int
 	desc := true
 	switch v.Sort {
-	case ColUser, ColCommand, ColGo, ColState:
+	case ColUser, ColCommand, ColGo, ColState, ColContainer:
 		c = cmp.Compare(v.text(a, v.Sort), v.text(b, v.Sort))
 		desc = false
 	case ColPID:
@@ -377,6 +406,15 @@ func (v *View) text(r Row, c Column) string {
 			return "-"
 		}
 		return strings.TrimPrefix(p.GoVersion, "go")
+	case ColContainer:
+		c := v.Container(p)
+		switch {
+		case r.Task != nil || c == nil:
+			return ""
+		case c.ID == "":
+			return "pod " + c.PodUID[:min(len(c.PodUID), 8)]
+		}
+		return c.ShortID()
 	case ColCommand:
 		// Any user names their process and writes its command line.
 		if r.Task != nil {
