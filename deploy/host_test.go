@@ -23,6 +23,14 @@ import (
 // FROM scratch container and returns its PID as the host sees it.
 func containerPatient(t *testing.T) int {
 	t.Helper()
+	pid, _ := containerPatientID(t)
+	return pid
+}
+
+// containerPatientID is containerPatient, also returning the container's
+// full ID as podman prints it.
+func containerPatientID(t *testing.T) (pid int, id string) {
+	t.Helper()
 	dir := t.TempDir()
 	build := exec.Command("go", "build", "-o", filepath.Join(dir, "patient"), "../internal/web/testdata/patient")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -50,7 +58,7 @@ func containerPatient(t *testing.T) int {
 	}
 	// Give the program its first ticks and its agent's socket.
 	time.Sleep(500 * time.Millisecond)
-	return pid
+	return pid, id
 }
 
 // doctorOf runs gosleuth doctor on pid and returns its sources and
