@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -146,41 +147,88 @@ func ratio(a, b int64) float64 {
 	return float64(a) / float64(b)
 }
 
+// snapshot reads the heap profile with the program's own profile at path
+// fetched in between, and returns both where the two readings around the
+// fetch are equal bucket by bucket: the runtime publishes its counts at a
+// GC's mark termination and again when that cycle's sweeping ends, so a
+// fetch between two equal readings saw what they saw. GOGC=1000 leaves
+// some hundreds of milliseconds between publications.
+func snapshot(t *testing.T, p *gomem.Process, url string) (*gomem.HeapProfile, *profile.Profile) {
+	t.Helper()
+	// Buckets with nothing published yet (created since the last GC)
+	// are left out: the fetch itself creates some.
+	counted := func(h *gomem.HeapProfile) map[string]gomem.HeapRecord {
+		m := map[string]gomem.HeapRecord{}
+		for _, r := range h.Records {
+			if r.AllocObjects != 0 || r.FreeObjects != 0 {
+				m[recordKey(r)] = r
+			}
+		}
+		return m
+	}
+	var last string
+	same := func(a, b *gomem.HeapProfile) bool {
+		ma, mb := counted(a), counted(b)
+		if len(ma) != len(mb) {
+			last = fmt.Sprintf("%d counted buckets, then %d (GC %d, then %d)", len(ma), len(mb), a.GCCycles, b.GCCycles)
+			return false
+		}
+		for k, r := range mb {
+			if o := ma[k]; o.AllocObjects != r.AllocObjects || o.FreeObjects != r.FreeObjects || o.AllocBytes != r.AllocBytes || o.FreeBytes != r.FreeBytes {
+				last = fmt.Sprintf("a bucket went from %+v to %+v (GC %d, then %d)", o, r, a.GCCycles, b.GCCycles)
+				return false
+			}
+		}
+		return true
+	}
+	waitGC(t, p, 2)
+	for range 50 {
+		h, err := p.HeapProfile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		theirs := get(t, url)
+		h2, err := p.HeapProfile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if same(h, h2) {
+			return h, theirs
+		}
+	}
+	t.Fatalf("the profile changed around each of 50 fetches of the program's own; the last time: %s", last)
+	return nil, nil
+}
+
+// waitGC waits until the program has completed at least n GCs.
+func waitGC(t *testing.T, p *gomem.Process, n uint32) {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(20 * time.Millisecond) {
+		st, err := p.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.GCCycles >= n {
+			return
+		}
+	}
+	t.Fatalf("fewer than %d GCs in 30 s", n)
+}
+
 // TestAllocsMatchesProgram: the allocations of a window, the difference of
 // two readings of the runtime's buckets, equal by site the difference of
-// the program's own /debug/pprof/allocs fetched right after each reading,
-// where no GC ended in between (both are as of the last GC: the pairs are
-// taken again until one fits between two GCs, a few hundred milliseconds
-// apart with GOGC=100).
+// the program's own /debug/pprof/allocs fetched at the same instants.
 func TestAllocsMatchesProgram(t *testing.T) {
-	pid, addr := patientGOGC(t, "100", nil)
+	pid, addr := patientGOGC(t, "1000", nil)
 	time.Sleep(time.Second) // past the start-up
 	p, err := gomem.Open(proc.FS{}, pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	pair := func() (*gomem.HeapProfile, *profile.Profile) {
-		for range 50 {
-			h, err := p.HeapProfile()
-			if err != nil {
-				t.Fatal(err)
-			}
-			theirs := get(t, "http://"+addr+"/debug/pprof/allocs")
-			st, err := p.Stats()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.GCCycles == h.GCCycles {
-				return h, theirs
-			}
-		}
-		t.Fatal("a GC ended between each of 50 readings and the program's own profile")
-		return nil, nil
-	}
-	h0, p0 := pair()
-	time.Sleep(2 * time.Second)
-	h1, p1 := pair()
+	h0, p0 := snapshot(t, p, "http://"+addr+"/debug/pprof/allocs")
+	waitGC(t, p, h0.GCCycles+2)
+	h1, p1 := snapshot(t, p, "http://"+addr+"/debug/pprof/allocs")
 	ours := byLine(p.Pprof(diff(h0, h1, &Report{})), "alloc_space")
 	p0.Scale(-1)
 	delta, err := profile.Merge([]*profile.Profile{p1, p0})
@@ -232,36 +280,21 @@ func TestAllocsWindow(t *testing.T) {
 	}
 }
 
-// TestAllocHeapMatchesProgram: the live heap by site equals the program's own
-// /debug/pprof/heap fetched right after, where no GC ended in between
-// (taken again until one fits between two GCs), and the pointer-rich cache
-// is among its top holders of objects.
+// TestAllocHeapMatchesProgram: the live heap by site equals the program's
+// own /debug/pprof/heap fetched at the same instant, and the pointer-rich
+// cache is among its top holders of objects.
 func TestAllocHeapMatchesProgram(t *testing.T) {
-	pid, addr := patientGOGC(t, "100", nil)
+	pid, addr := patientGOGC(t, "1000", nil)
 	time.Sleep(time.Second) // the cache fills
 	p, err := gomem.Open(proc.FS{}, pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	var r *Report
-	var theirs *profile.Profile
-	for try := 0; ; try++ {
-		if r, err = Collect(context.Background(), Options{PID: pid, Type: Heap}); err != nil {
-			t.Fatal(err)
-		}
-		theirs = get(t, "http://"+addr+"/debug/pprof/heap")
-		st, err := p.Stats()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.GCCycles == r.GCCycle {
-			break
-		}
-		if try == 50 {
-			t.Fatal("a GC ended between each of 50 readings and the program's own profile")
-		}
-	}
+	h, theirs := snapshot(t, p, "http://"+addr+"/debug/pprof/heap")
+	r := &Report{Type: Heap}
+	r.ranks(p.Sites(h), 20)
+	r.prof = p.Pprof(h)
 	ours, own := byLine(r.Pprof(), "inuse_objects"), byLine(theirs, "inuse_objects")
 	t.Logf("inuse_objects at the cache: ours %d, the program's %d (ratio %.3f)", ours[lineRemember], own[lineRemember], ratio(ours[lineRemember], own[lineRemember]))
 	for k, v := range own {
@@ -442,13 +475,14 @@ func TestAllocSampledMatchesBook(t *testing.T) {
 			t.Logf("sampled (%.0f refills/s, cost %.2f%% of a CPU): %v", r.Sampled.RefillPerSec, 100*r.Sampled.CostCPU, sampled)
 			t.Logf("the runtime's book: %v", truth)
 			t.Logf("%s: %d of the book's top %d in the sampled top %d, %d in the same place", mode, common, len(truth), len(sampled), same)
-			// The top two of the book are the top two sampled, in either
-			// order: on the whole patient they are within 15% of each
-			// other, closer than the sampling's bias.
-			if len(sampled) < 2 || len(truth) < 2 || !slices.Contains(sampled[:2], truth[0]) || !slices.Contains(sampled[:2], truth[1]) {
+			// Each list's first is among the other's first two: sites
+			// within 15% of each other in the book (the whole patient's
+			// first two, the small objects' second and third) are closer
+			// than the sampling's bias, and swap in some runs.
+			if len(sampled) < 2 || len(truth) < 2 || !slices.Contains(sampled[:2], truth[0]) || !slices.Contains(truth[:2], sampled[0]) {
 				t.Errorf("top sites %v, the book's %v", sampled, truth)
 			}
-			if common < 3 {
+			if common < 4 {
 				t.Errorf("%d of the book's top five among the sampled top five", common)
 			}
 			var text bytes.Buffer
