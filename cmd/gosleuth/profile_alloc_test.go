@@ -148,3 +148,26 @@ func TestProfileAllocsOff(t *testing.T) {
 		t.Errorf("took %s: refused after the window", d)
 	}
 }
+
+// TestProfileAllocsSampled: with memory profiling off, --type allocs
+// samples the allocator from outside, says so with the bias, and writes a
+// pprof file go tool pprof opens.
+func TestProfileAllocsSampled(t *testing.T) {
+	testenv.Require(t, testenv.Root, testenv.BPF, testenv.Uprobes)
+	pid := allocPatient(t, "-tags=noprof")
+	out := filepath.Join(t.TempDir(), "sampled.pb.gz")
+	stdout, stderr, code := runChild(t, os.Args[0], nil, "profile", "--type", "allocs", "--pid", strconv.Itoa(pid),
+		"--duration", "2s", "-o", out)
+	if code != 0 {
+		t.Fatalf("code %d stderr %s", code, stderr)
+	}
+	for _, want := range []string{"memory profiling is off in this binary: sampled from outside", "bias: ", "spans/s", "main."} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("text lacks %q:\n%s", want, stdout)
+		}
+	}
+	top, err := exec.Command("go", "tool", "pprof", "-top", out).CombinedOutput()
+	if err != nil || !strings.Contains(string(top), "Type: alloc_space") || !strings.Contains(string(top), "main.") {
+		t.Errorf("go tool pprof -top: %v\n%s", err, top)
+	}
+}
