@@ -3,6 +3,7 @@ package proc
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -116,4 +117,23 @@ func FuzzContainer(f *testing.F) {
 			_ = c.String()
 		}
 	})
+}
+
+func TestStatusInts(t *testing.T) {
+	for _, tt := range []struct {
+		in, key string
+		want    []int
+	}{
+		{"Name:\tsleeper\nNSpid:\t27501\t1\nNSpgid:\t27501\t1\n", "NSpid:", []int{27501, 1}},
+		{"NSpid:\t42\n", "NSpid:", []int{42}},
+		{"Pid:\t7\nNSpid:\t7\n", "Pid:", []int{7}},
+		{"NSpid:\t42\tx\n", "NSpid:", nil},
+		{"NSpid:\t-1\n", "NSpid:", nil},
+		{"Name:\tx\n", "NSpid:", nil},
+		{"", "Pid:", nil},
+	} {
+		if got := statusInts([]byte(tt.in), tt.key); !slices.Equal(got, tt.want) {
+			t.Errorf("statusInts(%q, %q) = %v, want %v", tt.in, tt.key, got, tt.want)
+		}
+	}
 }

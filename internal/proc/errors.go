@@ -21,4 +21,8 @@ var (
 	// ErrPermission reports that the kernel refused access for lack of
 	// privilege. Errors wrapping it carry a hint on how to get the access.
 	ErrPermission = errors.New("permission denied")
+	// ErrOtherPIDNamespace reports a process with no PID in gosleuth's
+	// own PID namespace: the kernel's calls that take a PID (perf events,
+	// uprobe links, signals) cannot name it from there.
+	ErrOtherPIDNamespace = errors.New("is outside gosleuth's PID namespace: run gosleuth in the host's PID namespace (--pid=host, hostPID) or in the target's")
 )

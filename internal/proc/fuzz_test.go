@@ -32,6 +32,8 @@ func FuzzParsers(f *testing.F) {
 		parseLimitsNoFile(b)
 		cmdlineString(b)
 		cgroupPath(b)
+		parseNSpid(b)
+		fdinfoPid(b)
 		ap := netip.MustParseAddrPort("127.0.0.1:46866")
 		parseTCPSocketOwner(b, ap, ap)
 		parseListenInodes(b, 8080)
