@@ -312,7 +312,7 @@ func (p *Process) Pprof(h *HeapProfile) *profile.Profile {
 		return l
 	}
 	for _, r := range h.Records {
-		stk := p.hideRuntime(r.Stack)
+		stk := p.logicalStack(p.hideRuntime(r.Stack))
 		s := &profile.Sample{}
 		for _, pc := range stk {
 			if l := loc(pc); len(l.Line) > 0 {
@@ -382,7 +382,7 @@ func (p *Process) Sites(h *HeapProfile) []Site {
 	idx := map[Frame]int{}
 	var out []Site
 	for _, r := range h.Records {
-		frames := p.symbolize(p.hideRuntime(r.Stack))
+		frames := p.symbolize(p.logicalStack(p.hideRuntime(r.Stack)))
 		var kept []Frame
 		for _, f := range frames {
 			if f.Func != "runtime.goexit" && !isWrapper(f) {
@@ -430,4 +430,39 @@ func isAllocator(fn string) bool {
 		return true
 	}
 	return strings.HasPrefix(fn, "runtime.mallocgc")
+}
+
+// logicalStack drops the pcs of a heap profile stack that add no frame:
+// the runtime records allocation stacks with a pc for each inlined call as
+// well as for the physical frame that holds them (its frame-pointer
+// unwinder expands inlining for the frames it skips), so a pc whose
+// inlined frames are the tail of the frames of the pc before it repeats
+// them. pprof's profile builder merges them the same way. A pc with as
+// many frames as the one before is always kept (recursion); a recursive
+// call made from an inlined callee, with the outer call made directly,
+// would lose one frame.
+func (p *Process) logicalStack(stk []uint64) []uint64 {
+	if len(stk) < 2 || p.bin == nil {
+		return stk
+	}
+	out := make([]uint64, 0, len(stk))
+	var prev []Frame
+	for _, pc := range stk {
+		fr := p.symbolize([]uint64{pc})
+		if len(fr) < len(prev) && sameFuncs(fr, prev[len(prev)-len(fr):]) {
+			continue
+		}
+		out = append(out, pc)
+		prev = fr
+	}
+	return out
+}
+
+func sameFuncs(a, b []Frame) bool {
+	for i := range a {
+		if a[i].Func != b[i].Func {
+			return false
+		}
+	}
+	return true
 }

@@ -133,10 +133,15 @@ func (p *Process) readWaitReasons() []string {
 	if err != nil {
 		return nil
 	}
+	// One read of the whole bound where it is readable (the array lies in
+	// a data segment far larger), else entry by entry to the mapping's end.
 	var hdrs [maxWaitReasons * 16]byte
-	n := 0
-	for n < maxWaitReasons && p.mem.ReadAt(hdrs[n*16:n*16+16], a+uint64(n*16)) == nil {
-		n++
+	n := maxWaitReasons
+	if p.mem.ReadAt(hdrs[:], a) != nil {
+		n = 0
+		for n < maxWaitReasons && p.mem.ReadAt(hdrs[n*16:n*16+16], a+uint64(n*16)) == nil {
+			n++
+		}
 	}
 	var out []string
 	for i := range n {
