@@ -194,9 +194,11 @@ var codeRules = []codeRule{
 				continue
 			}
 			c := refs[i-1]
-			// The linker sets the bool, and puts it in .noptrdata
-			// (Go 1.24 on) or at the start of .data (before).
-			if c.op == x86asm.CMP && c.width == 1 && c.imm && (c.sect == ".noptrdata" || c.sect == ".data") {
+			// Where the linker sets the bool it puts it in .noptrdata
+			// (Go 1.24 on) or at the start of .data (before); where it
+			// leaves it false (the program references the heap
+			// profile), the bool is zero and lies in .noptrbss.
+			if c.op == x86asm.CMP && c.width == 1 && c.imm && (c.sect == ".noptrdata" || c.sect == ".data" || c.sect == ".noptrbss" || c.sect == ".bss") {
 				return c.addr, true
 			}
 		}
