@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,8 @@ func TestDoctorUsage(t *testing.T) {
 		{"bad pid", []string{"doctor", "--pid", "x"}, `invalid pid "x"`},
 		{"stray argument", []string{"doctor", "123"}, "takes no arguments"},
 		{"url without one pid", []string{"doctor", "--pprof-url", "http://127.0.0.1:1/"}, "exactly one --pid"},
+		{"too short for the close looks", []string{"doctor", "--pid", "1", "--duration", "1s"}, "too short for the close looks (syscall counts, stacks, runtime, probes), which decide the causes: give at least 2s with --pid"},
+		{"too short on the whole host", []string{"doctor", "--duration", "3s"}, "give at least 4s on the whole host"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,7 +68,7 @@ func TestDoctorReport(t *testing.T) {
 	out := filepath.Join(dir, "report.json")
 	pid := strconv.Itoa(sleeper.Process.Pid)
 	// --fail-on warn passes: a sleeping process has nothing to report.
-	_, stderr, code := runChild(t, os.Args[0], nil, "doctor", "--pid", pid, "--duration", "1s", "--format", "json", "-o", out, "--fail-on", "warn")
+	_, stderr, code := runChild(t, os.Args[0], nil, "doctor", "--pid", pid, "--duration", "2s", "--format", "json", "-o", out, "--fail-on", "warn")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -202,4 +205,75 @@ func TestDoctorFreshMachine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDoctorCPUWithoutLooks: the doctor reports a 1 ms ticker's CPU as it
+// is with nothing of gosleuth attached, not raised by its own syscall
+// tracepoints, stack sampler and probes: within 30% of the CPU the ticker
+// used over windows before and after the doctor's run, with nothing
+// attached, and it says so in a note.
+func TestDoctorCPUWithoutLooks(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Root, testenv.Tracefs, testenv.Perf)
+	bin := testbin.Build(t, "../../internal/doctor/testdata/patient")
+	p := exec.Command(bin, "ticker")
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Process.Kill(); p.Wait() })
+	pid := p.Process.Pid
+	time.Sleep(300 * time.Millisecond)
+	quiet := func() float64 { // cores over 3 s, nothing attached
+		a, t0 := taskCPU(t, pid), time.Now()
+		time.Sleep(3 * time.Second)
+		return (taskCPU(t, pid) - a) / time.Since(t0).Seconds()
+	}
+	before := quiet()
+	a, t0 := taskCPU(t, pid), time.Now()
+	stdout, stderr, code := runChild(t, os.Args[0], nil, "doctor", "--pid", strconv.Itoa(pid), "--duration", "6s", "--format", "json")
+	during := (taskCPU(t, pid) - a) / time.Since(t0).Seconds()
+	after := quiet()
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Processes []struct {
+			PID    int     `json:"pid"`
+			CPUPct float64 `json:"cpu_pct"`
+		} `json:"processes"`
+		Notes []string `json:"notes"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Processes) != 1 {
+		t.Fatalf("report: %v\n%s", err, stdout)
+	}
+	ref := 100 * (before + after) / 2
+	got := rep.Processes[0].CPUPct
+	t.Logf("ticker CPU with nothing attached %.2f%% and %.2f%% of a core, over the doctor's run %.2f%%; the doctor reports %.2f%% (ratio to nothing attached %.2f)",
+		100*before, 100*after, 100*during, got, got/ref)
+	if got < 0.7*ref || got > 1.3*ref {
+		t.Errorf("the doctor reports %.2f%% of a core, the ticker uses %.2f%% with nothing attached", got, ref)
+	}
+	if !strings.Contains(strings.Join(rep.Notes, "\n"), "with nothing of gosleuth attached") {
+		t.Errorf("no note says how the CPU was measured: %q", rep.Notes)
+	}
+}
+
+// taskCPU is the CPU seconds process pid's threads have run (the sum of
+// their schedstat run times).
+func taskCPU(t *testing.T, pid int) float64 {
+	t.Helper()
+	dirs, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("pid %d has no threads: %v", pid, err)
+	}
+	var ns float64
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			continue // a thread that exited
+		}
+		var run float64
+		fmt.Sscan(string(b), &run)
+		ns += run
+	}
+	return ns / 1e9
 }

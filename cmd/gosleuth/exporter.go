@@ -83,7 +83,7 @@ It listens on loopback unless --listen names another address (for a fleet:
 			fs.BoolVar(&f.bpf, "bpf", true, "read threads' scheduler and switch counts through a BPF task iterator where allowed (root), else files: every task once in --idle-every and in between the processes that ran lately (one bpf(2) call) and new ones; about half the CPU of the files' idle back-off, for about 4 MB more RSS (the kernel's BTF, read once); --bpf=false: files only")
 			fs.BoolVar(&f.runtime, "runtime", true, "read the Go runtime of Go processes, from gosleuth's agent where it runs, else from the process's memory (gosleuth_go_* series per group)")
 			fs.DurationVar(&f.doctorEvery, "doctor-every", 5*time.Minute, "run the doctor over the host once per `duration` (0: never; else at least 1m)")
-			fs.DurationVar(&f.doctorWindow, "doctor-window", 10*time.Second, "the doctor's observation `window`")
+			fs.DurationVar(&f.doctorWindow, "doctor-window", 10*time.Second, "the doctor's observation `window` (at least 4s with close looks)")
 			fs.IntVar(&f.doctorLooks, "doctor-looks", 2, "close looks per doctor run at most (0: /proc only)")
 			return func(ctx context.Context, args []string, _, stderr io.Writer) error {
 				if len(args) > 0 {
@@ -115,6 +115,9 @@ func runExporter(ctx context.Context, f *exporterFlags, stderr io.Writer, ready 
 	}
 	if f.doctorEvery != 0 && (f.doctorEvery < time.Minute || f.doctorWindow < time.Second || f.doctorWindow > f.doctorEvery/2) {
 		return usagef("--doctor-every must be 0 or at least 1m, and --doctor-window between 1s and half of it (got %s and %s)", f.doctorEvery, f.doctorWindow)
+	}
+	if min := minLookWindow(false); f.doctorEvery != 0 && f.doctorLooks > 0 && f.doctorWindow < min {
+		return usagef("--doctor-window %s is too short for the doctor's close looks, which decide the causes: give at least %s, or --doctor-looks 0 for findings from /proc alone", f.doctorWindow, min)
 	}
 	if f.doctorLooks < 0 {
 		return usagef("--doctor-looks must not be negative")

@@ -70,6 +70,7 @@ func TestExporterBadUsage(t *testing.T) {
 		{[]string{"exporter", "extra"}, "takes no arguments"},
 		{[]string{"exporter", "--doctor-every", "10s"}, "--doctor-every must be 0 or at least 1m"},
 		{[]string{"exporter", "--doctor-window", "4m"}, "half of it"},
+		{[]string{"exporter", "--doctor-window", "2s"}, "too short for the doctor's close looks, which decide the causes: give at least 4s"},
 	} {
 		err := run(context.Background(), tt.args, io.Discard, io.Discard)
 		var u usageError

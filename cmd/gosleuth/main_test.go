@@ -214,7 +214,7 @@ func TestOneMessagePerCondition(t *testing.T) {
 	} {
 		for _, args := range [][]string{
 			{"top", "--pid", tc.pid, "--once"},
-			{"doctor", "--pid", tc.pid, "--duration", "1s"},
+			{"doctor", "--pid", tc.pid, "--duration", "2s"},
 			{"syscalls", "--pid", tc.pid, "--duration", "1s"},
 			{"profile", "--pid", tc.pid, "--duration", "1s", "-o", filepath.Join(t.TempDir(), "p.pb.gz")},
 			{"inspect", "--pid", tc.pid, "--duration", "1s"},

@@ -33,7 +33,7 @@ func TestEscapesProcessText(t *testing.T) {
 	}
 	runs := [][]string{
 		{"top", "--pid", pid, "--once", "--interval", "200ms"},
-		{"doctor", "--pid", pid, "--duration", "1s"},
+		{"doctor", "--pid", pid, "--duration", "1s", "--max-looks", "0"},
 	}
 	if testenv.Has(testenv.Root) {
 		runs = append(runs, []string{"syscalls", "--pid", pid, "--duration", "1s"})

@@ -22,7 +22,7 @@ func testURLOwner(t *testing.T, bin string) {
 	for _, args := range [][]string{
 		{"inspect", "--pid", opid, "--pprof-url", url, "--duration", "200ms", "--groups", "0"},
 		{"inspect", "--pid", opid, "--metrics-url", url + "/metrics", "--duration", "200ms", "--groups", "0"},
-		{"doctor", "--pid", opid, "--pprof-url", url, "--duration", "200ms"},
+		{"doctor", "--pid", opid, "--pprof-url", url, "--duration", "2s"},
 		{"load", url + "/debug/pprof/cmdline", "--watch", opid, "--pprof-url", url, "--rate", "1", "--duration", "1s", "--quiet"},
 	} {
 		var out, errb bytes.Buffer

@@ -163,12 +163,31 @@ func Diagnose(ws []*Window, h *Host, notes []string, all bool) *Report {
 		return cmp.Compare(a.ID, b.ID)
 	})
 	for _, u := range unchecked {
+		u.Why = notedWhy(u, rep.Notes)
 		rep.Unchecked = append(rep.Unchecked, *u)
 	}
 	slices.SortFunc(rep.Unchecked, func(a, b UncheckedRule) int {
 		return cmp.Or(cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Why, b.Why))
 	})
 	return rep
+}
+
+// notedWhy is u's reason, without its pointer to the notes where no note
+// speaks of its processes: a reason never sends the reader to notes that
+// do not exist.
+func notedWhy(u *UncheckedRule, notes []string) string {
+	need, ok := strings.CutSuffix(u.Why, seeNotes)
+	if !ok {
+		return u.Why
+	}
+	for _, n := range notes {
+		for _, pid := range u.PIDs {
+			if strings.HasPrefix(n, fmt.Sprintf("pid %d:", pid)) {
+				return u.Why
+			}
+		}
+	}
+	return need + " (no error was reported: the window may have been too short for it)"
 }
 
 // exitedNotes says which windows' processes exited during the window: one

@@ -193,8 +193,12 @@ func rootWhy(w *Window, why string) string {
 		// Sampling found nothing to sample: no failure, so no note.
 		return need + fmt.Sprintf(": it barely ran in the window (%.2f%% of a core), too little to sample; nothing here needs it", 100*c)
 	}
-	return need + ": the close look ran as root but could not get it (see the notes)"
+	return need + ": the close look ran as root but could not get it" + seeNotes
 }
+
+// seeNotes ends a reason whose cause is in the report's notes; Diagnose
+// drops it where no note speaks of the process.
+const seeNotes = " (see the notes)"
 
 // barelyRanCores is the CPU below which a process gives a close look
 // nothing to sample (an idle server: 0-2 stack samples in a window).
