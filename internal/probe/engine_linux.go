@@ -70,10 +70,12 @@ func newMaps(n int) (*maps, error) {
 
 // program counts a hit of probe cookie, samples its user stack one hit in
 // cfg.every, and counts the value of the register at pt_regs offset
-// cfg.argoff. For a uprobe_multi link (multi) the link filters the
-// target's process; otherwise the program drops hits of any process but
-// tgid.
-func program(m *maps, multi bool, tgid int) (*ebpf.Program, error) {
+// cfg.argoff. It runs for the target's process only: a uprobe_multi link
+// (multi) and a perf event are both attached to its PID, and the kernel
+// runs the program for every thread of that process and no other. The
+// program compares no PID itself: the PID its helpers give is the initial
+// namespace's, which is not gosleuth's inside a container.
+func program(m *maps, multi bool) (*ebpf.Program, error) {
 	// incOrInit adds 1 to mp[key] (a key on the stack at RFP+key), or
 	// creates it at 1 (a value written at RFP+val); then goes on at next.
 	incOrInit := func(mp *ebpf.Map, key, val int16, label, next string) asm.Instructions {
@@ -101,13 +103,6 @@ func program(m *maps, multi bool, tgid int) (*ebpf.Program, error) {
 	insns := asm.Instructions{
 		// R6 = ctx (pt_regs), R7 = the probe's cookie (its index).
 		asm.Mov.Reg(asm.R6, asm.R1),
-	}
-	if !multi {
-		insns = append(insns,
-			asm.FnGetCurrentPidTgid.Call(),
-			asm.RSh.Imm(asm.R0, 32),
-			asm.JNE.Imm(asm.R0, int32(tgid), "exit"),
-		)
 	}
 	insns = append(insns,
 		asm.Mov.Reg(asm.R1, asm.R6),
@@ -219,7 +214,7 @@ type prober struct {
 // Mechanism texts (Result.Mechanism).
 const (
 	mechMulti = "BPF uprobe_multi link (one per target, all threads)"
-	mechPerf  = "BPF on one uprobe perf event per function (every process of the binary, filtered to the target in BPF)"
+	mechPerf  = "BPF on one uprobe perf event per function, attached to the target's PID (all its threads)"
 )
 
 // newProber loads the program for how (Options.Attach). Auto tries a
@@ -228,10 +223,10 @@ const (
 func newProber(t *Target, m *maps, how string) (*prober, error) {
 	p := &prober{t: t, multi: how != AttachPerf, how: how}
 	var err error
-	if p.prog, err = program(m, p.multi, t.PID); err != nil && p.multi && how == AttachAuto {
+	if p.prog, err = program(m, p.multi); err != nil && p.multi && how == AttachAuto {
 		// A kernel without uprobe_multi refuses the attach type itself.
 		p.multi = false
-		p.prog, err = program(m, false, t.PID)
+		p.prog, err = program(m, false)
 	}
 	if err != nil {
 		return nil, err
@@ -267,7 +262,7 @@ func (p *prober) attach(m *maps, pts []Point, ids []int) (*attached, error) {
 			addrs[i] = pts[id].Offset
 			cookies[i] = uint64(id)
 		}
-		l, err := ex.UprobeMulti(nil, p.prog, &link.UprobeMultiOptions{Addresses: addrs, Cookies: cookies, PID: uint32(p.t.PID)})
+		l, err := ex.UprobeMulti(nil, p.prog, &link.UprobeMultiOptions{Addresses: addrs, Cookies: cookies, PID: uint32(p.t.kernelPID)})
 		if err == nil {
 			return &attached{ls: []link.Link{l}}, nil
 		}
@@ -275,7 +270,7 @@ func (p *prober) attach(m *maps, pts []Point, ids []int) (*attached, error) {
 			return nil, wrap(err)
 		}
 		// No uprobe_multi links here: the perf-event program from now on.
-		prog, perr := program(m, false, p.t.PID)
+		prog, perr := program(m, false)
 		if perr != nil {
 			return nil, perr
 		}
@@ -284,8 +279,12 @@ func (p *prober) attach(m *maps, pts []Point, ids []int) (*attached, error) {
 	}
 	a := &attached{}
 	for _, id := range ids {
-		// PID 0: the event covers every process (see AttachPerf).
-		l, err := ex.Uprobe("", p.prog, &link.UprobeOptions{Address: pts[id].Offset, Cookie: uint64(id)})
+		// One event on the target's PID: the kernel's uprobe filter
+		// matches the process's memory, so the program runs for all of
+		// its threads, new ones included, and the breakpoint goes into
+		// no other process of the binary. (Counting with such an event
+		// alone, without BPF, would see its main thread only.)
+		l, err := ex.Uprobe("", p.prog, &link.UprobeOptions{Address: pts[id].Offset, Cookie: uint64(id), PID: p.t.kernelPID})
 		if err != nil {
 			a.close()
 			return nil, wrap(err)
@@ -343,6 +342,11 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 	t, err := Resolve(fs, pid)
 	if err != nil {
 		return nil, err
+	}
+	// The kernel takes PIDs of gosleuth's own namespace; fs may be a
+	// procfs of another (the host's /proc mounted in a container).
+	if t.kernelPID, err = fs.LocalPID(pid); err != nil {
+		return nil, fmt.Errorf("probe: %w", err)
 	}
 	res := &Result{PID: pid, GoVersion: t.GoVersion, Mechanism: "BPF uprobe_multi link (one per target, all threads)"}
 	var pts []Point
@@ -456,7 +460,7 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 	if o.Attached != nil {
 		o.Attached()
 	}
-	res.Seconds = watchWindow(ctx, pid, o, 50*time.Millisecond, res, func() (float64, bool) {
+	res.Seconds = watchWindow(ctx, fs, pid, o, 50*time.Millisecond, res, func() (float64, bool) {
 		if o.Budget <= 0 {
 			return 0, false // no governor: nothing to read until the end
 		}
@@ -513,11 +517,11 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 // it ends at the window's end, when that reaches the budget, when the
 // target exits or when ctx ends, noting why in res. It returns the
 // window's seconds.
-func watchWindow(ctx context.Context, pid int, o Options, every time.Duration, res *Result, spent func() (float64, bool)) float64 {
+func watchWindow(ctx context.Context, fs proc.FS, pid int, o Options, every time.Duration, res *Result, spent func() (float64, bool)) float64 {
 	start := time.Now()
 	end := start.Add(o.Duration)
 	budgetNS := o.Budget * o.Duration.Seconds() * 1e9
-	exited := watchExit(pid)
+	exited := watchExit(fs, pid)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -744,12 +748,12 @@ func readArgs(m *maps, stat map[int]*FuncStat) error {
 	return nil
 }
 
-// watchExit returns a channel closed when pid exits.
-func watchExit(pid int) <-chan struct{} {
+// watchExit returns a channel closed when process pid of fs exits.
+func watchExit(fs proc.FS, pid int) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		for {
-			if err := proc.CheckTarget("", pid); err != nil {
+			if err := proc.CheckTarget(fs.Root(), pid); err != nil {
 				close(done)
 				return
 			}

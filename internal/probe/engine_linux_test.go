@@ -24,8 +24,13 @@ type patient struct {
 // and runs it in mode.
 func startPatient(t *testing.T, buildFlags []string, args ...string) *patient {
 	t.Helper()
-	bin := testbin.BuildWith(t, "./testdata/patient", buildFlags...)
-	cmd := exec.Command(bin, args...)
+	return startCmd(t, exec.Command(testbin.BuildWith(t, "./testdata/patient", buildFlags...), args...))
+}
+
+// startCmd starts a patient's command (the patient itself, or a command
+// that runs it) and waits for it to be ready.
+func startCmd(t *testing.T, cmd *exec.Cmd) *patient {
+	t.Helper()
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -44,6 +49,39 @@ func startPatient(t *testing.T, buildFlags []string, args ...string) *patient {
 		t.Fatalf("patient said %q", l)
 	}
 	return p
+}
+
+// countCalls probes main.hit of process pid of fs with attach, tells the
+// patients to make their calls once attached, and returns what was
+// counted once each has said done. The window ends then (at most a minute
+// on a saturated host): counts are asserted exact, so no call may fall
+// after it.
+func countCalls(t *testing.T, fs proc.FS, pid int, attach string, patients []*patient, done string) *Result {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	said := make(chan string, len(patients))
+	r, err := Run(ctx, fs, pid, []Probe{{Func: "main.hit", Stacks: true, Arg: RAX}},
+		Options{Duration: time.Minute, Budget: -1, Attach: attach, Attached: func() {
+			for _, q := range patients {
+				io.WriteString(q.in, "go\n")
+			}
+			go func() {
+				for _, q := range patients {
+					said <- <-q.lines
+				}
+				cancel()
+			}()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range patients {
+		if l := <-said; l != done {
+			t.Fatalf("patient: %q, want %q", l, done)
+		}
+	}
+	return r
 }
 
 func needProbes(t *testing.T) {
@@ -92,37 +130,11 @@ func TestExactCounts(t *testing.T) {
 			if b.attach != AttachAuto {
 				other = startPatient(t, b.flags, "-mode", "count", "-n", "50000")
 			}
-			// The window ends once every patient has made its calls (at
-			// most a minute on a saturated host): counts are asserted
-			// exact, so no call may fall after it.
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			done := make(chan string, 2)
 			patients := []*patient{p}
 			if other != nil {
 				patients = append(patients, other)
 			}
-			r, err := Run(ctx, proc.NewFS(""), p.cmd.Process.Pid,
-				[]Probe{{Func: "main.hit", Stacks: true, Arg: RAX}},
-				Options{Duration: time.Minute, Budget: -1, Attach: b.attach, Attached: func() {
-					for _, q := range patients {
-						io.WriteString(q.in, "go\n")
-					}
-					go func() {
-						for _, q := range patients {
-							done <- <-q.lines
-						}
-						cancel()
-					}()
-				}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for range patients {
-				if l := <-done; l != "done 200000" {
-					t.Fatalf("patient: %q", l)
-				}
-			}
+			r := countCalls(t, proc.NewFS(""), p.cmd.Process.Pid, b.attach, patients, "done 200000")
 			wantMech := map[string]string{AttachAuto: mechMulti, AttachPerf: mechPerf, AttachTracefs: mechTracefs}[b.attach]
 			if r.Mechanism != wantMech {
 				t.Errorf("mechanism %q, want %q", r.Mechanism, wantMech)

@@ -21,7 +21,12 @@ var ErrOldGo = errors.New("built by a Go before 1.17 (no register ABI)")
 
 // Target is a process's executable, resolved for probing.
 type Target struct {
-	PID int
+	// PID is the process's PID in the procfs it was resolved through;
+	// kernelPID its PID in gosleuth's own PID namespace, which the
+	// kernel's calls take (set by Run).
+	PID       int
+	kernelPID int
+	fs        proc.FS
 	// Exe is the path the kernel is given (ROOT/PID/exe: the inode the
 	// process runs, even when the file was replaced or deleted).
 	Exe       string
@@ -48,7 +53,7 @@ func Resolve(fs proc.FS, pid int) (*Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", pid, err)
 	}
-	t := &Target{PID: pid, Exe: exe, GoVersion: bi.GoVersion, bin: bin, byName: map[string]stacks.Func{}}
+	t := &Target{PID: pid, kernelPID: pid, fs: fs, Exe: exe, GoVersion: bi.GoVersion, bin: bin, byName: map[string]stacks.Func{}}
 	for _, f := range bin.Funcs() {
 		// An ABI0 wrapper shares its function's name: the real one is the
 		// larger.

@@ -124,7 +124,7 @@ func traceAttach(t *Target, pts []Point, ids []int) (tp *traceProbes, err error)
 	if err != nil {
 		return nil, fmt.Errorf("tracefs uprobes: resolve %s: %w", t.Exe, err)
 	}
-	tp = &traceProbes{root: root, group: tracefsGroup(os.Getpid()), tgid: uint32(t.PID), counts: make([]uint64, len(pts))}
+	tp = &traceProbes{root: root, group: tracefsGroup(os.Getpid()), tgid: uint32(t.kernelPID), counts: make([]uint64, len(pts))}
 	defer func() {
 		if err != nil {
 			tp.close()
@@ -178,7 +178,10 @@ func (tp *traceProbes) drain() {
 		id := tp.ids[i]
 		for _, r := range rs {
 			r.Read(func(typ uint32, _ uint16, body []byte) {
-				// PERF_SAMPLE_TID: u32 pid, u32 tid.
+				// PERF_SAMPLE_TID: u32 pid, u32 tid, in the PID
+				// namespace of the event's opener (gosleuth's), where
+				// the target is kernelPID; a process with no PID
+				// there reads 0.
 				if typ == unix.PERF_RECORD_SAMPLE && len(body) >= 8 && binary.NativeEndian.Uint32(body) == tp.tgid {
 					tp.counts[id]++
 				}
@@ -267,7 +270,7 @@ func runTracefs(ctx context.Context, t *Target, pts []Point, stat map[int]*FuncS
 	if o.Attached != nil {
 		o.Attached()
 	}
-	res.Seconds = watchWindow(ctx, t.PID, o, drainEvery, res, func() (float64, bool) {
+	res.Seconds = watchWindow(ctx, t.fs, t.PID, o, drainEvery, res, func() (float64, bool) {
 		tp.drain()
 		spent := 0.0
 		for _, i := range keep {
