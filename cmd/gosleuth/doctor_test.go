@@ -49,7 +49,7 @@ func TestDoctorUsage(t *testing.T) {
 
 func TestDoctorNotFound(t *testing.T) {
 	testenv.Require(t, testenv.Linux)
-	_, stderr, code := runChild(t, os.Args[0], nil, "doctor", "--pid", "536870000", "--duration", "1s")
+	_, stderr, code := runChild(t, os.Args[0], nil, "doctor", "--pid", "536870000", "--duration", "2s")
 	if code != 1 || !strings.Contains(stderr, "536870000") || !strings.Contains(stderr, "not found") {
 		t.Errorf("code %d stderr %q", code, stderr)
 	}
