@@ -147,6 +147,15 @@ func checkGoroutineMemory(w *Window, h *Host) *Finding {
 		{"go_memory_mb", mb(total), "MB (heap marked live by the last GC, and stacks)"},
 		{"share_of_go_memory_pct", pct(float64(held) / float64(total)), "%"},
 	}
+	// How long they have waited, where the runtime recorded it (it
+	// stamps a parked goroutine during a GC cycle).
+	longest := 0.0
+	for _, g := range c.groups {
+		longest = max(longest, g.MaxWait)
+	}
+	if longest > 0 {
+		ev = append(ev, Evidence{"longest_wait_s", round(longest, 1), "s"})
+	}
 	heapText := ""
 	switch {
 	case c.heapBytes > 0:
