@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/gosleuth/gosleuth/internal/goruntime"
 )
@@ -89,7 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			printCommandHelp(stdout, c, fs)
 			return nil
 		}
-		return usageError{err: err, cmd: c.Name}
+		return usageError{err: durationHint(fs, err), cmd: c.Name}
 	}
 	if note := capsNote(c.Name); note != "" {
 		fmt.Fprintln(stderr, "gosleuth: note: "+note)
@@ -170,6 +174,56 @@ func checkURLs(pprofURL, metricsURL string) error {
 			return usagef("%v", err)
 		}
 	}
+	return nil
+}
+
+// badValue matches the flag package's error for a value it could not parse.
+var badValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([\w-]+): `)
+
+// durationHint adds the accepted form to the flag package's error for a
+// duration without its unit (--duration 5): "parse error" alone does not
+// say that 5s was meant.
+func durationHint(fs *flag.FlagSet, err error) error {
+	m := badValue.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	f := fs.Lookup(m[2])
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return err
+	}
+	if _, ok := g.Get().(time.Duration); !ok {
+		return err
+	}
+	if _, perr := strconv.ParseFloat(m[1], 64); perr == nil {
+		return fmt.Errorf("%w: a duration needs its unit (%ss, %sms, %sm)", err, m[1], m[1], m[1])
+	}
+	return fmt.Errorf("%w: want a duration such as 500ms, 10s or 2m", err)
+}
+
+// fractionFlag is a flag that holds a fraction, given as one (0.02) or as
+// a percentage (2%).
+type fractionFlag struct{ v *float64 }
+
+func (f fractionFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return strconv.FormatFloat(*f.v, 'g', -1, 64)
+}
+
+func (f fractionFlag) Set(s string) error {
+	s = strings.TrimSpace(s)
+	pct, isPct := strings.CutSuffix(s, "%")
+	v, err := strconv.ParseFloat(pct, 64)
+	if err != nil || v < 0 {
+		return fmt.Errorf("want a fraction such as 0.02 or a percentage such as 2%%")
+	}
+	if isPct {
+		v /= 100
+	}
+	*f.v = v
 	return nil
 }
 

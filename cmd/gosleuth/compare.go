@@ -98,7 +98,8 @@ written).`,
 			fs.BoolVar(&f.untilDecided, "until-decided", false, "add windows until the --decide metrics are decided or --budget is spent")
 			fs.DurationVar(&f.budget, "budget", 5*time.Minute, "time budget of --until-decided")
 			fs.StringVar(&f.decide, "decide", "", "`metrics` --until-decided waits for (default cpu,wakeups, and p99 under load)")
-			fs.Float64Var(&f.noise, "noise", 0.02, "relative change within which a metric is the same")
+			f.noise = 0.02
+			fs.Var(fractionFlag{&f.noise}, "noise", "relative `change` within which a metric is the same: a fraction (0.02) or a percentage (2%)")
 			fs.Float64Var(&f.alpha, "alpha", 0.05, "significance level after the Holm-Bonferroni correction")
 			fs.StringVar(&f.metricsA, "metrics-url-a", "", "A's Prometheus /metrics `URL` for GC figures (default: gosleuth's agent, if any)")
 			fs.StringVar(&f.metricsB, "metrics-url-b", "", "B's Prometheus /metrics `URL` for GC figures")
