@@ -164,11 +164,29 @@ func CheckWritable(path string) error {
 	}
 	f, err := os.CreateTemp(filepath.Dir(t.path), ".gosleuth-check-*")
 	if err != nil {
-		return fmt.Errorf("cannot write %s: %w", path, err)
+		return fmt.Errorf("cannot write %s: %w", path, createErr(filepath.Dir(t.path), err))
 	}
 	name := f.Name()
 	f.Close()
 	return os.Remove(name)
+}
+
+// createErr is why a file could not be created in dir, without the name
+// of the probe file CheckWritable tried: a directory that exists but
+// answers "no such file" to a create (/proc, /sys) is said to take no new
+// files.
+func createErr(dir string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		if fi, serr := os.Stat(dir); serr == nil && fi.IsDir() {
+			return fmt.Errorf("%s takes no new files (a kernel file system such as /proc or /sys?)", dir)
+		}
+		return fmt.Errorf("directory %s: %w", dir, err)
+	}
+	return err
 }
 
 // CheckDir fails when dir is not an existing directory this user can create

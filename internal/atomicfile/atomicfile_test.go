@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gosleuth/gosleuth/internal/testenv"
@@ -46,8 +47,16 @@ func TestCheckWritable(t *testing.T) {
 	if err := CheckWritable(filepath.Join(dir, "x")); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckWritable(filepath.Join(dir, "missing", "x")); err == nil {
-		t.Fatal("no error for a missing directory")
+	if err := CheckWritable(filepath.Join(dir, "missing", "x")); err == nil || strings.Contains(err.Error(), "gosleuth-check") {
+		t.Fatalf("a missing directory: %v, want an error without the probe file's name", err)
+	}
+	// /proc answers "no such file" to a create in a directory that exists:
+	// the error says the directory takes no files, and names no probe file.
+	if _, serr := os.Stat("/proc/self"); serr == nil {
+		err := CheckWritable("/proc/x")
+		if err == nil || strings.Contains(err.Error(), "gosleuth-check") || !strings.Contains(err.Error(), "/proc takes no new files") {
+			t.Errorf("/proc/x: %v", err)
+		}
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("check left %d files", len(entries))
