@@ -47,7 +47,7 @@ func TestContainerIdentity(t *testing.T) {
 			Container *containerJSON `json:"container"`
 		} `json:"processes"`
 	}
-	out := run("doctor", "--pid", p+","+strconv.Itoa(host), "--duration", "1s", "--format", "json")
+	out := run("doctor", "--pid", p+","+strconv.Itoa(host), "--duration", "1s", "--max-looks", "0", "--format", "json")
 	if err := json.Unmarshal([]byte(out), &d); err != nil || len(d.Processes) != 2 {
 		t.Fatalf("doctor JSON: %v\n%s", err, out)
 	}
@@ -59,7 +59,7 @@ func TestContainerIdentity(t *testing.T) {
 			t.Errorf("doctor JSON of the program on the host: container %+v, want none", pr.Container)
 		}
 	}
-	if out := run("doctor", "--pid", p, "--duration", "1s"); !strings.Contains(out, p+" patient") || !strings.Contains(out, "[container podman "+short+"]") {
+	if out := run("doctor", "--pid", p, "--duration", "1s", "--max-looks", "0"); !strings.Contains(out, p+" patient") || !strings.Contains(out, "[container podman "+short+"]") {
 		t.Errorf("doctor's process line does not name container podman %s:\n%s", short, out)
 	}
 
@@ -91,7 +91,7 @@ func TestContainerIdentity(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &tp); err != nil || len(tp.Processes) != 1 || tp.Processes[0].Container == nil || *tp.Processes[0].Container != want {
 		t.Errorf("top JSON: %v\n%s", err, out)
 	}
-	if out := run("top", "--once", "--interval", "200ms", "--pid", p); !strings.Contains(out, short) {
-		t.Errorf("top's table lacks the short ID %s:\n%s", short, out)
+	if out := run("top", "--once", "--interval", "200ms", "--pid", p); !strings.Contains(out, "["+short+"] ") {
+		t.Errorf("top's table does not tag the command with [%s]:\n%s", short, out)
 	}
 }

@@ -33,7 +33,6 @@ const (
 	ColRunQ
 	ColSyscalls
 	ColGo
-	ColContainer
 	ColCommand
 	numColumns
 )
@@ -63,10 +62,7 @@ var columns = [numColumns]columnInfo{
 	// /proc/PID/io): not every syscall, and named so.
 	ColSyscalls: {"sysc", "RWSC/s", 7, false},
 	ColGo:       {"go", "GO", 7, true},
-	// CONTAINER is the short ID of the container the cgroup path names
-	// (or "pod " and the start of a pod's UID), blank on the host.
-	ColContainer: {"container", "CONTAINER", 12, true},
-	ColCommand:   {"command", "COMMAND", 0, true},
+	ColCommand:  {"command", "COMMAND", 0, true},
 }
 
 // ParseColumn returns the column named by a --sort value.
@@ -270,7 +266,7 @@ func (v *View) compareRows(a, b Row) int {
 	var c int
 	desc := true
 	switch v.Sort {
-	case ColUser, ColCommand, ColGo, ColState, ColContainer:
+	case ColUser, ColCommand, ColGo, ColState:
 		c = cmp.Compare(v.text(a, v.Sort), v.text(b, v.Sort))
 		desc = false
 	case ColPID:
@@ -406,15 +402,6 @@ func (v *View) text(r Row, c Column) string {
 			return "-"
 		}
 		return strings.TrimPrefix(p.GoVersion, "go")
-	case ColContainer:
-		c := v.Container(p)
-		switch {
-		case r.Task != nil || c == nil:
-			return ""
-		case c.ID == "":
-			return "pod " + c.PodUID[:min(len(c.PodUID), 8)]
-		}
-		return c.ShortID()
 	case ColCommand:
 		// Any user names their process and writes its command line.
 		if r.Task != nil {
@@ -428,9 +415,23 @@ func (v *View) text(r Row, c Column) string {
 		default:
 			cmd = "[" + p.Comm + "]"
 		}
-		return r.Prefix + termsafe.String(cmd)
+		return r.Prefix + containerTag(v.Container(p)) + termsafe.String(cmd)
 	}
 	return ""
+}
+
+// containerTag goes before a containerised process's command: the
+// container's short ID ("[ed94a9f30d54] "), or "pod" and the start of a pod's
+// UID where the path names a pod only; "" on the host. A tag rather than a
+// column: the table stays within 120 columns of terminal.
+func containerTag(c *proc.Container) string {
+	switch {
+	case c == nil:
+		return ""
+	case c.ID == "":
+		return "[pod " + c.PodUID[:min(len(c.PodUID), 8)] + "] "
+	}
+	return "[" + c.ShortID() + "] "
 }
 
 func (v *View) userName(uid uint32) string {

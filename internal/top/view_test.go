@@ -257,30 +257,30 @@ func TestTableGolden(t *testing.T) {
 	golden.Check(t, "table.txt", []byte(b.String()))
 }
 
-// TestContainerColumn: the CONTAINER cell is the short ID the cgroup path
-// names (a pod's UID start when it names a pod only), blank on the host
-// and on thread rows, and the filter finds a process by its container's
-// runtime or ID.
-func TestContainerColumn(t *testing.T) {
+// TestContainerTag: a containerised process's command starts with the
+// short ID its cgroup path names (a pod's UID start when it names a pod
+// only); nothing on the host or on thread rows; the filter finds a process
+// by its container's runtime or ID.
+func TestContainerTag(t *testing.T) {
 	const id = "ed94a9f30d54ddbceffbcd03163966df878a2887f82ffc9cee52ff87dc668e1f"
 	for _, tt := range []struct {
 		cgroup, cell string
 		filter       string
 		match        bool
 	}{
-		{"/libpod_parent/libpod-" + id, "ed94a9f30d54", "podman", true},
-		{"/system.slice/docker-" + id + ".scope", "ed94a9f30d54", "ED94A9", true},
-		{"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod7a1c9e2f_4b3d.slice", "pod 7a1c9e2f", "besteffort", true},
-		{"/system.slice/ssh.service", "", "podman", false},
-		{"", "", "docker", false},
+		{"/libpod_parent/libpod-" + id, "[ed94a9f30d54] /app -v", "podman", true},
+		{"/system.slice/docker-" + id + ".scope", "[ed94a9f30d54] /app -v", "ED94A9", true},
+		{"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod7a1c9e2f_4b3d.slice", "[pod 7a1c9e2f] /app -v", "besteffort", true},
+		{"/system.slice/ssh.service", "/app -v", "podman", false},
+		{"", "/app -v", "docker", false},
 	} {
 		v := View{Filter: tt.filter}
-		p := &proc.Proc{PID: 7, Comm: "app", Cgroup: tt.cgroup}
-		if got := v.text(Row{Proc: p}, ColContainer); got != tt.cell {
+		p := &proc.Proc{PID: 7, Comm: "app", Cmdline: "/app -v", Cgroup: tt.cgroup}
+		if got := v.text(Row{Proc: p}, ColCommand); got != tt.cell {
 			t.Errorf("%q: cell %q, want %q", tt.cgroup, got, tt.cell)
 		}
-		if got := v.text(Row{Proc: p, Task: &proc.Task{TID: 8}}, ColContainer); got != "" {
-			t.Errorf("%q: thread row's cell %q, want blank", tt.cgroup, got)
+		if got := v.text(Row{Proc: p, Task: &proc.Task{TID: 8, Comm: "worker"}}, ColCommand); got != "worker" {
+			t.Errorf("%q: thread row's cell %q, want worker", tt.cgroup, got)
 		}
 		if got := v.match(p); got != tt.match {
 			t.Errorf("%q: filter %q matches %v, want %v", tt.cgroup, tt.filter, got, tt.match)
