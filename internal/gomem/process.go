@@ -201,12 +201,16 @@ func learnExe(im *stacks.Image, exe string) *exeInfo {
 		info.err = fmt.Errorf("%s executable: the runtime reader reads amd64 programs only", im.Machine())
 		return info
 	}
-	l, derr := dwarfLayout(exe)
-	if derr != nil {
-		var terr error
-		l, terr = tableLayout(bi.GoVersion)
-		if terr != nil {
-			info.err = fmt.Errorf("%w: %v, and %v", ErrUnknownRelease, derr, terr)
+	// The tables first: they are checked against each release's DWARF by
+	// the tests, and a large binary's DWARF costs far more to read (caddy's
+	// took 0.87 s and 171 MB). DWARF covers what no table does (a release
+	// newer than the tables, a development build).
+	l, terr := tableLayout(bi.GoVersion)
+	if terr != nil {
+		var derr error
+		l, derr = dwarfLayout(exe)
+		if derr != nil {
+			info.err = fmt.Errorf("%w: %v, and %v", ErrUnknownRelease, terr, derr)
 			return info
 		}
 	}
