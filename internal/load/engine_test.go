@@ -180,7 +180,12 @@ func TestRateAccuracy(t *testing.T) {
 		s := rep.Steps[0]
 		got := n.Load()
 		t.Logf("achieved %.1f/s, server saw %d, lag %+v pacer %+v valid %v %v", s.AchievedRate, got, s.Lag, s.PacerLag, s.Valid, s.Invalid)
-		if s.AchievedRate > 1.01*rate || got > 3010 {
+		// The generator reads the measured window's edges by its own
+		// clock: when it runs late they move by up to its lag, and the
+		// rate it computes can pass the target by the requests of that
+		// lag; the server's count cannot pass it.
+		over := 0.01*rate + rate*max(s.Lag.Max, s.PacerLag.Max)/1e3/max(s.Seconds, 1e-9)
+		if s.AchievedRate > rate+over || got > 3010 {
 			t.Fatalf("achieved %.1f/s, server received %d: above the target rate (%d/s for 3 s)", s.AchievedRate, got, rate)
 		}
 		var sum int64
