@@ -132,6 +132,15 @@ func isLockFrame(fn string) bool {
 		strings.Contains(fn, ".runtime_Semacquire") || strings.Contains(fn, ".runtime_Semrelease")
 }
 
+// waitGroupStack reports a stack in sync.WaitGroup's Wait or Done: they
+// park and wake on the same semaphores as a mutex's slow path, but waiting
+// for others' work to finish is not contention for a lock.
+func waitGroupStack(frames []stacks.SymFrame) bool {
+	return slices.ContainsFunc(frames, func(f stacks.SymFrame) bool {
+		return !f.Kernel && (strings.Contains(f.Func, "runtime_SemacquireWaitGroup") || strings.HasPrefix(f.Func, "sync.(*WaitGroup)."))
+	})
+}
+
 // firstCaller returns the first user frame, leaf first, that is not in
 // runtime or utility code, "" if none.
 func firstCaller(frames []stacks.SymFrame) string {
@@ -318,7 +327,7 @@ func summarizeStacks(p *stacks.Profile) *Stacks {
 			s.Classes[ClassUserCode] += n
 		}
 		for _, f := range st.Frames {
-			if !f.Kernel && isLockFrame(f.Func) {
+			if !f.Kernel && isLockFrame(f.Func) && !waitGroupStack(st.Frames) {
 				s.Classes[ClassLock] += n
 				addCaller(ClassLock, firstCaller(st.Frames), n)
 				addSite(ClassLock, st.Frames, n)
