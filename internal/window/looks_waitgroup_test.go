@@ -22,7 +22,7 @@ func TestWaitGroupIsNotALock(t *testing.T) {
 	} {
 		var fs []stacks.SymFrame
 		for _, f := range tt.frames {
-			fs = append(fs, stacks.SymFrame{Func: f})
+			fs = append(fs, stacks.SymFrame{Frame: stacks.Frame{Func: f}})
 		}
 		lock := false
 		for _, f := range fs {
