@@ -231,11 +231,16 @@ func (r *Report) writeWindow(w io.Writer) {
 		missing = append(missing, "goroutines")
 	}
 	if k.Has(goruntime.KnownThreads) || k.Has(goruntime.KnownGOMAXPROCS) {
-		th := "?"
+		th := "? threads"
 		if k.Has(goruntime.KnownThreads) {
-			th = fmt.Sprint(win.Threads)
+			th = fmt.Sprintf("%d threads", win.Threads)
 			if r.Source != "agent" && !k.Has(goruntime.KnownGoroutineStates) {
-				th += " created"
+				// The runtime counts the threads it created, some of
+				// which may have exited: /proc says how many live.
+				th = fmt.Sprintf("%d threads created since start", win.Threads)
+				if r.Proc != nil {
+					th += fmt.Sprintf(" (%d live)", r.Proc.Threads)
+				}
 			}
 		}
 		gm := "?"
@@ -245,7 +250,7 @@ func (r *Report) writeWindow(w io.Writer) {
 		case r.Facts.GOMAXPROCS > 0:
 			gm = fmt.Sprintf("%d (discovered)", r.Facts.GOMAXPROCS)
 		}
-		fmt.Fprintf(w, "threads\t%s threads vs GOMAXPROCS %s vs %d allowed CPUs\n", th, gm, r.Facts.AllowedCPUs)
+		fmt.Fprintf(w, "threads\t%s vs GOMAXPROCS %s vs %d allowed CPUs\n", th, gm, r.Facts.AllowedCPUs)
 	}
 	if k.Has(goruntime.KnownGCCycles) {
 		g := fmt.Sprintf("%d cycles, %.2f/s", win.GCCycles, win.GCCyclesPerSec)
@@ -377,7 +382,8 @@ func num(v float64) string {
 		return fmt.Sprintf("%.3gM", v/1e6)
 	case v >= 1e4:
 		return fmt.Sprintf("%.3gk", v/1e3)
-	case v == math.Trunc(v):
+	case v >= 100 || v == math.Trunc(v):
+		// %.3g would print 5400.5 as 5.4e+03.
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.3g", v)

@@ -46,3 +46,36 @@ func TestReportGolden(t *testing.T) {
 	golden.Check(t, "report.txt", txt.Bytes())
 	golden.Check(t, "report.json", js.Bytes())
 }
+
+// TestNum: counts and rates print compactly and never in e notation
+// (5,400 objects a second once read "5.4e+03").
+func TestNum(t *testing.T) {
+	for _, tt := range []struct {
+		v    float64
+		want string
+	}{
+		{0, "0"}, {0.25, "0.25"}, {12.34, "12.3"}, {100.4, "100"}, {5400.5, "5400"}, {9999.9, "10000"},
+		{27300, "27.3k"}, {2.5e6, "2.5M"}, {3e9, "3G"},
+	} {
+		if got := num(tt.v); got != tt.want {
+			t.Errorf("num(%v) = %q, want %q", tt.v, got, tt.want)
+		}
+	}
+}
+
+// TestThreadsCreated: from a source that counts the threads the runtime
+// created (pprof's threadcreate, client_golang), the line says so and
+// gives the live count from /proc beside it, not "6 created" above
+// "/proc ... 5 threads" with nothing to tell them apart.
+func TestThreadsCreated(t *testing.T) {
+	r := fakeReport()
+	r.Source = "pprof"
+	r.Window.Threads, r.Proc.Threads = 6, 5
+	var txt bytes.Buffer
+	if err := r.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	if want := "6 threads created since start (5 live) vs GOMAXPROCS 2"; !bytes.Contains(txt.Bytes(), []byte(want)) {
+		t.Errorf("no %q in:\n%s", want, txt.String())
+	}
+}
