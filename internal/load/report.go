@@ -61,9 +61,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, s := range r.Steps {
 		watch = watch || s.Target != nil
 	}
-	hdrs := "step\tphase\ttarget/s\tachieved/s\tp50\tp90\tp99\tp99.9\tmax\tunc p99\terrors\tlag p99\tconns\tgen cpu\t"
+	// CPU is in % of a core, as every other command prints it (JSON keeps
+	// cores).
+	hdrs := "step\tphase\ttarget/s\tachieved/s\tp50\tp90\tp99\tp99.9\tmax\tunc p99\terrors\tlag p99\tconns\tgen cpu%\t"
 	if watch {
-		hdrs += "tgt usr\ttgt sys\ttgt rss\tthr\tcs/s\t"
+		hdrs += "tgt usr%\ttgt sys%\ttgt rss\tthr\tcs/s\t"
 	}
 	if r.SLA != nil || (len(r.Steps) > 0 && r.Steps[0].SLA != nil) {
 		hdrs += "sla\t"
@@ -71,12 +73,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintln(tw, hdrs+"valid\t")
 	for _, s := range r.Steps {
 		l := s.Latency
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%.2f\t", s.Index, s.Phase,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%.1f\t", s.Index, s.Phase,
 			fmtRate(s.TargetRate), s.AchievedRate, fmtMS(l.P50), fmtMS(l.P90), fmtMS(l.P99), fmtMS(l.P999),
-			fmtMS(l.Max), fmtMS(s.Uncorrected.P99), s.Errors, fmtMS(s.Lag.P99), s.MaxConnections, s.GenCPU)
+			fmtMS(l.Max), fmtMS(s.Uncorrected.P99), s.Errors, fmtMS(s.Lag.P99), s.MaxConnections, 100*s.GenCPU)
 		if watch {
 			if t := s.Target; t != nil {
-				fmt.Fprintf(tw, "%.2f\t%.2f\t%s\t%d\t%.0f\t", t.CPUUser, t.CPUSys, units.Bytes(t.RSSMaxBytes), t.MaxThreads,
+				fmt.Fprintf(tw, "%.1f\t%.1f\t%s\t%d\t%.0f\t", 100*t.CPUUser, 100*t.CPUSys, units.Bytes(t.RSSMaxBytes), t.MaxThreads,
 					t.VolCtxsw+t.InvolCtxsw)
 			} else {
 				fmt.Fprint(tw, "-\t-\t-\t-\t-\t")
@@ -117,8 +119,13 @@ func (r *Report) WriteText(w io.Writer) error {
 	if s := r.SLA; s != nil {
 		fmt.Fprintf(&b, "\nSLA %s: ", s.SLA)
 		if s.Found {
-			fmt.Fprintf(&b, "max rate %.0f/s (repeats %v, spread %.0f-%.0f); ramp passed at %g, failed at %g",
-				s.MaxRate, s.Repeats, s.Min, s.Max, s.LastPass, s.FirstFail)
+			fmt.Fprintf(&b, "max rate %.0f/s (repeats %v, spread %.0f-%.0f); ramp passed at %g",
+				s.MaxRate, s.Repeats, s.Min, s.Max, s.LastPass)
+			if s.FirstFail > 0 {
+				fmt.Fprintf(&b, ", failed at %g", s.FirstFail)
+			} else {
+				b.WriteString(", no rate of the ramp failed")
+			}
 			if s.FailReason != "" {
 				fmt.Fprintf(&b, " (%s)", s.FailReason)
 			}

@@ -45,3 +45,17 @@ func TestReportGolden(t *testing.T) {
 	golden.Check(t, "report.txt", text.Bytes())
 	golden.Check(t, "series.csv", csv.Bytes())
 }
+
+// TestSearchWithoutFailure: a search whose ramp never failed says so, not
+// "failed at 0".
+func TestSearchWithoutFailure(t *testing.T) {
+	r := goldenLoadReport()
+	r.SLA = &SearchResult{SLA: "p99<=15ms", Found: true, MaxRate: 400, Min: 400, Max: 400, Repeats: []float64{400}, LastPass: 400}
+	var text bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if s := text.String(); bytes.Contains(text.Bytes(), []byte("failed at 0")) || !bytes.Contains(text.Bytes(), []byte("ramp passed at 400, no rate of the ramp failed")) {
+		t.Errorf("report:\n%s", s)
+	}
+}
