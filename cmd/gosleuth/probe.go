@@ -185,6 +185,13 @@ func runProbe(ctx context.Context, f *probeFlags, args []string, stdout, stderr 
 		return errors.New("probe needs root (entry uprobes need CAP_PERFMON and CAP_BPF)")
 	}
 	res, err := probe.Run(ctx, proc.NewFS(f.procRoot), f.pid, probes, probe.Options{Duration: f.duration, Budget: budget, Attach: attach})
+	if errors.Is(err, probe.ErrAbsent) {
+		names := make([]string, len(probes))
+		for i, p := range probes {
+			names[i] = p.Func
+		}
+		return fmt.Errorf("probe process %d: %s: %w", f.pid, strings.Join(names, ", "), probe.ErrAbsent)
+	}
 	if err != nil {
 		return fmt.Errorf("probe process %d: %w", f.pid, err)
 	}
@@ -209,6 +216,19 @@ func runProbe(ctx context.Context, f *probeFlags, args []string, stdout, stderr 
 	return write(stdout)
 }
 
+// probeKind says how a probe ran and what each call cost the target:
+// the kernel emulates a probe on a PUSHQ BP and single-steps any other
+// instruction out of line (docs/probe.md, Cost).
+func probeKind(kind string) string {
+	switch kind {
+	case probe.Emulated.String():
+		return "emulated probe, about 0.9 µs a call"
+	case probe.SingleStepped.String():
+		return "single-stepped probe, about 10 µs a call"
+	}
+	return kind
+}
+
 // writeProbeText writes the result like perf report's caller view: each
 // function, its calls, then its callers by share with their stacks.
 func writeProbeText(w io.Writer, r *probe.Result, recipes []probe.Recipe, answers map[string][]string) error {
@@ -217,10 +237,11 @@ func writeProbeText(w io.Writer, r *probe.Result, recipes []probe.Recipe, answer
 	fmt.Fprintf(&b, "attach %.1f ms, detach %.1f ms; estimated cost %.2f%% of a CPU\n\n", r.AttachMS, r.DetachMS, 100*r.CostCPU)
 	for _, f := range r.Funcs {
 		if f.Skipped != "" {
-			fmt.Fprintf(&b, "%s: %s\n\n", f.Func, f.Skipped)
+			// The reason may already start with the function's name.
+			fmt.Fprintf(&b, "%s: %s\n\n", f.Func, strings.TrimPrefix(f.Skipped, f.Func+": "))
 			continue
 		}
-		fmt.Fprintf(&b, "%s  %d calls, %.0f/s  [%s", f.Func, f.Count, f.PerSec, f.Kind)
+		fmt.Fprintf(&b, "%s  %d calls, %.0f/s  [%s", f.Func, f.Count, f.PerSec, probeKind(f.Kind))
 		if f.Symbol != f.Func {
 			fmt.Fprintf(&b, ", as %s", f.Symbol)
 		}

@@ -85,3 +85,22 @@ func TestProbeTextTooHot(t *testing.T) {
 		t.Errorf("output:\n%s", out)
 	}
 }
+
+// TestProbeTextWords: a function skipped for its absence is named once
+// ("time.Sleep: not in the binary", not "time.Sleep: time.Sleep: ..."),
+// and a probe's kind says what a call costs.
+func TestProbeTextWords(t *testing.T) {
+	res := &probe.Result{PID: 1, Seconds: 2, Funcs: []probe.FuncStat{
+		{Func: "time.Sleep", Skipped: "time.Sleep: " + probe.ErrAbsent.Error()},
+		{Func: "main.work", Symbol: "main.work", Kind: probe.Emulated.String(), Count: 10, PerSec: 5},
+	}}
+	var b bytes.Buffer
+	if err := writeProbeText(&b, res, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.Contains(out, "time.Sleep: time.Sleep") || !strings.Contains(out, "time.Sleep: not in the binary") ||
+		!strings.Contains(out, "[emulated probe, about 0.9 µs a call]") {
+		t.Errorf("output:\n%s", out)
+	}
+}
