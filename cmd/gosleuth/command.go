@@ -78,6 +78,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "-h", "-help", "--help":
 		printUsage(stdout)
 		return nil
+	case "-v", "-version", "--version":
+		_, err := fmt.Fprintln(stdout, versionString())
+		return err
 	}
 	c := lookup(name)
 	if c == nil {
@@ -100,7 +103,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	err := runFn(ctx, fs.Args(), stdout, stderr)
 	var u usageError
-	if errors.As(err, &u) && u.cmd == "" {
+	// help's own errors point to "gosleuth help" already.
+	if errors.As(err, &u) && u.cmd == "" && c.Name != "help" {
 		u.cmd = c.Name
 		return u
 	}

@@ -45,6 +45,8 @@ func TestRunCommands(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
 		{"version", []string{"version"}, 0, "gosleuth ", ""},
 		{"version with args", []string{"version", "x"}, 2, "", "no arguments"},
+		{"--version", []string{"--version"}, 0, "gosleuth ", ""},
+		{"-v", []string{"-v"}, 0, "gosleuth ", ""},
 		{"top bad flag", []string{"top", "--bogus"}, 2, "", "flag provided but not defined"},
 		{"top bad interval", []string{"top", "--interval", "1ms"}, 2, "", "at least 100ms"},
 		{"top malformed interval", []string{"top", "--interval", "soon"}, 2, "", "invalid value"},
@@ -230,5 +232,15 @@ func TestOneMessagePerCondition(t *testing.T) {
 				t.Errorf("%s --pid %s: exit %d, stderr %q, want %q", args[0], tc.pid, code, stderr.String(), tc.want)
 			}
 		}
+	}
+}
+
+// TestHelpUnknownOneLine: "help nosuch" is one line pointing to the list,
+// not a second line pointing to "gosleuth help help".
+func TestHelpUnknownOneLine(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := exitCode(run(context.Background(), []string{"help", "nosuch"}, &stdout, &stderr), &stderr)
+	if want := "gosleuth: unknown command \"nosuch\": run 'gosleuth help' for the list\n"; code != 2 || stderr.String() != want {
+		t.Errorf("exit %d, stderr %q, want %q", code, stderr.String(), want)
 	}
 }
