@@ -346,7 +346,7 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 	// The kernel takes PIDs of gosleuth's own namespace; fs may be a
 	// procfs of another (the host's /proc mounted in a container).
 	if t.kernelPID, err = fs.LocalPID(pid); err != nil {
-		return nil, fmt.Errorf("probe: %w", err)
+		return nil, err // it names the process and the namespace
 	}
 	res := &Result{PID: pid, GoVersion: t.GoVersion, Mechanism: "BPF uprobe_multi link (one per target, all threads)"}
 	var pts []Point

@@ -120,3 +120,30 @@ func expectExact(t *testing.T, attach string, r *Result) {
 		t.Errorf("%s: mechanism %q, want %q", attach, r.Mechanism, m)
 	}
 }
+
+// TestOtherMountNamespace: a patient whose executable's path exists only
+// in its own mount namespace (a container's, in effect: here a tmpfs
+// mounted in an unshare --mount) is counted exactly by every mechanism;
+// tracefs's definition once named the path /proc/PID/exe points to, and
+// failed with "no such file or directory" for any containerised program.
+func TestOtherMountNamespace(t *testing.T) {
+	needProbes(t)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Fatalf("unshare (util-linux) not found: %v", err)
+	}
+	bin := testbin.BuildWith(t, "./testdata/patient", "-ldflags=-s -w")
+	dir := t.TempDir()
+	script := `mount -t tmpfs gosleuth-test "$1" && cp "$2" "$1/patient" && exec "$1/patient" -mode count -n ` + nsCalls
+	for _, attach := range []string{AttachTracefs, AttachAuto, AttachPerf} {
+		p := startCmd(t, exec.Command(unshare, "--mount", "--fork", "--kill-child", "sh", "-c", script, "sh", dir, bin))
+		pid := childOf(t, "/proc", p.cmd.Process.Pid)
+		if exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); exe != dir+"/patient" {
+			t.Fatalf("the patient runs %q, want %s/patient", exe, dir)
+		}
+		if _, err := os.Stat(dir + "/patient"); err == nil {
+			t.Fatalf("%s/patient is visible outside the patient's mount namespace", dir)
+		}
+		expectExact(t, attach, countCalls(t, proc.NewFS(""), pid, attach, []*patient{p}, nsDone))
+	}
+}

@@ -120,10 +120,13 @@ func traceAttach(t *Target, pts []Point, ids []int) (tp *traceProbes, err error)
 	if _, err := janitor(root); err != nil {
 		return nil, err
 	}
-	exe, err := filepath.EvalSymlinks(t.Exe)
-	if err != nil {
-		return nil, fmt.Errorf("tracefs uprobes: resolve %s: %w", t.Exe, err)
-	}
+	// The definition names ROOT/PID/exe itself: the kernel follows the
+	// magic link to the inode the process runs. The path it points to is
+	// the target's, which gosleuth's mount namespace may not have (a
+	// program in a container) or which may be gone (a binary replaced
+	// or deleted since it started); it may also hold a space, which ends
+	// a definition's path.
+	exe := t.Exe
 	tp = &traceProbes{root: root, group: tracefsGroup(os.Getpid()), tgid: uint32(t.kernelPID), counts: make([]uint64, len(pts))}
 	defer func() {
 		if err != nil {
