@@ -116,7 +116,7 @@ written).`,
 				for len(args) > 0 {
 					if strings.HasPrefix(args[0], "-") && len(args[0]) > 1 {
 						if err := fs.Parse(args); err != nil {
-							return usageError{err: err}
+							return usageError{err: durationHint(fs, err)}
 						}
 						args = fs.Args()
 						continue
@@ -127,6 +127,16 @@ written).`,
 				cfg, err := f.config(pos, stderr)
 				if err != nil {
 					return err
+				}
+				for _, s := range []struct {
+					pid int
+					url string
+				}{{f.pidA, f.metricsA}, {f.pidB, f.metricsB}} {
+					if s.pid > 0 {
+						if err := checkURLOwners(stderr, f.procRoot, s.pid, s.url); err != nil {
+							return fmt.Errorf("compare: %w", err)
+						}
+					}
 				}
 				return runCompare(ctx, f, cfg, stdout)
 			}

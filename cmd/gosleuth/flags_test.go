@@ -59,7 +59,7 @@ var otherTools = []string{"c"}
 // outside tests) is some command's: a hint never names a flag that does
 // not exist (load once said "give --pprof or --metrics").
 func TestNamedFlagsExist(t *testing.T) {
-	known := map[string]bool{"help": true}
+	known := map[string]bool{"help": true, "version": true}
 	for _, c := range commands {
 		fs := commandFlags(c)
 		fs.VisitAll(func(f *flag.Flag) { known[f.Name] = true })

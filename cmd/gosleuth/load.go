@@ -123,7 +123,7 @@ func runLoad(ctx context.Context, fs *flag.FlagSet, f *loadFlags, args []string,
 	// Flags may follow the URL: parse what comes after it.
 	for len(args) > 1 && strings.HasPrefix(args[1], "-") {
 		if err := fs.Parse(args[1:]); err != nil {
-			return usageError{err: err}
+			return usageError{err: durationHint(fs, err)}
 		}
 		args = append(args[:1], fs.Args()...)
 	}

@@ -24,6 +24,7 @@ func testURLOwner(t *testing.T, bin string) {
 		{"inspect", "--pid", opid, "--metrics-url", url + "/metrics", "--duration", "200ms", "--groups", "0"},
 		{"doctor", "--pid", opid, "--pprof-url", url, "--duration", "2s"},
 		{"load", url + "/debug/pprof/cmdline", "--watch", opid, "--pprof-url", url, "--rate", "1", "--duration", "1s", "--quiet"},
+		{"compare", "--pid-a", opid, "--pid-b", spid, "--metrics-url-a", url + "/metrics", "--windows", "2", "--window", "1s"},
 	} {
 		var out, errb bytes.Buffer
 		err := run(context.Background(), args, &out, &errb)
