@@ -127,8 +127,21 @@ func runDoctor(ctx context.Context, f *doctorFlags, args []string, stdout, stder
 		cfg.Progress = func(s string) { fmt.Fprintf(stderr, "\r\x1b[K%s", termsafe.String(s)) }
 	}
 	// The processes named get their close looks from the start of the
-	// window: their CPU is measured first, with nothing attached.
+	// window: their CPU is measured first, with nothing attached. On the
+	// whole host, the processes triage picks have their windows up to
+	// then, before any look.
 	var quiet map[int]*window.Window
+	if len(f.pids) == 0 && cfg.Looks != nil {
+		cfg.Triage = func(cands []*window.Window, h *window.Host, n int) []*window.Window {
+			chosen := doctor.Triage(cands, h, n)
+			quiet = map[int]*window.Window{}
+			for _, w := range chosen {
+				c := *w
+				quiet[w.PID] = &c
+			}
+			return chosen
+		}
+	}
 	if len(f.pids) > 0 && cfg.Looks != nil {
 		span := quietSpan(f.duration)
 		if cfg.Progress != nil {
