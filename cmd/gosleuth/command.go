@@ -186,7 +186,7 @@ var badValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([\w-]+): `)
 
 // durationHint adds the accepted form to the flag package's error for a
 // duration without its unit (--duration 5): "parse error" alone does not
-// say that 5s was meant.
+// say that 5s was meant; and for a list given to a flag of one PID.
 func durationHint(fs *flag.FlagSet, err error) error {
 	m := badValue.FindStringSubmatch(err.Error())
 	if m == nil {
@@ -196,6 +196,9 @@ func durationHint(fs *flag.FlagSet, err error) error {
 	g, ok := f.Value.(flag.Getter)
 	if !ok {
 		return err
+	}
+	if _, isInt := g.Get().(int); isInt && strings.HasPrefix(f.Name, "pid") {
+		return fmt.Errorf("%w: --%s takes one PID", err, f.Name)
 	}
 	if _, ok := g.Get().(time.Duration); !ok {
 		return err

@@ -57,6 +57,7 @@ func TestRunCommands(t *testing.T) {
 		{"top stray argument", []string{"top", "1234"}, 2, "", "takes no arguments"},
 		{"duration without its unit", []string{"top", "--interval", "5"}, 2, "", "a duration needs its unit (5s, 5ms, 5m)"},
 		{"duration malformed", []string{"doctor", "--duration", "soon"}, 2, "", "want a duration such as 500ms, 10s or 2m"},
+		{"pids to one pid", []string{"inspect", "--pid", "1,2"}, 2, "", "--pid takes one PID"},
 		{"noise as a percentage", []string{"compare", "--noise", "2%"}, 2, "", "compare takes two commands"},
 		{"noise malformed", []string{"compare", "--noise", "2x"}, 2, "", "want a fraction such as 0.02 or a percentage such as 2%"},
 	}
