@@ -104,3 +104,17 @@ func TestProbeTextWords(t *testing.T) {
 		t.Errorf("output:\n%s", out)
 	}
 }
+
+// TestRecipesDocumented: docs/probe.md names every recipe, in its flag
+// table and in its prose.
+func TestRecipesDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/probe.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range probe.RecipeNames() {
+		if n := strings.Count(string(doc), "`"+name+"`"); n < 2 {
+			t.Errorf("docs/probe.md names recipe %s %d times, want it in the flag table and the recipes' prose", name, n)
+		}
+	}
+}
