@@ -122,6 +122,15 @@ func TestCensusMatchesGoroutineProfile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Counts only: the same totals from sched.ngsys, without
+			// the function table.
+			cc, err := p.Census(CensusOptions{Counts: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cc.Total != c.Total || len(cc.Groups) != 0 {
+				t.Errorf("counts only: %d goroutines, %d groups; the census: %d", cc.Total, len(cc.Groups), c.Total)
+			}
 			theirs := debug1Counts(t, get(t, "http://"+addr+"/debug/pprof/goroutine?debug=1"))
 			ours := map[string]int{}
 			for _, s := range c.Stacks {

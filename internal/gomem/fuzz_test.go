@@ -43,7 +43,7 @@ func fakeProcess(t testing.TB, img []byte) *Process {
 		g[k] = fakeBase + v
 	}
 	mem := fakeMem{fakeBase: buf}
-	return &Process{PID: 1, GoVersion: "go1.26", Layout: l, Located: "fake", globals: g,
+	return &Process{PID: 1, GoVersion: "go1.26", Layout: l, Located: "fake", globals: g, noBin: true,
 		mem: newMem(1, mem.regions(), mem)}
 }
 

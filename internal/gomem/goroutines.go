@@ -113,6 +113,10 @@ type CensusOptions struct {
 	// of 4,096; negative: none). Beyond it goroutines are still counted
 	// and grouped by start function and creation site.
 	Unwind int
+	// Counts takes counts only: goroutines by state, stack bytes, created,
+	// and the runtime's own goroutines from sched.ngsys; no groups, no
+	// names, no stacks, and no need of the executable's function table.
+	Counts bool
 }
 
 // gFields are the offsets of the g fields a census reads.
@@ -225,7 +229,11 @@ func (p *Process) Census(opts CensusOptions) (*Census, error) {
 	if unwind == 0 {
 		unwind = defaultUnwind
 	}
+	if opts.Counts {
+		unwind = -1
+	}
 	g := p.newGrouper(c, monotonicNow(), max(unwind, 0))
+	g.counts = opts.Counts
 	unreadable, err := p.readGs(ptrs, f.size, func(b []byte) {
 		u64 := func(o uint64) uint64 { return binary.LittleEndian.Uint64(b[o:]) }
 		r := gRec{
@@ -249,6 +257,13 @@ func (p *Process) Census(opts CensusOptions) (*Census, error) {
 	}
 	if g.overflow > 0 {
 		c.Notes = append(c.Notes, fmt.Sprintf("%d goroutines beyond %d groups counted in the last group", g.overflow, maxGroups))
+	}
+	if opts.Counts {
+		if n, err := p.systemGoroutines(); err == nil {
+			c.System = min(n, c.Total)
+		} else {
+			c.Notes = append(c.Notes, "the runtime's own goroutines: "+err.Error())
+		}
 	}
 	if created, err := p.created(); err == nil {
 		c.Created, c.CreatedKnown = created, true
@@ -294,6 +309,7 @@ type grouper struct {
 	states   map[uint32]int // by status<<8 | reason
 	limit    int
 	overflow int
+	counts   bool // no groups (CensusOptions.Counts)
 }
 
 func (p *Process) newGrouper(c *Census, now int64, limit int) *grouper {
@@ -351,6 +367,9 @@ func (g *grouper) add(r gRec) {
 		stack = r.hi - r.lo
 	}
 	c.StackBytes += stack
+	if g.counts {
+		return
+	}
 	k := groupKey{r.startpc, r.gopc, r.status, r.reason}
 	gi, ok := g.idx[k]
 	if !ok {
@@ -523,17 +542,18 @@ func (p *Process) readGsOneByOne(ptrs []uint64, size uint64, fn func([]byte)) (i
 // either inlined into the wrapper (the function table's inline tree) or
 // called by its first direct CALL.
 func (p *Process) startFrame(pc uint64, frame func(uint64, bool) Frame) Frame {
+	bin := p.binary()
 	fr := frame(pc, false)
-	if !isWrapper(fr) || p.bin == nil || pc < p.bias {
+	if !isWrapper(fr) || bin == nil || pc < p.bias {
 		return fr
 	}
 	v := pc - p.bias
-	code, ok := p.bin.Read(v, 256)
+	code, ok := bin.Read(v, 256)
 	if !ok {
 		return fr
 	}
 	for i := 0; i < len(code); i++ {
-		if fs := p.bin.Frames(v + uint64(i)); len(fs) > 1 {
+		if fs := bin.Frames(v + uint64(i)); len(fs) > 1 {
 			inner := fs[0]
 			return Frame{Func: inner.Func, File: inner.File, Line: inner.Line}
 		} else if len(fs) == 1 && fs[0].Func != fr.Func {
@@ -541,7 +561,7 @@ func (p *Process) startFrame(pc uint64, frame func(uint64, bool) Frame) Frame {
 		}
 		if code[i] == 0xe8 && i+5 <= len(code) {
 			target := v + uint64(i) + 5 + uint64(int64(int32(binary.LittleEndian.Uint32(code[i+1:]))))
-			if fs := p.bin.Frames(target); len(fs) > 0 && !strings.HasPrefix(fs[0].Func, "runtime.") {
+			if fs := bin.Frames(target); len(fs) > 0 && !strings.HasPrefix(fs[0].Func, "runtime.") {
 				return Frame{Func: fs[0].Func, File: fs[0].File, Line: fs[0].Line}
 			}
 		}
@@ -585,14 +605,15 @@ func (p *Process) stateName(status uint32, reason uint8) string {
 // frameAt symbolizes a run-time pc; ret says it is a return address (the
 // call is the instruction before it).
 func (p *Process) frameAt(pc uint64, ret bool) Frame {
-	if pc < p.bias || p.bin == nil {
+	bin := p.binary()
+	if pc < p.bias || bin == nil {
 		return Frame{Func: fmt.Sprintf("%#x", pc)}
 	}
 	v := pc - p.bias
 	if ret && v > 0 {
 		v--
 	}
-	fr := p.bin.Frames(v)
+	fr := bin.Frames(v)
 	if len(fr) == 0 {
 		return Frame{Func: fmt.Sprintf("%#x", pc)}
 	}
@@ -640,6 +661,27 @@ func (p *Process) created() (uint64, error) {
 		return 0, fmt.Errorf("goroutine ID counters inconsistent (%d handed out, %d unused)", gen, unused)
 	}
 	return gen - unused, nil
+}
+
+// systemGoroutines reads sched.ngsys, the runtime's count of its own
+// goroutines (the ones runtime.NumGoroutine leaves out).
+func (p *Process) systemGoroutines() (int, error) {
+	sched, err := p.addr(symSched)
+	if err != nil {
+		return 0, err
+	}
+	o, err := p.off("runtime.schedt.ngsys")
+	if err != nil {
+		return 0, err
+	}
+	v, err := p.mem.U32(sched + o)
+	if err != nil {
+		return 0, fmt.Errorf("read sched.ngsys: %w", err)
+	}
+	if int32(v) < 0 || v > maxGoroutines {
+		return 0, fmt.Errorf("sched.ngsys holds %d: not a count", int32(v))
+	}
+	return int(v), nil
 }
 
 // maxPs bounds runtime.allp's length (GOMAXPROCS is at most 2^20 here).
@@ -769,13 +811,14 @@ func (p *Process) unwindAll(c *Census, recs []gRec, limit int) {
 
 // symbolize expands return addresses into frames, inlined calls included.
 func (p *Process) symbolize(pcs []uint64) []Frame {
+	bin := p.binary()
 	var out []Frame
 	for _, pc := range pcs {
-		if pc <= p.bias || p.bin == nil {
+		if pc <= p.bias || bin == nil {
 			out = append(out, Frame{Func: fmt.Sprintf("%#x", pc)})
 			continue
 		}
-		for _, fr := range p.bin.Frames(pc - p.bias - 1) {
+		for _, fr := range bin.Frames(pc - p.bias - 1) {
 			out = append(out, Frame{Func: fr.Func, File: fr.File, Line: fr.Line})
 		}
 	}
@@ -789,7 +832,8 @@ func (p *Process) symbolize(pcs []uint64) []Frame {
 // deeper words are read as needed. It stops at runtime.goexit, at a pc
 // outside the binary, at the stack's bounds or after maxFrames.
 func (p *Process) unwind(dst []uint64, sp, pc, lo, hi uint64, top []byte) []uint64 {
-	if p.bin == nil || hi <= lo || hi-lo > 1<<30 || sp < lo || sp >= hi {
+	bin := p.binary()
+	if bin == nil || hi <= lo || hi-lo > 1<<30 || sp < lo || sp >= hi {
 		return dst
 	}
 	base := sp
@@ -841,13 +885,14 @@ type step struct {
 // frameStep returns, for link-time address v, the frame size and whether
 // the frame is runtime.goexit, kept between reads.
 func (p *Process) frameStep(v uint64) (int32, bool, bool) {
+	bin := p.binary()
 	if st, ok := p.steps[v]; ok {
 		return st.delta, st.last, st.ok
 	}
 	var st step
-	fr := p.bin.Frames(v)
+	fr := bin.Frames(v)
 	st.last = len(fr) > 0 && fr[len(fr)-1].Func == "runtime.goexit"
-	if d, ok := p.bin.SPDelta(v); ok && d >= 0 {
+	if d, ok := bin.SPDelta(v); ok && d >= 0 {
 		st.delta, st.ok = d, true
 	}
 	if p.steps == nil || len(p.steps) >= maxFrameCache {

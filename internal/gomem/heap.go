@@ -442,7 +442,8 @@ func isAllocator(fn string) bool {
 // call made from an inlined callee, with the outer call made directly,
 // would lose one frame.
 func (p *Process) logicalStack(stk []uint64) []uint64 {
-	if len(stk) < 2 || p.bin == nil {
+	bin := p.binary()
+	if len(stk) < 2 || bin == nil {
 		return stk
 	}
 	out := make([]uint64, 0, len(stk))

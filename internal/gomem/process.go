@@ -33,8 +33,13 @@ type Process struct {
 	globals map[string]uint64 // run-time addresses (load bias added)
 	bias    uint64
 	mem     *Mem
-	bin     *stacks.Binary
 	pfs     proc.FS
+	// bin is the executable's function table, opened on first use (a
+	// count of goroutines needs none; names and stacks do). binErr says
+	// why it could not be; noBin marks a process without one (tests).
+	bin    *stacks.Binary
+	binErr error
+	noBin  bool
 	// frames and starts keep symbolized pcs between reads.
 	frames, starts map[uint64]Frame
 	steps          map[uint64]step
@@ -98,16 +103,12 @@ func Open(pfs proc.FS, pid int) (*Process, error) {
 			return nil, fmt.Errorf("process %d: %w", pid, err)
 		}
 	}
-	bin, err := stacks.OpenBinary(exe)
-	if err != nil {
-		return nil, fmt.Errorf("process %d: read function table: %w", pid, err)
-	}
 	g := make(map[string]uint64, len(info.globals))
 	for k, v := range info.globals {
 		g[k] = v + bias
 	}
 	p := &Process{PID: pid, GoVersion: info.version, Layout: info.layout, Located: info.located,
-		globals: g, bias: bias, mem: mem, bin: bin, pfs: pfs}
+		globals: g, bias: bias, mem: mem, pfs: pfs}
 	if len(p.Layout.WaitReasons) == 0 {
 		// A layout from DWARF has no names: read them where the binary's
 		// symbol table shows runtime.waitReasonStrings.
@@ -247,6 +248,15 @@ func dwarfLayout(exe string) (l *Layout, err error) {
 		return nil, fmt.Errorf("%w: %v", ErrNoDWARF, err)
 	}
 	return layoutFromDWARF(d)
+}
+
+// binary returns the executable's function table, nil when it cannot be
+// read.
+func (p *Process) binary() *stacks.Binary {
+	if p.bin == nil && p.binErr == nil && !p.noBin {
+		p.bin, p.binErr = stacks.OpenBinary(p.pfs.PID(p.PID, "exe"))
+	}
+	return p.bin
 }
 
 // Close releases the process.

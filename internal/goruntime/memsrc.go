@@ -48,7 +48,7 @@ type MemoryReader interface {
 }
 
 func (s *memSource) Read(ctx context.Context) (*Sample, error) {
-	c, err := s.p.Census(gomem.CensusOptions{Unwind: -1})
+	c, err := s.p.Census(gomem.CensusOptions{Counts: true})
 	if err != nil {
 		return nil, fmt.Errorf("read goroutines from memory: %w", err)
 	}
@@ -136,21 +136,21 @@ func sampleFromMemory(goVersion string, c *gomem.Census, st *gomem.Stats) *Sampl
 		smp.GoroutinesCreated = c.Created
 		smp.Known |= KnownGoroutinesCreated
 	}
-	for _, g := range c.Groups {
-		if g.System {
-			continue // as NumGoroutine, without the runtime's own
-		}
-		switch g.State {
+	// Counts only (no names): the runtime's own goroutines are nearly all
+	// parked, so they come off the waiting ones.
+	for state, n := range c.ByState {
+		switch state {
 		case "running":
-			smp.Running += uint64(g.Count)
+			smp.Running += uint64(n)
 		case "runnable":
-			smp.Runnable += uint64(g.Count)
+			smp.Runnable += uint64(n)
 		case "syscall":
-			smp.NotInGo += uint64(g.Count)
+			smp.NotInGo += uint64(n)
 		default:
-			smp.Waiting += uint64(g.Count)
+			smp.Waiting += uint64(n)
 		}
 	}
+	smp.Waiting -= min(smp.Waiting, uint64(c.System))
 	smp.Known |= KnownGoroutineStates
 	missing := strings.Join(st.Missing, "\n")
 	has := func(field string) bool { return !strings.Contains(missing, field) }
