@@ -47,7 +47,9 @@ series, not with processes x files.
 
 Series are per group of processes, not per PID: a systemd unit (from the
 cgroup path), else a container or pod (from the cgroup path; no runtime API
-is asked), else the executable name (--group-by sets the order). Per group:
+is asked), else the command name (the kernel's comm, at most 15 characters:
+"prometheus-node" for prometheus-node-exporter; --group-by sets the order).
+Per group:
 CPU seconds by mode, wake-ups (voluntary switches summed over all threads,
 which no other exporter gives: the cost of timers and polling at idle),
 involuntary switches, processes, threads, RSS, open descriptors, the worst
@@ -59,15 +61,17 @@ group; groups first seen beyond --max-series are counted in group "other".
 Every --doctor-every (0: never) the doctor runs over the whole host for
 --doctor-window, looking closely at --doctor-looks processes at most (stack
 samples and syscall counts: while syscalls are counted, every task of the
-host pays the kernel's tracing slow path, so keep the window short), and
+host pays the kernel's tracing slow path, so keep the window short: 4s at
+least, which the close looks need), and
 each finding is exported as gosleuth_finding{id, severity, pid, comm, group}
 = 1 until the next run, with gosleuth_finding_cpu_cores where the doctor can
 put its cost as CPU.
 
-With --runtime (the default), Go processes that run gosleuth's agent also
-give their runtime/metrics, named as client_golang's Go collector names them
-under the prefix gosleuth_ (gosleuth_go_gc_cycles_total_gc_cycles_total...)
-and summed per group; counters count what was added while watched.
+With --runtime (the default), Go processes also give their runtime, from
+gosleuth's agent where it runs, else from their memory: runtime/metrics,
+named as client_golang's Go collector names them under the prefix gosleuth_
+(gosleuth_go_gc_cycles_total_gc_cycles_total...) and summed per group;
+counters count what was added while watched.
 
 It listens on loopback unless --listen names another address (for a fleet:
 --listen :9467); the metrics carry command names, never command lines.`,
