@@ -90,6 +90,11 @@ type Raw struct {
 	// start time in /proc, so to within 10 ms).
 	NewThreads int
 	PickupMax  time.Duration
+	// PollLate is the longest any poll for new threads finished after it
+	// was due (the sampler's goroutine waiting for a CPU, and the poll's
+	// own work): a new thread waits for a poll up to the poll interval
+	// plus that.
+	PollLate time.Duration
 	// LeafFixed counts samples whose missing caller of a frameless leaf
 	// was put back from the user stack.
 	LeafFixed int64

@@ -205,6 +205,7 @@ loop:
 				}
 				return nil, err
 			}
+			s.raw.PollLate = max(s.raw.PollLate, time.Since(now))
 			every = nextPoll(every, fill, s.raw.ThreadsSeen != threads || s.gone != gone, &quiet)
 			tick.Reset(every)
 			if now.After(nextSnap) {
