@@ -319,3 +319,31 @@ func TestHeapProfileMatchesPprof(t *testing.T) {
 		}
 	}
 }
+
+// TestCountsNeedNoFunctionTable: a census of counts and the statistics
+// without timer names read nothing of the executable's function table (a
+// reader of every Go process of a host must not load each one's), and a
+// full census does.
+func TestCountsNeedNoFunctionTable(t *testing.T) {
+	pid, _ := censusPatient(t)
+	p, err := Open(proc.FS{}, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Census(CensusOptions{Counts: true}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.StatsCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.bin != nil {
+		t.Errorf("counts and statistics loaded the function table")
+	}
+	if len(st.Periodic) == 0 || st.Periodic[0].Func != "?" {
+		t.Errorf("periodic timers without names: %+v", st.Periodic)
+	}
+	if _, err := p.Census(CensusOptions{}); err != nil || p.bin == nil {
+		t.Errorf("a census with names: %v, function table loaded %v", err, p.bin != nil)
+	}
+}

@@ -158,7 +158,14 @@ func (r *reader) has(field string) bool {
 }
 
 // Stats reads the runtime's GC, memory, scheduler and timer state.
-func (p *Process) Stats() (*Stats, error) {
+func (p *Process) Stats() (*Stats, error) { return p.stats(true) }
+
+// StatsCounts is Stats without the periodic timers' functions: naming them
+// needs the executable's function table, which a reader of counts (the
+// exporter's, for every Go process of a host) should not load.
+func (p *Process) StatsCounts() (*Stats, error) { return p.stats(false) }
+
+func (p *Process) stats(names bool) (*Stats, error) {
 	st := &Stats{Time: time.Now()}
 	p.mem.setBudget(64 << 20)
 	defer p.mem.setBudget(0)
@@ -223,7 +230,7 @@ func (p *Process) Stats() (*Stats, error) {
 	case sc.has("runqsize"):
 		st.GlobalRunq = int(int32(sc.u32("runqsize")))
 	}
-	p.perP(st)
+	p.perP(st, names)
 	return st, nil
 }
 
@@ -282,7 +289,7 @@ func (p *Process) heapStats(st *Stats, ms *reader) {
 }
 
 // perP reads each P's run queue and timers.
-func (p *Process) perP(st *Stats) {
+func (p *Process) perP(st *Stats, names bool) {
 	ps, err := p.allPs()
 	if err != nil {
 		st.Missing = append(st.Missing, "Ps: "+err.Error())
@@ -323,7 +330,7 @@ func (p *Process) perP(st *Stats) {
 				break
 			}
 			walked++
-			p.periodicTimer(t, periodic)
+			p.periodicTimer(t, periodic, names)
 		}
 	}
 	for k, n := range periodic {
@@ -394,7 +401,7 @@ func (p *Process) timers(pp uint64, limit int) ([]uint64, int, error) {
 // periodicTimer adds timer t to the periodic ones when it has a period:
 // its function is the timer's f, or, for time.AfterFunc's goFunc, the
 // function the program gave.
-func (p *Process) periodicTimer(t uint64, out map[PeriodicTimer]int) {
+func (p *Process) periodicTimer(t uint64, out map[PeriodicTimer]int, names bool) {
 	op, e1 := p.off("runtime.timer.period")
 	of, e2 := p.off("runtime.timer.f")
 	oa, e3 := p.off("runtime.timer.arg")
@@ -406,6 +413,10 @@ func (p *Process) periodicTimer(t uint64, out map[PeriodicTimer]int) {
 		return
 	}
 	fn := "?"
+	if !names {
+		out[PeriodicTimer{Period: time.Duration(period), Func: fn}]++
+		return
+	}
 	if fv, err := p.mem.U64(t + of); err == nil && fv != 0 {
 		if pc, err := p.mem.U64(fv); err == nil {
 			fn = p.frameAt(pc, false).Func

@@ -52,7 +52,7 @@ func (s *memSource) Read(ctx context.Context) (*Sample, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read goroutines from memory: %w", err)
 	}
-	st, err := s.p.Stats()
+	st, err := s.p.StatsCounts()
 	if err != nil {
 		return nil, fmt.Errorf("read runtime statistics from memory: %w", err)
 	}
