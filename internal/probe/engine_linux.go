@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/stacks"
+	"github.com/gosleuth/gosleuth/internal/tracefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -378,6 +379,14 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 	}
 	if o.Attach == AttachTracefs {
 		return runTracefs(ctx, t, pts, stat, o, res)
+	}
+	// A gosleuth killed while attached through tracefs left its uprobe
+	// definitions behind, and the next run may attach another way: remove
+	// them whatever the mechanism. Best effort: without tracefs there is
+	// nothing to remove, and a definition that cannot be removed now is
+	// tried again at the next run.
+	if root, err := tracefs.Root(); err == nil {
+		janitor(root)
 	}
 	m, err := newMaps(len(pts))
 	if err != nil {

@@ -105,18 +105,8 @@ func sigkillLeavesNothing(t *testing.T, how string) {
 	// without an event on them, the int3 is gone): the janitor of the next
 	// run removes them.
 	child.Wait()
-	root, err := tracefs.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, events := uprobeEvents(t)
 	group := tracefsGroup(child.Process.Pid) + "/"
-	events := func() string {
-		b, err := os.ReadFile(filepath.Join(root, "uprobe_events"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
 	if !strings.Contains(events(), group) {
 		t.Fatalf("no definition of %s left after SIGKILL: %q", group, events())
 	}
@@ -181,5 +171,56 @@ func attachDetachCycles(t *testing.T, how string, cycles int) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Errorf("the target did not answer after the cycles")
+	}
+}
+
+// TestNextRunRemovesStaleGroup SIGKILLs a run attached through tracefs,
+// which leaves its gosleuth_<PID> definitions in uprobe_events, and
+// requires the next run to remove them whatever mechanism it attaches with
+// (BPF here, when the kernel has it).
+func TestNextRunRemovesStaleGroup(t *testing.T) {
+	needProbes(t)
+	p := startPatient(t, nil, "-mode", "sleep")
+	child := exec.Command(os.Args[0], "-test.run=^TestSIGKILLLeavesNothing$")
+	child.Env = append(os.Environ(), "GOSLEUTH_PROBE_CHILD="+strconv.Itoa(p.cmd.Process.Pid), "GOSLEUTH_PROBE_ATTACH="+AttachTracefs)
+	out, _ := child.StdoutPipe()
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "attached" {
+		child.Process.Kill()
+		child.Wait()
+		t.Fatalf("child: %q", sc.Text())
+	}
+	child.Process.Kill()
+	child.Wait()
+	_, events := uprobeEvents(t)
+	group := tracefsGroup(child.Process.Pid) + "/"
+	if !strings.Contains(events(), group) {
+		t.Fatalf("no definition of %s left after SIGKILL: %q", group, events())
+	}
+	if _, err := Run(context.Background(), proc.NewFS(""), p.cmd.Process.Pid, []Probe{{Func: "time.Sleep"}},
+		Options{Duration: 20 * time.Millisecond, Preflight: 10 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if e := events(); strings.Contains(e, group) {
+		t.Errorf("after the next run uprobe_events still holds %s: %q", group, e)
+	}
+}
+
+// uprobeEvents returns tracefs's root and a reader of its uprobe_events.
+func uprobeEvents(t *testing.T) (string, func() string) {
+	t.Helper()
+	root, err := tracefs.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, func() string {
+		b, err := os.ReadFile(filepath.Join(root, "uprobe_events"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
 	}
 }
