@@ -360,13 +360,24 @@ func (s *exactSource) held() (fds, tracepoints int) {
 }
 
 func (s *exactSource) close() {
+	s.closeOthers()
+	s.counter.Close()
+}
+
+// detach is close with the counters' slow release left to a releaser
+// process (Counter.Detach).
+func (s *exactSource) detach() {
+	s.closeOthers()
+	s.counter.Detach()
+}
+
+func (s *exactSource) closeOthers() {
 	if s.sampler != nil {
 		s.sampler.Close()
 	}
 	if s.follower != nil {
 		s.follower.Close()
 	}
-	s.counter.Close()
 }
 
 // procSource is the approximate /proc mode.

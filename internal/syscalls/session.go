@@ -94,3 +94,15 @@ func (s *Session) exitCode() (int, bool) {
 
 // Close releases everything the session holds.
 func (s *Session) Close() { s.src.close() }
+
+// Detach is Close for a caller about to exit: releasing exact counters
+// makes the kernel wait a grace period per tracepoint (some 10 s for every
+// syscall), which Detach leaves to a short-lived releaser process, so the
+// caller can exit at once.
+func (s *Session) Detach() {
+	if d, ok := s.src.(interface{ detach() }); ok {
+		d.detach()
+		return
+	}
+	s.src.close()
+}

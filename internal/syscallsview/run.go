@@ -39,7 +39,9 @@ func Run(ctx context.Context, cfg syscalls.Config, o Options, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	// The command exits after Run: the counters' release (seconds of the
+	// kernel's grace periods) is left to a releaser process.
+	defer s.Detach()
 	t := s.Target()
 	fmt.Fprintf(stderr, "gosleuth: counting syscalls of pid %d (%d threads), %s\n", t.PID, t.Threads, t.Mode)
 	var deadline <-chan time.Time
@@ -92,9 +94,6 @@ loop:
 		}
 	} else if err := final(stdout); err != nil {
 		return err
-	}
-	if fds, tps := s.Held(); fds > 0 {
-		fmt.Fprintf(stderr, "gosleuth: counting stopped; releasing %d perf events on %d tracepoints (the kernel waits for an RCU grace period per tracepoint, ~30 ms each)\n", fds, tps)
 	}
 	return nil
 }
