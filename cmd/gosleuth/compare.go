@@ -69,8 +69,11 @@ keeps one process a side and pauses the other). --pid-a/--pid-b compare running 
 --sweep NAME=v1,v2 runs one command per value ({NAME} in the command is
 replaced, otherwise NAME is set in the environment) and names the best.
 
-Per metric: each side's median with a 95% interval, p = min(Mann-Whitney U,
-Kolmogorov-Smirnov) corrected by Holm-Bonferroni across the metrics, the
+Per metric: each side's median with a 95% interval ("± ?" below 6 windows
+a side), p = min(Mann-Whitney U, Kolmogorov-Smirnov), or where the windows
+are too few for those to decide Welch's t-test on logarithms (the row says
+"welch"), or where the rounds pair the windows the signed-rank test of the
+pairs ("paired"), corrected by Holm-Bonferroni across the metrics, the
 B/A ratio with its interval, and a verdict: better, worse, same (within
 --noise) or unknown (with about how many more windows would decide).
 --until-decided starts at 3 windows a side and adds windows until the

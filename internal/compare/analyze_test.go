@@ -371,3 +371,63 @@ func TestHTML(t *testing.T) {
 		t.Errorf("the side's name is not escaped")
 	}
 }
+
+// TestSmallSampleText: at 2 windows a side no median has a 95% interval
+// and the rank interval of the change cannot reach its test's level; the
+// table says so instead of showing "± ∞", or an interval clear of 0 (here
+// below -100%, taken on differences because a window of B is 0) next to
+// a "~" that the test did not call.
+func TestSmallSampleText(t *testing.T) {
+	r := &Result{Sides: []Side{{Name: "A", Command: "./a"}, {Name: "B", Command: "./b"}},
+		Windows: windowsOf("cpu", false, []float64{200, 196}, []float64{0, 3})}
+	r.finish(Options{})
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	row := ""
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "CPU") {
+			row = l
+		}
+	}
+	if row == "" {
+		t.Fatalf("no CPU row in %q", out)
+	}
+	for _, bad := range []string{"∞", "[", "-101"} {
+		if strings.Contains(row, bad) {
+			t.Errorf("row %q holds %q", row, bad)
+		}
+	}
+	for _, want := range []string{"198.0 ± ?", "too few windows for an interval", "n=2+2"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("row %q lacks %q", row, want)
+		}
+	}
+	if !strings.Contains(out, "± ?: a median's 95% interval needs 6 windows a side (here as few as 2)") {
+		t.Errorf("no note on \"± ?\" in %q", out)
+	}
+}
+
+// TestOrderString: the schedule names two sides by their first letters
+// only where those tell them apart; a sweep's values, which share theirs,
+// are numbered (it printed "GGGG").
+func TestOrderString(t *testing.T) {
+	for _, tc := range []struct {
+		names []string
+		want  string
+	}{
+		{[]string{"A", "B"}, "ABBA"},
+		{[]string{"GOMAXPROCS=1", "GOMAXPROCS=2"}, "1 2 2 1"},
+		{[]string{"x", "y", "z"}, "1 2 2 1"},
+	} {
+		var sides []Side
+		for _, n := range tc.names {
+			sides = append(sides, Side{Name: n})
+		}
+		if got := orderString(sides, []int{0, 1, 1, 0}); got != tc.want {
+			t.Errorf("order of %v: %q, want %q", tc.names, got, tc.want)
+		}
+	}
+}

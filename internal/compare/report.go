@@ -73,15 +73,16 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	return nil
 }
 
-// pm formats a summary as benchstat does: "2.10 ± 3%", "± ∞" without an
-// interval.
+// pm formats a summary as benchstat does, "2.10 ± 3%", and "2.10 ± ?"
+// when there are too few windows for an interval (noteNoCI says so under
+// the table).
 func pm(s Summary) string {
 	if s.N == 0 {
 		return "n/a"
 	}
 	v := fmtVal(s.Median)
 	if !s.CIOK {
-		return v + " ± ∞"
+		return v + " ± ?"
 	}
 	if s.Median == 0 {
 		return v + " ± " + fmtVal(math.Max(s.Hi-s.Median, s.Median-s.Lo))
@@ -90,8 +91,35 @@ func pm(s Summary) string {
 	return fmt.Sprintf("%s ± %.0f%%", v, 100*rel)
 }
 
+// noteNoCI is the line under the table that explains "± ?", or "" when
+// every median has its interval.
+func noteNoCI(r *Result) string {
+	fewest := 0
+	for _, m := range r.Metrics {
+		for _, s := range m.Sides {
+			if s.N > 0 && !s.CIOK && (fewest == 0 || s.N < fewest) {
+				fewest = s.N
+			}
+		}
+	}
+	if fewest == 0 {
+		return ""
+	}
+	return fmt.Sprintf("± ?: a median's 95%% interval needs 6 windows a side (here as few as %d); the change's test and interval do not need it", fewest)
+}
+
+// rankIntervalShort reports whether c's ratio interval is the rank one
+// (Hodges-Lehmann) with samples too small for it to reach the level of
+// its test: at n=2+2 the widest interval, the smallest to the largest
+// difference, covers only 2/3, and a change the test does not call would
+// show an interval clear of 0.
+func rankIntervalShort(c Comparison) bool {
+	return c.Welch == nil && !c.Paired && strings.HasPrefix(c.Ratio.Method, "hodges-lehmann") && minMWUP(c.N, c.M) > 0.05
+}
+
 // delta formats a comparison: "-80.5% [-82%, -78%] (p=0.000 n=10+10)",
-// "~" when not significant.
+// "~" when not significant, and no interval where the samples are too
+// small for one at the test's level.
 func delta(c Comparison) string {
 	switch {
 	case c.Verdict == NotTested:
@@ -105,6 +133,12 @@ func delta(c Comparison) string {
 		return fmt.Sprintf("%s [%+.4g, %+.4g] (p=%s n=%d+%d, from 0)", head, c.Shift.Lo, c.Shift.Hi, fmtP(c.PAdj), c.N, c.M)
 	case math.IsNaN(c.Ratio.Est):
 		return fmt.Sprintf("? (n=%d+%d)", c.N, c.M)
+	case rankIntervalShort(c):
+		head := pct(c.Ratio.Est)
+		if c.Verdict != Better && c.Verdict != Worse {
+			head = "~"
+		}
+		return fmt.Sprintf("%s (p=%s n=%d+%d, too few windows for an interval)", head, fmtP(c.PAdj), c.N, c.M)
 	}
 	ci := fmt.Sprintf("[%s, %s]", pct(c.Ratio.Lo), pct(c.Ratio.Hi))
 	head := pct(c.Ratio.Est)
@@ -127,6 +161,10 @@ func pct(r float64) string {
 	if math.IsNaN(r) || math.IsInf(r, 0) {
 		return "?"
 	}
+	// The metrics are never negative, so neither is a ratio of them: an
+	// interval's end below 0 (one taken on the differences, scaled by A's
+	// median) is shown at the bound it cannot pass.
+	r = max(r, 0)
 	return fmt.Sprintf("%+.1f%%", 100*(r-1))
 }
 
@@ -208,6 +246,9 @@ func (r *Result) WriteText(w io.Writer) error {
 		}
 	}
 	tw.Flush()
+	if n := noteNoCI(r); n != "" {
+		b.WriteString(n + "\n")
+	}
 	b.WriteByte('\n')
 	for _, s := range r.Sentences {
 		b.WriteString(s + "\n")

@@ -313,11 +313,15 @@ func schedule(n, perSide int, rng *rand.Rand) []int {
 	return out
 }
 
-// orderString writes a schedule as letters (sides beyond Z as #n).
+// orderString writes a schedule: two sides by their names' first letters
+// ("ABBA"), unless those are the same (a sweep's "GOMAXPROCS=1" and
+// "GOMAXPROCS=2"), and otherwise by their numbers in the list of sides
+// ("1 2 2 1").
 func orderString(sides []Side, order []int) string {
 	var b strings.Builder
+	letters := len(sides) == 2 && sides[0].Name != "" && sides[1].Name != "" && sides[0].Name[0] != sides[1].Name[0]
 	for _, s := range order {
-		if len(sides) == 2 {
+		if letters {
 			b.WriteString(sides[s].Name[:1])
 			continue
 		}
