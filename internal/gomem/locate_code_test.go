@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,7 +35,9 @@ func symbolsOf(t *testing.T, path string, names []string) map[string]uint64 {
 	}
 	defer im.Close()
 	const sizeClasses = "internal/runtime/gc.SizeClassToSize"
-	syms, err := im.Symbols(append(names, sizeClasses))
+	// A copy: the parallel subtests share names, and append would write
+	// into its spare capacity from each of them.
+	syms, err := im.Symbols(append(slices.Clip(names), sizeClasses))
 	if err != nil {
 		t.Fatal(err)
 	}
