@@ -18,7 +18,9 @@ import (
 func BenchmarkConnectNoAgent(b *testing.B) {
 	dirs := []string{b.TempDir()}
 	for b.Loop() {
-		_, _, err := Connect(context.Background(), os.Getpid(), Options{AgentDirs: dirs})
+		// NoMemory: the look for the agent alone (the memory source,
+		// which reads this process, is another cost).
+		_, _, err := Connect(context.Background(), os.Getpid(), Options{AgentDirs: dirs, NoMemory: true})
 		if !errors.Is(err, ErrNoSource) {
 			b.Fatalf("connect to a process without an agent: %v, want ErrNoSource", err)
 		}
