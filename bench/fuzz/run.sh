@@ -14,6 +14,8 @@ targets=(
   "./internal/goruntime FuzzRipLoads32" # that binary's code, for the load of runtime.gomaxprocs
   "./internal/gomem FuzzRipRefs"        # a binary's code, for the runtime's variables in a stripped binary
   "./internal/gomem FuzzDecoders"       # another process's memory: goroutines, heap profile buckets, GC and timers
+  "./internal/proc FuzzContainer"       # cgroup paths and mountinfo lines, for a process's container
+  "./internal/escape FuzzParse"         # the compiler's escape-analysis diagnostics
   "./internal/stacks FuzzParseSample"   # perf sample records
   "./internal/stacks FuzzKallsyms"      # /proc/kallsyms, against a strings/strconv reference
   "./internal/perf FuzzReadRecords"     # the perf ring walk
