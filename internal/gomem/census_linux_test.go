@@ -3,12 +3,10 @@
 package gomem
 
 import (
-	"bufio"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -33,36 +31,7 @@ func TestMain(m *testing.M) {
 func censusPatient(t *testing.T, flags ...string) (int, string) {
 	t.Helper()
 	testenv.Require(t, testenv.Linux, testenv.AMD64)
-	bin := testbin.BuildWith(t, "./testdata/census", flags...)
-	cmd := exec.Command(bin)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start patient: %v", err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		close(line)
-		io.Copy(io.Discard, out)
-	}()
-	select {
-	case l, ok := <-line:
-		if !ok {
-			t.Fatal("patient exited before serving")
-		}
-		return cmd.Process.Pid, l
-	case <-time.After(60 * time.Second):
-		t.Fatal("patient did not start in 60 s")
-	}
-	return 0, ""
+	return runCensus(t, testbin.BuildWith(t, "./testdata/census", flags...))
 }
 
 func get(t *testing.T, url string) []byte {
