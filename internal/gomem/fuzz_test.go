@@ -130,3 +130,21 @@ func TestSeedImage(t *testing.T) {
 		t.Errorf("heap profile of the looping list: %d records, notes %q; want 2 and a note on the loop", len(h.Records), h.Notes)
 	}
 }
+
+// TestStatsHas: a field counts as read only where it was; a variable that
+// is not located leaves every field of it unread, with no field named in
+// the errors.
+func TestStatsHas(t *testing.T) {
+	p := fakeProcess(t, seedImage(t, 3))
+	delete(p.globals, symGCController)
+	st, err := p.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Has("runtime.mstats.numgc") || !st.Has("heap statistics") {
+		t.Errorf("memstats read, but Has says otherwise: missing %q", st.Missing)
+	}
+	if st.Has("runtime.gcControllerState.heapMarked") || st.Has("runtime.gcControllerState.gcPercentHeapGoal") {
+		t.Errorf("gcController not located, yet its fields count as read")
+	}
+}

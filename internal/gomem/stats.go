@@ -87,6 +87,22 @@ type Stats struct {
 
 	// Missing names what could not be read, with why.
 	Missing []string `json:"missing,omitempty"`
+
+	// read holds the fields read from memory ("runtime.mstats.numgc"),
+	// and "heap statistics" when those were summed.
+	read map[string]bool
+}
+
+// Has reports whether field ("runtime.mstats.numgc", or "heap
+// statistics") was read, as against left zero because its variable was not
+// located, its release lacks it or its memory was not readable.
+func (st *Stats) Has(field string) bool { return st.read[field] }
+
+func (st *Stats) got(field string) {
+	if st.read == nil {
+		st.read = map[string]bool{}
+	}
+	st.read[field] = true
 }
 
 // PeriodicTimer is a set of periodic timers with one period and function.
@@ -129,6 +145,7 @@ func (r *reader) u64(field string) uint64 {
 	if err == nil {
 		var v uint64
 		if v, err = r.p.mem.U64(r.base + o); err == nil {
+			r.st.got(r.typ + "." + field)
 			return v
 		}
 	}
@@ -144,6 +161,7 @@ func (r *reader) u32(field string) uint32 {
 	if err == nil {
 		var v uint32
 		if v, err = r.p.mem.U32(r.base + o); err == nil {
+			r.st.got(r.typ + "." + field)
 			return v
 		}
 	}
@@ -286,6 +304,7 @@ func (p *Process) heapStats(st *Stats, ms *reader) {
 		}
 	}
 	st.HeapInUse, st.StackInUse = uint64(max(inHeap, 0)), uint64(max(inStacks, 0))
+	st.got("heap statistics")
 }
 
 // perP reads each P's run queue and timers.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/gosleuth/gosleuth/internal/gomem"
 	"github.com/gosleuth/gosleuth/internal/proc"
@@ -152,8 +151,17 @@ func sampleFromMemory(goVersion string, c *gomem.Census, st *gomem.Stats) *Sampl
 	}
 	smp.Waiting -= min(smp.Waiting, uint64(c.System))
 	smp.Known |= KnownGoroutineStates
-	missing := strings.Join(st.Missing, "\n")
-	has := func(field string) bool { return !strings.Contains(missing, field) }
+	// A field is known where it was read, not merely where no error
+	// named it (a variable not located leaves all its fields unread).
+	has := func(fields ...string) bool {
+		for _, f := range fields {
+			if !st.Has(f) {
+				return false
+			}
+		}
+		return true
+	}
+	const gc = "runtime.gcControllerState."
 	if st.Threads > 0 {
 		smp.Threads = uint64(st.Threads)
 		smp.Known |= KnownThreads
@@ -162,15 +170,15 @@ func sampleFromMemory(goVersion string, c *gomem.Census, st *gomem.Stats) *Sampl
 		smp.GOMAXPROCS = uint64(st.GOMAXPROCS)
 		smp.Known |= KnownGOMAXPROCS
 	}
-	if has("numgc") {
+	if has("runtime.mstats.numgc") {
 		smp.GCCycles = uint64(st.GCCycles)
 		smp.Known |= KnownGCCycles
 	}
-	if has("heapMarked") {
+	if has(gc + "heapMarked") {
 		smp.HeapLive = st.HeapMarked
 		smp.Known |= KnownHeapLive
 	}
-	if has("heapLive") {
+	if has(gc + "heapLive") {
 		// The runtime's heapLive: bytes in spans in use for objects,
 		// live at the last GC or allocated since (MemStats.HeapAlloc
 		// counts the same objects, less the unused parts of the Ps'
@@ -178,20 +186,21 @@ func sampleFromMemory(goVersion string, c *gomem.Census, st *gomem.Stats) *Sampl
 		smp.HeapAlloc = st.HeapLive
 		smp.Known |= KnownHeapAlloc
 	}
-	if has("gcPercentHeapGoal") {
+	if has(gc + "gcPercentHeapGoal") {
 		smp.HeapGoal = st.HeapGoal
 		smp.Known |= KnownHeapGoal
 	}
-	if has("heapScan") && has("lastStackScan") && has("globalsScan") {
+	if has(gc+"heapScan", gc+"lastStackScan", gc+"globalsScan") {
 		smp.ScanHeap, smp.ScanStack, smp.ScanGlobals = st.ScanHeap, st.ScanStack, st.ScanGlobals
 		smp.Known |= KnownScan
 	}
-	if !strings.Contains(missing, "heap statistics") {
+	if has("heap statistics") {
 		smp.AllocBytes, smp.AllocObjects = st.AllocBytes, st.AllocObjects
 		smp.HeapObjects = st.AllocObjects - min(st.FreeObjects, st.AllocObjects)
 		smp.Known |= KnownAllocs | KnownHeapObjects
 	}
-	if !strings.Contains(missing, "cpuStats") && !strings.Contains(missing, "GC CPU") {
+	if has("runtime.cpuStats.TotalTime", "runtime.cpuStats.IdleTime", "runtime.cpuStats.UserTime", "runtime.cpuStats.GCTotalTime",
+		"runtime.cpuStats.GCAssistTime", "runtime.cpuStats.GCDedicatedTime", "runtime.cpuStats.GCIdleTime", "runtime.cpuStats.GCPauseTime") {
 		sec := func(d interface{ Seconds() float64 }) float64 { return d.Seconds() }
 		smp.CPU = CPUClasses{
 			Total: sec(st.CPUTotal), Idle: sec(st.CPUIdle), User: sec(st.CPUUser), GCTotal: sec(st.GCTotal), GCAssist: sec(st.GCAssist),
@@ -199,7 +208,7 @@ func sampleFromMemory(goVersion string, c *gomem.Census, st *gomem.Stats) *Sampl
 		}
 		smp.Known |= KnownCPUClasses
 	}
-	if has("gc_cpu_fraction") {
+	if has("runtime.mstats.gc_cpu_fraction") {
 		smp.GCCPUFraction = st.GCCPUFraction
 		smp.Known |= KnownGCCPUFraction
 	}
