@@ -297,133 +297,90 @@ func TestLiveTickerGroupBPF(t *testing.T) {
 	}
 }
 
-// TestRuntimeSeries reads the Go runtime of a patient that has the agent:
-// its group gets client_golang-named runtime series under gosleuth_, a
-// gauge (goroutines) at the patient's value and a counter (objects
-// allocated, one per tick) that rises at its pace from a baseline of 0.
+// TestRuntimeSeries reads the Go runtime of a patient through its agent,
+// and of the same patient without it through its memory (read at most every
+// memoryEvery): its group gets client_golang-named runtime series under
+// gosleuth_, a gauge (goroutines) at the patient's value and a counter
+// (objects allocated, one per tick) that rises at its pace from a baseline
+// of 0, and counts one runtime source.
 func TestRuntimeSeries(t *testing.T) {
 	testenv.Require(t, testenv.Linux)
-	bin, name := tickerPatient(t)
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "PATIENT_AGENT=1")
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	if !bufio.NewScanner(out).Scan() {
-		t.Fatal("patient did not start")
-	}
-	e, err := New(Config{GroupBy: []string{KindExe}, Runtime: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.reader.Close()
-	get := func(prom string) (float64, bool) {
-		s, _ := e.Last()
-		for _, r := range s.Runtime {
-			if r.Prom == prom && r.Name == name {
-				return r.Value, true
+	for _, tc := range []struct {
+		source        string
+		env           []string
+		minGoroutines float64 // the agent runs goroutines of its own
+	}{
+		{"agent", []string{"PATIENT_AGENT=1"}, 2},
+		{"memory", nil, 1},
+	} {
+		t.Run(tc.source, func(t *testing.T) {
+			if tc.source == "memory" {
+				testenv.Require(t, testenv.AMD64)
 			}
-		}
-		return 0, false
-	}
-	e.Sample() // connects to the agent and takes the baseline
-	a0, ok := get("gosleuth_go_gc_heap_allocs_objects_total")
-	if !ok {
-		s, _ := e.Last()
-		t.Fatalf("no allocation counter for the patient's group among %d runtime series", len(s.Runtime))
-	}
-	t0 := time.Now()
-	time.Sleep(time.Second)
-	for range runtimeEvery { // the runtime is read every runtimeEvery samples
-		e.Sample()
-	}
-	a1, _ := get("gosleuth_go_gc_heap_allocs_objects_total")
-	rate := (a1 - a0) / time.Since(t0).Seconds()
-	g, _ := get("gosleuth_go_sched_goroutines_goroutines")
-	t.Logf("allocations %.0f/s, goroutines %.0f", rate, g)
-	// One object per 1 ms tick, plus the runtime's and the agent's own.
-	if a0 != 0 || rate < 500 {
-		t.Errorf("allocation counter %.0f then %.0f: want a baseline of 0 and about 1,000/s", a0, a1)
-	}
-	if g < 2 || g > 50 {
-		t.Errorf("goroutines %.0f", g)
-	}
-	s, _ := e.Last()
-	for _, gr := range s.Groups {
-		if gr.Name == name && gr.RuntimeSources != 1 {
-			t.Errorf("runtime sources %d, want 1", gr.RuntimeSources)
-		}
-	}
-}
-
-// TestRuntimeSeriesFromMemory: a patient without the agent gets the same
-// runtime series from its memory, read at most every memoryEvery: the
-// goroutines gauge at its value, the allocation counter rising at its pace
-// from a baseline of 0, and its group counts one runtime source.
-func TestRuntimeSeriesFromMemory(t *testing.T) {
-	testenv.Require(t, testenv.Linux, testenv.AMD64)
-	bin, name := tickerPatient(t)
-	cmd := exec.Command(bin)
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	if !bufio.NewScanner(out).Scan() {
-		t.Fatal("patient did not start")
-	}
-	e, err := New(Config{GroupBy: []string{KindExe}, Runtime: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.reader.Close()
-	get := func(prom string) (float64, bool) {
-		s, _ := e.Last()
-		for _, r := range s.Runtime {
-			if r.Prom == prom && r.Name == name {
-				return r.Value, true
+			bin, name := tickerPatient(t)
+			cmd := exec.Command(bin)
+			cmd.Env = append(os.Environ(), tc.env...)
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
 			}
-		}
-		return 0, false
-	}
-	e.Sample()
-	a0, ok := get("gosleuth_go_gc_heap_allocs_objects_total")
-	if !ok {
-		s, _ := e.Last()
-		t.Fatalf("no allocation counter for the patient's group among %d runtime series", len(s.Runtime))
-	}
-	id := procID{int32(cmd.Process.Pid), e.cur.Find(int32(cmd.Process.Pid)).StartTime}
-	rp := e.rtProcs[id]
-	if rp == nil || rp.src == nil || rp.src.Kind() != "memory" {
-		t.Fatalf("the patient's runtime source: %+v, want its memory", rp)
-	}
-	t0 := time.Now()
-	time.Sleep(time.Second)
-	// The next read of the memory is due memoryEvery after the first.
-	rp.lastAt = rp.lastAt.Add(-memoryEvery)
-	for range runtimeEvery {
-		e.Sample()
-	}
-	a1, _ := get("gosleuth_go_gc_heap_allocs_objects_total")
-	rate := (a1 - a0) / time.Since(t0).Seconds()
-	g, _ := get("gosleuth_go_sched_goroutines_goroutines")
-	t.Logf("allocations %.0f/s, goroutines %.0f", rate, g)
-	// The patient allocates one object per 1 ms tick; the memory source
-	// counts objects in the spans handed to the Ps, so the count runs
-	// ahead by at most a span's free slots per P.
-	if a0 != 0 || rate < 500 {
-		t.Errorf("allocation counter %.0f then %.0f: want a baseline of 0 and about 1,000/s", a0, a1)
-	}
-	if g < 1 || g > 50 {
-		t.Errorf("goroutines %.0f", g)
-	}
-	s, _ := e.Last()
-	for _, gr := range s.Groups {
-		if gr.Name == name && gr.RuntimeSources != 1 {
-			t.Errorf("runtime sources %d, want 1", gr.RuntimeSources)
-		}
+			defer func() { cmd.Process.Kill(); cmd.Wait() }()
+			if !bufio.NewScanner(out).Scan() {
+				t.Fatal("patient did not start")
+			}
+			e, err := New(Config{GroupBy: []string{KindExe}, Runtime: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.reader.Close()
+			get := func(prom string) (float64, bool) {
+				s, _ := e.Last()
+				for _, r := range s.Runtime {
+					if r.Prom == prom && r.Name == name {
+						return r.Value, true
+					}
+				}
+				return 0, false
+			}
+			e.Sample() // connects to the source and takes the baseline
+			a0, ok := get("gosleuth_go_gc_heap_allocs_objects_total")
+			if !ok {
+				s, _ := e.Last()
+				t.Fatalf("no allocation counter for the patient's group among %d runtime series", len(s.Runtime))
+			}
+			rp := e.rtProcs[procID{int32(cmd.Process.Pid), e.cur.Find(int32(cmd.Process.Pid)).StartTime}]
+			if rp == nil || rp.src == nil || rp.src.Kind() != tc.source {
+				t.Fatalf("the patient's runtime source: %+v, want %s", rp, tc.source)
+			}
+			t0 := time.Now()
+			time.Sleep(time.Second)
+			// The next read of a memory source is due memoryEvery after
+			// the first.
+			rp.lastAt = rp.lastAt.Add(-memoryEvery)
+			for range runtimeEvery { // the runtime is read every runtimeEvery samples
+				e.Sample()
+			}
+			a1, _ := get("gosleuth_go_gc_heap_allocs_objects_total")
+			rate := (a1 - a0) / time.Since(t0).Seconds()
+			g, _ := get("gosleuth_go_sched_goroutines_goroutines")
+			t.Logf("allocations %.0f/s, goroutines %.0f", rate, g)
+			// One object per 1 ms tick, plus the runtime's (and the
+			// agent's) own; the memory source counts objects in the spans
+			// handed to the Ps, so its count runs ahead by at most a
+			// span's free slots per P.
+			if a0 != 0 || rate < 500 {
+				t.Errorf("allocation counter %.0f then %.0f: want a baseline of 0 and about 1,000/s", a0, a1)
+			}
+			if g < tc.minGoroutines || g > 50 {
+				t.Errorf("goroutines %.0f", g)
+			}
+			s, _ := e.Last()
+			for _, gr := range s.Groups {
+				if gr.Name == name && gr.RuntimeSources != 1 {
+					t.Errorf("runtime sources %d, want 1", gr.RuntimeSources)
+				}
+			}
+		})
 	}
 }
 
