@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -215,51 +214,14 @@ func reading(p *gomem.Process) (*gomem.HeapProfile, *gomem.Stats, error) {
 	return h, st, nil
 }
 
-// recordKey identifies a runtime bucket: its stack and its object size
-// (the runtime keeps one bucket per stack and size).
-func recordKey(r gomem.HeapRecord) string {
-	var b strings.Builder
-	for _, pc := range r.Stack {
-		b.WriteString(strconv.FormatUint(pc, 16))
-		b.WriteByte(',')
-	}
-	if r.AllocObjects > 0 {
-		b.WriteString(strconv.FormatInt(r.AllocBytes/r.AllocObjects, 10))
-	}
-	return b.String()
-}
-
-// diff returns what b holds beyond a, bucket by bucket: the allocations
-// and frees counted between the two readings.
+// diff returns what b holds beyond a: the allocations and frees counted
+// between the two readings, with a note where a read was torn.
 func diff(a, b *gomem.HeapProfile, r *Report) *gomem.HeapProfile {
-	before := map[string]gomem.HeapRecord{}
-	for _, rec := range a.Records {
-		before[recordKey(rec)] = rec
-	}
-	out := &gomem.HeapProfile{Time: b.Time, Rate: b.Rate, GCCycles: b.GCCycles}
-	shrank := 0
-	for _, rec := range b.Records {
-		k := recordKey(rec)
-		old, ok := before[k]
-		if !ok && rec.AllocObjects == 0 {
-			continue
-		}
-		d := gomem.HeapRecord{Stack: rec.Stack, AllocObjects: rec.AllocObjects - old.AllocObjects,
-			AllocBytes: rec.AllocBytes - old.AllocBytes, FreeObjects: rec.FreeObjects - old.FreeObjects,
-			FreeBytes: rec.FreeBytes - old.FreeBytes}
-		if d.AllocObjects < 0 || d.AllocBytes < 0 || d.FreeObjects < 0 || d.FreeBytes < 0 {
-			shrank++
-			continue
-		}
-		if d.AllocObjects == 0 && d.FreeObjects == 0 {
-			continue
-		}
-		out.Records = append(out.Records, d)
-	}
+	d, shrank := b.Since(a)
 	if shrank > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d sites counted less at the second reading than at the first (a torn read): left out", shrank))
 	}
-	return out
+	return d
 }
 
 // ranks fills the report's totals and top lists from the sites.

@@ -161,7 +161,7 @@ func snapshot(t *testing.T, p *gomem.Process, url string) (*gomem.HeapProfile, *
 		m := map[string]gomem.HeapRecord{}
 		for _, r := range h.Records {
 			if r.AllocObjects != 0 || r.FreeObjects != 0 {
-				m[recordKey(r)] = r
+				m[r.Key()] = r
 			}
 		}
 		return m
