@@ -140,16 +140,18 @@ func runBooksCases(t *testing.T, tests []booksCase) {
 			rep, w := lookBooks(t, pid)
 			fs := findingsOf(rep, pid)
 			t.Logf("%s: %s\nnotes %v%s", name, booksText(w), rep.Notes, describe(fs))
+			// Each failure repeats the findings: with parallel subtests
+			// the log above may be printed far from the failure.
 			if got := warnIDs(fs); !slices.Equal(got, tt.warn) {
-				t.Errorf("warn-level findings %v, want %v", got, tt.warn)
+				t.Errorf("%s: warn-level findings %v, want %v; got:%s", name, got, tt.warn, describe(fs))
 			}
 			if tt.code != "" && !slices.ContainsFunc(fs, func(f Finding) bool {
 				return f.Severity >= Warn && slices.ContainsFunc(f.Code, func(c CodeRef) bool { return strings.Contains(c.Func, tt.code) && c.Line > 0 })
 			}) {
-				t.Errorf("no warn-level cause names %s with its line", tt.code)
+				t.Errorf("%s: no warn-level cause names %s with its line; got:%s", name, tt.code, describe(fs))
 			}
 			if tt.info != "" && !slices.ContainsFunc(fs, func(f Finding) bool { return f.ID == tt.info && f.Severity == Info }) {
-				t.Errorf("%s not found at info level", tt.info)
+				t.Errorf("%s: %s not found at info level; got:%s", name, tt.info, describe(fs))
 			}
 		})
 	}
