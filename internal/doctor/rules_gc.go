@@ -3,6 +3,8 @@ package doctor
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/gosleuth/gosleuth/internal/window"
 )
@@ -218,10 +220,61 @@ func checkGCPressure(w *Window, h *Host) *Finding {
 		f.Sources = append(f.Sources, SourceRuntime)
 	}
 	// The code that allocates is where the GC's work comes from; mark
-	// assist catches it in the act.
+	// assist catches it in the act, the heap profile ranks it by rate.
 	f.Code = codeFrom(w, ClassGCAssist, probeAssist, "allocates, and pays mark assist")
+	f.Evidence, f.Code = allocSites(w, f.Evidence, f.Code)
 	f.Sources = codeSources(f.Sources, f.Code)
 	return f
+}
+
+// Bounds of the allocation sites a GC finding names.
+const (
+	// allocSitesNamed is how many of the top sites by bytes allocated
+	// the code names.
+	allocSitesNamed = 3
+	// allocSiteMinShare is the share of the window's allocation a site
+	// needs to be named: a site below it is not where the GC's work
+	// comes from.
+	allocSiteMinShare = 0.05
+)
+
+// allocSites adds to a GC finding the sites that allocated the most during
+// the window, from the heap profile's counts between the window's reads:
+// the rate (what the GC's frequency follows) in the evidence, and each
+// site with its rate in the code, after the code the stacks named.
+func allocSites(w *Window, ev EvidenceList, code []CodeRef) (EvidenceList, []CodeRef) {
+	b := books(w)
+	if b == nil || len(b.TopAlloc) == 0 || b.AllocSeconds <= 0 || b.AllocTotalBytes <= 0 {
+		return ev, code
+	}
+	var parts []string
+	for i, s := range b.TopAlloc {
+		share := float64(s.AllocBytes) / float64(b.AllocTotalBytes)
+		if i == allocSitesNamed || share < allocSiteMinShare {
+			break
+		}
+		rate, objs := float64(s.AllocBytes)/b.AllocSeconds, float64(s.AllocObjects)/b.AllocSeconds
+		parts = append(parts, fmt.Sprintf("%s %.1f MB/s (%.0f%%)", siteText(s.Own), rate/1e6, 100*share))
+		ref := siteRef(s, fmt.Sprintf("allocates %.1f MB/s (%s objects/s), %.0f%% of what the program allocates", rate/1e6, countText(objs), 100*share))
+		if !slices.ContainsFunc(code, func(c CodeRef) bool { return c.Func == ref.Func && c.Line == ref.Line && c.From == ref.From }) {
+			code = append(code, ref)
+		}
+	}
+	if len(parts) > 0 {
+		ev = append(ev, Evidence{"top_alloc_sites", strings.Join(parts, ", "), fmt.Sprintf("(heap profile, over %.1f s)", b.AllocSeconds)})
+	}
+	return ev, code
+}
+
+// countText writes a count with a k or M suffix.
+func countText(n float64) string {
+	switch {
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f M", n/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.0f k", n/1e3)
+	}
+	return fmt.Sprintf("%.0f", n)
 }
 
 func checkGCAssist(w *Window, h *Host) *Finding {
@@ -251,6 +304,7 @@ func checkGCAssist(w *Window, h *Host) *Finding {
 	}
 	f.Observed = fmt.Sprintf("%.0f%% of CPU in mark assist", 100*c.assist)
 	f.Code = codeFrom(w, ClassGCAssist, probeAssist, "allocates, and pays mark assist")
+	f.Evidence, f.Code = allocSites(w, f.Evidence, f.Code)
 	f.Sources = codeSources(f.Sources, f.Code)
 	return f
 }

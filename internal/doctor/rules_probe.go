@@ -94,7 +94,7 @@ func codeSources(sources []Source, code []CodeRef) []Source {
 		switch c.From {
 		case "probes":
 			s = SourceProbes
-		case "goroutine dump":
+		case "goroutine dump", "heap profile", "runtime books":
 			s = SourceRuntime
 		}
 		if !slices.Contains(sources, s) {

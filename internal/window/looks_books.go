@@ -44,6 +44,18 @@ type Books struct {
 	// at most maxHeapSites each.
 	HeapInUseBytes, HeapInUseObjects int64
 	TopBytes, TopObjects             []HeapSite
+	// TopAlloc are the sites that allocated the most bytes during the
+	// window (their AllocBytes and AllocObjects are what the heap profile
+	// counted between the two reads), at most maxHeapSites; AllocSeconds
+	// is the span those counts cover: the runtime publishes them when a
+	// cycle ends, so it runs from the last cycle before the first read to
+	// the last before the second. Empty when fewer than one cycle ended
+	// between the reads or the heap profile was read only once.
+	TopAlloc     []HeapSite `json:",omitempty"`
+	AllocSeconds float64    `json:",omitempty"`
+	// AllocTotalBytes is what every site allocated over AllocSeconds
+	// (the heap profile's scaled estimate).
+	AllocTotalBytes int64 `json:",omitempty"`
 	// Start and End are the GC's state at the two reads.
 	Start, End BookGC
 	// Notes say what could not be read.
@@ -176,6 +188,8 @@ type booksReader struct {
 	own   bool // opened here, closed by finish
 	start *gomem.Stats
 	c0    *gomem.Census
+	// h0 is the heap profile at the start, nil when it was not read.
+	h0    *gomem.HeapProfile
 	notes []string
 }
 
@@ -200,6 +214,9 @@ func startBooks(src goruntime.Source, procRoot string, pid int) *booksReader {
 	if r.start, err = r.p.Stats(); err != nil {
 		r.notes = append(r.notes, fmt.Sprintf("GC state at the start: %v", err))
 	}
+	// Without a heap profile, finish says why; a failed first read only
+	// leaves the window without its allocation ranking.
+	r.h0, _ = r.p.HeapProfile()
 	return r
 }
 
@@ -255,9 +272,32 @@ func (r *booksReader) finish() *Books {
 		}
 		b.TopBytes = topSites(sites, func(s gomem.Site) int64 { return s.InUseBytes })
 		b.TopObjects = topSites(sites, func(s gomem.Site) int64 { return s.InUseObjects })
+		b.TopAlloc, b.AllocSeconds = r.allocated(h, b)
 	}
 	b.Groups = bookGroups(c1, sites, b.HeapProfile)
 	return b
+}
+
+// allocated ranks the sites by the bytes the heap profile counted between
+// the window's first reading and h, with the span the counts cover.
+func (r *booksReader) allocated(h *gomem.HeapProfile, b *Books) ([]HeapSite, float64) {
+	t0, t1 := b.Start.LastGC, b.End.LastGC
+	if r.h0 == nil || h.GCCycles <= r.h0.GCCycles || t0.IsZero() || !t1.After(t0) {
+		return nil, 0
+	}
+	d, shrank := h.Since(r.h0)
+	if shrank > 0 {
+		b.Notes = append(b.Notes, fmt.Sprintf("allocations: %d sites counted less at the end than at the start (a torn read), left out", shrank))
+	}
+	sites := r.p.Sites(d)
+	top := topSites(sites, func(s gomem.Site) int64 { return s.AllocBytes })
+	if len(top) == 0 {
+		return nil, 0
+	}
+	for _, s := range sites {
+		b.AllocTotalBytes += s.AllocBytes
+	}
+	return top, t1.Sub(t0).Seconds()
 }
 
 func bookGC(st *gomem.Stats) BookGC {
