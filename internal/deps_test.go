@@ -91,10 +91,8 @@ var procFileReaders = []string{
 var counterSubtractors = []string{"internal/proc", "internal/window"}
 
 var deltaFiles = []string{
-	"internal/goruntime/window.go",     // the runtime's own interval (a source's, below window)
-	"internal/syscalls/run_linux.go",   // the syscalls command's /proc mode (a source: window imports it)
-	"internal/stacks/sampler_linux.go", // the sampled threads' CPU over the run
-	"internal/web/findings.go",         // the doctor window rebuilt from the chart
+	"internal/goruntime/window.go", // the runtime's own interval (a source's, below window)
+	"internal/web/findings.go",     // the doctor window rebuilt from the chart
 }
 
 // procLiteral reports whether the Go file f holds a string literal naming

@@ -98,8 +98,8 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 			pr.ChildSysPct = float64(Delta(p.CSTime, c.CSTime)) * tickPct
 			pr.MinFltPerSec = float64(Delta(p.MinFlt, c.MinFlt)) / sec
 			pr.MajFltPerSec = float64(Delta(p.MajFlt, c.MajFlt)) / sec
-			if p.Known&c.Known&KnownIO != 0 {
-				pr.SyscallsPerSec = float64(Delta(p.SyscR+p.SyscW, c.SyscR+c.SyscW)) / sec
+			if r, w, ok := IOCalls(p, c); ok {
+				pr.SyscallsPerSec = float64(r+w) / sec
 			}
 		}
 		// Threads: merge-join by TID, summing switches over threads alive at
@@ -185,6 +185,17 @@ func Delta(a, b uint64) uint64 {
 		return 0
 	}
 	return b - a
+}
+
+// IOCalls is what a process's read- and write-class syscall counters
+// (/proc/PID/io syscr and syscw) counted from its reading earlier to its
+// reading later (the same process), and false when either reading lacks
+// them (io unreadable).
+func IOCalls(earlier, later *Proc) (reads, writes uint64, ok bool) {
+	if earlier.Known&later.Known&KnownIO == 0 {
+		return 0, 0, false
+	}
+	return Delta(earlier.SyscR, later.SyscR), Delta(earlier.SyscW, later.SyscW), true
 }
 
 func grow[T any](s []T, n int) []T {

@@ -317,35 +317,57 @@ func monotonicNS() uint64 {
 	return uint64(ts.Nano())
 }
 
-// window fills the /proc CPU time between the two readings, and for a
-// user-only run adds each thread's system time as a synthetic stack.
+// window fills the process's CPU time between the two readings, with
+// proc.Rates' definition (the threads' schedstat run time split by the
+// clock ticks' ratio where the threads were read at both ends, else the
+// ticks), and for a user-only run adds each thread's system time as a
+// synthetic stack (a thread born in between counts in full).
 func (s *sampler) window(first, last *proc.Snapshot) {
-	p0, p1 := first.Find(int32(s.opts.PID)), last.Find(int32(s.opts.PID))
-	tick := time.Second / proc.ClockTicks
-	s.raw.CPU = CPUTime{
-		User:   time.Duration(proc.Delta(p0.UTime, p1.UTime)) * tick,
-		System: time.Duration(proc.Delta(p0.STime, p1.STime)) * tick,
-		Known:  true,
+	var r proc.Rates
+	r.Compute(first, last)
+	pr, tasks := rateOf(&r, last, int32(s.opts.PID))
+	if pr == nil {
+		return
 	}
+	sec := r.Interval.Seconds()
+	dur := func(pct float64) time.Duration { return time.Duration(pct / 100 * sec * float64(time.Second)) }
+	s.raw.CPU = CPUTime{User: dur(pr.UserPct), System: dur(pr.SysPct), Known: true}
 	if !s.userOnly {
 		return
 	}
-	before := map[int32]uint64{}
-	for _, t := range first.TasksOf(p0) {
-		before[t.TID] = t.STime
-	}
-	for _, t := range last.TasksOf(p1) {
-		d := proc.Delta(before[t.TID], t.STime)
-		n := int64(time.Duration(d) * tick / s.raw.Period)
+	for i := range tasks {
+		tr := &tasks[i]
+		sys := dur(tr.SysPct)
+		if tr.New {
+			sys = time.Duration(tr.Task.STime) * (time.Second / proc.ClockTicks)
+		}
+		n := int64(sys / s.raw.Period)
 		if n == 0 {
 			continue
 		}
+		t := tr.Task
 		if _, ok := s.raw.Threads[int(t.TID)]; !ok {
 			s.raw.Threads[int(t.TID)] = t.Comm
 		}
 		s.agg[fmt.Sprintf("synthetic %d", t.TID)] = &Stack{TID: int(t.TID), Mode: ModeKernel, Count: n, Synthetic: true}
 		s.raw.WindowSamples += n
 	}
+}
+
+// rateOf returns pid's rates in r, computed up to the snapshot last, and
+// its threads' (nil when pid was not in both readings).
+func rateOf(r *proc.Rates, last *proc.Snapshot, pid int32) (*proc.ProcRate, []proc.TaskRate) {
+	p := last.Find(pid)
+	if p == nil {
+		return nil, nil
+	}
+	for i := range r.Procs {
+		if pr := &r.Procs[i]; pr.Proc == p && !pr.New {
+			lo, hi := last.TaskRange(p)
+			return pr, r.Tasks[lo:hi]
+		}
+	}
+	return nil, nil
 }
 
 func (s *sampler) attr() unix.PerfEventAttr {
@@ -564,17 +586,12 @@ func (s *sampler) maybePerCPU(first, last *proc.Snapshot) {
 	// process's own sum covers live threads only.
 	var r proc.Rates
 	r.Compute(first, last)
-	var vol uint64
-	for i := range r.Procs {
-		if pr := &r.Procs[i]; pr.Proc == p1 && !pr.New {
-			vol = pr.Vol
-		}
-	}
-	if vol == 0 {
+	pr, _ := rateOf(&r, last, int32(s.opts.PID))
+	if pr == nil || pr.Vol == 0 {
 		return
 	}
-	rate := float64(vol) / dt
-	cpu := float64(proc.Delta(p0.UTime+p0.STime, p1.UTime+p1.STime)) / proc.ClockTicks / dt
+	rate := float64(pr.Vol) / dt
+	cpu := (pr.UserPct + pr.SysPct) / 100
 	if rate*switchCost <= 0.01*max(cpu, 0.05) {
 		return
 	}

@@ -444,10 +444,9 @@ func (s *procSource) report(r *Report, seconds float64) error {
 		a.SampleHz = float64(s.sampler.Samples) / float64(max(s.sampler.Threads(), 1)) / seconds
 	}
 	p0, p1 := s.first.Find(int32(s.pid)), s.snap.Find(int32(s.pid))
-	if p0 != nil && p1 != nil && p1.Known&proc.KnownIO != 0 {
-		a.ReadCalls = proc.Delta(p0.SyscR, p1.SyscR)
-		a.WriteCalls = proc.Delta(p0.SyscW, p1.SyscW)
-		if seconds > 0 {
+	if p0 != nil && p1 != nil {
+		var ok bool
+		if a.ReadCalls, a.WriteCalls, ok = proc.IOCalls(p0, p1); ok && seconds > 0 {
 			a.ReadRate = float64(a.ReadCalls) / seconds
 			a.WriteRate = float64(a.WriteCalls) / seconds
 		}

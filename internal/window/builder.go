@@ -283,9 +283,9 @@ func (b *Builder) window(a *acc) *Window {
 	if a.intervals > 0 {
 		w.ReapShare = float64(a.reaps) / float64(a.intervals)
 	}
-	if l.Known&proc.KnownIO != 0 && f.Known&proc.KnownIO != 0 {
-		w.ReadCalls, w.WriteCalls = proc.Delta(f.SyscR, l.SyscR), proc.Delta(f.SyscW, l.SyscW)
-		w.IOCalls = int64(w.ReadCalls + w.WriteCalls)
+	if r, wr, ok := proc.IOCalls(f, l); ok {
+		w.ReadCalls, w.WriteCalls = r, wr
+		w.IOCalls = int64(r + wr)
 	}
 	if l.Known&proc.KnownFDLimit != 0 {
 		w.FDLimit = l.FDLimit
