@@ -24,7 +24,9 @@ const (
 // Container is the container a process runs in, as its cgroup path (and
 // where that says nothing, its mounts) shows it: no container runtime or
 // Kubernetes API is asked. What the kernel does not show (the image, the
-// container's and the pod's names, the pod's namespace) is not known here.
+// container's and the pod's names, the pod's namespace) comes from the
+// runtime's own files on the host where they can be read (AddNames), and
+// is empty otherwise.
 type Container struct {
 	// Runtime is one of the Runtime constants.
 	Runtime string `json:"runtime"`
@@ -41,6 +43,15 @@ type Container struct {
 	// did; Source says which file it came from: "cgroup" or "mountinfo".
 	Dir    string `json:"dir"`
 	Source string `json:"source"`
+	// Name is the container's name, Image the image it was started from
+	// as the runtime was asked for it ("registry.example/app:v1"), PodName
+	// and PodNamespace its Kubernetes pod's; MetaFrom is the runtime's file
+	// on the host they were read from. Empty when unknown (see AddNames).
+	Name         string `json:"name,omitempty"`
+	Image        string `json:"image,omitempty"`
+	PodName      string `json:"pod_name,omitempty"`
+	PodNamespace string `json:"pod_namespace,omitempty"`
+	MetaFrom     string `json:"meta_from,omitempty"`
 }
 
 // ShortID is the ID's first 12 characters, as the runtimes' own listings
@@ -53,17 +64,31 @@ func (c Container) ShortID() string {
 }
 
 // String names the container in a few words: "podman 0123456789ab",
-// "containerd 0123456789ab pod 1234-abcd (burstable)".
+// "containerd 0123456789ab pod 1234-abcd (burstable)", and with the names
+// its runtime's files gave, "podman 0123456789ab name web image
+// localhost/app:1", "containerd 0123456789ab name app pod shop/web-5d8f
+// (burstable) image registry.example/app:v1".
 func (c Container) String() string {
 	s := c.Runtime
 	if c.ID != "" {
 		s += " " + c.ShortID()
 	}
-	if c.PodUID != "" {
+	if c.Name != "" {
+		s += " name " + c.Name
+	}
+	switch {
+	case c.PodName != "" && c.PodNamespace != "":
+		s += " pod " + c.PodNamespace + "/" + c.PodName
+	case c.PodName != "":
+		s += " pod " + c.PodName
+	case c.PodUID != "":
 		s += " pod " + c.PodUID
-		if c.QoS != "" {
-			s += " (" + c.QoS + ")"
-		}
+	}
+	if c.PodUID != "" && c.QoS != "" {
+		s += " (" + c.QoS + ")"
+	}
+	if c.Image != "" {
+		s += " image " + c.Image
 	}
 	return s
 }
@@ -203,8 +228,9 @@ func parseMountContainer(b []byte) (Container, bool) {
 }
 
 // Container names the container process pid runs in from its cgroup file,
-// else its mountinfo; false when neither names one (a process on the host,
-// or a runtime this package does not know).
+// else its mountinfo, with the names its runtime's files on the host give
+// (AddNames); false when neither names one (a process on the host, or a
+// runtime this package does not know).
 func (fs FS) Container(pid int) (Container, bool, error) {
 	b, err := os.ReadFile(fs.PID(pid, "cgroup"))
 	if err != nil {
@@ -213,13 +239,33 @@ func (fs FS) Container(pid int) (Container, bool, error) {
 		}
 		return Container{}, false, fmt.Errorf("read cgroup of process %d: %w", pid, err)
 	}
-	if c, ok := parseCgroupContainer(b); ok {
-		return c, true, nil
-	}
-	if b, err := os.ReadFile(fs.PID(pid, "mountinfo")); err == nil {
-		if c, ok := parseMountContainer(b); ok {
-			return c, true, nil
+	c, ok := parseCgroupContainer(b)
+	if !ok {
+		if b, err := os.ReadFile(fs.PID(pid, "mountinfo")); err == nil {
+			c, ok = parseMountContainer(b)
 		}
 	}
-	return Container{}, false, nil
+	if !ok {
+		return Container{}, false, nil
+	}
+	c.AddNames()
+	return c, true, nil
+}
+
+// NSPID returns process pid's PID in its own (innermost) PID namespace:
+// the PID a containerised program knows itself by. It is pid for a process
+// of fs's own namespace, and pid when the kernel has no NSpid line (before
+// Linux 4.1).
+func (fs FS) NSPID(pid int) (int, error) {
+	b, err := os.ReadFile(fs.PID(pid, "status"))
+	if err != nil {
+		if errors.Is(err, iofs.ErrNotExist) {
+			return 0, fmt.Errorf("read status of process %d: %w", pid, ErrProcessGone)
+		}
+		return 0, fmt.Errorf("read status of process %d: %w", pid, err)
+	}
+	if ns := parseNSpid(b); len(ns) > 0 {
+		return ns[len(ns)-1], nil
+	}
+	return pid, nil
 }
