@@ -86,7 +86,7 @@ func seedImage(t testing.TB, n int) []byte {
 	return b
 }
 
-// FuzzDecoders feeds the census, statistics and heap profile readers
+// FuzzDecoders feeds the census, statistics, GC clock and heap profile readers
 // memory images of any content: they return a result or an error, never
 // panic, and their results stay within their bounds.
 func FuzzDecoders(f *testing.F) {
@@ -102,6 +102,14 @@ func FuzzDecoders(f *testing.F) {
 			}
 		}
 		p.Stats()
+		if r, err := p.NewGCClock(); err == nil {
+			if c, err := r.Read(); err == nil && (c.Start < 0 || c.End < 0 || c.HasCPU && c.Assist > c.GCTotal) {
+				t.Fatalf("GC clock out of bounds: %+v", c)
+			}
+			if ends, err := r.Ends(0, 1<<31); err == nil && len(ends) > gcRing {
+				t.Fatalf("%d cycle ends from a ring of %d", len(ends), gcRing)
+			}
+		}
 		if h, err := p.HeapProfile(); err == nil {
 			if len(h.Records) > maxBuckets {
 				t.Fatalf("%d heap records", len(h.Records))
