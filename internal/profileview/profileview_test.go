@@ -108,7 +108,7 @@ console.log("ok");
 func TestEmptySummaryJSON(t *testing.T) {
 	p := &stacks.Profile{Raw: &stacks.Raw{Period: time.Second / 99, Threads: map[int]string{}}}
 	var b bytes.Buffer
-	if err := WriteSummaryJSON(&b, p.Summarize(5)); err != nil {
+	if err := WriteSummaryJSON(&b, p.Summarize(5), Target{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`"top": []`, `"top_cum": []`, `"classes": {}`, `"coverage": null`} {

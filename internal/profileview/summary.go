@@ -10,21 +10,32 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/stacks"
 	"github.com/gosleuth/gosleuth/internal/termsafe"
 )
 
-// WriteSummaryJSON writes s as one JSON object.
-func WriteSummaryJSON(w io.Writer, s *stacks.Summary) error {
+// WriteSummaryJSON writes s as one JSON object, with t's container
+// ("container", as every command's JSON carries it) and PID in its own
+// namespace ("nspid") where there are some.
+func WriteSummaryJSON(w io.Writer, s *stacks.Summary, t Target) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(s)
+	return enc.Encode(struct {
+		*stacks.Summary
+		NSPID     int             `json:"nspid,omitempty"`
+		Container *proc.Container `json:"container,omitempty"`
+	}{s, t.NSPID, t.Container})
 }
 
-// WriteSummaryText writes s for a terminal.
-func WriteSummaryText(w io.Writer, s *stacks.Summary) error {
+// WriteSummaryText writes s for a terminal, t's container and PID inside
+// it on the line under the process's.
+func WriteSummaryText(w io.Writer, s *stacks.Summary, t Target) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pid %d  %s\n", s.PID, s.Exe)
+	if l := t.line(); l != "" {
+		b.WriteString(l + "\n")
+	}
 	fmt.Fprintf(&b, "%.1fs at %d Hz, %d threads, %d samples, %d lost\n", s.Seconds, s.Hz, s.Threads, s.Samples, s.Lost)
 	if s.NewThreads > 0 {
 		fmt.Fprintf(&b, "%d threads started during the run, each sampled within %.0f ms of its start\n", s.NewThreads, s.PickupMaxMS)
