@@ -160,10 +160,12 @@ func runProfile(ctx context.Context, f *profileFlags, args []string, stdout, std
 	if f.offEvery < 1 {
 		return usagef("--off-cpu-every must be at least 1")
 	}
+	var target profileview.Target
 	if f.pid > 0 && runtime.GOOS == "linux" {
 		if err := checkTargets(f.procRoot, f.pid); err != nil {
 			return err
 		}
+		target = profileview.TargetOf(proc.NewFS(f.procRoot), f.pid)
 	}
 	if f.events != "auto" && f.events != "thread" && f.events != "cpu" {
 		return usagef("--events must be auto, thread or cpu, got %q", f.events)
@@ -230,9 +232,13 @@ func runProfile(ctx context.Context, f *profileFlags, args []string, stdout, std
 	}
 	s := p.Summarize(f.top)
 	return writeProfileOutputs(f.format, f.out, stdout, map[string]func(io.Writer) error{
-		"pprof": p.WritePprof,
-		"json":  func(w io.Writer) error { return profileview.WriteSummaryJSON(w, s) },
-		"text":  func(w io.Writer) error { return profileview.WriteSummaryText(w, s) },
+		"pprof": func(w io.Writer) error {
+			pp := p.PprofProfile()
+			profileview.AnnotatePprof(pp, target)
+			return pp.Write(w)
+		},
+		"json": func(w io.Writer) error { return profileview.WriteSummaryJSON(w, s, target) },
+		"text": func(w io.Writer) error { return profileview.WriteSummaryText(w, s, target) },
 	})
 }
 
