@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 // state is what the page shows beside the charts: the process, its
@@ -29,6 +31,14 @@ type state struct {
 	Unchecked  []unchkOut `json:"unchecked"`
 	EvalFrom   float64    `json:"eval_from,omitempty"`
 	EvalTo     float64    `json:"eval_to,omitempty"`
+	// NSPID is the process's PID in its own PID namespace (a container's
+	// view of it), there only when it differs from PID.
+	NSPID int `json:"nspid,omitempty"`
+	// Container is the container the process runs in, and ContainerText
+	// the words the other commands name it with ("podman 0123456789ab
+	// name web image localhost/app:1"); absent on the host.
+	Container     *proc.Container `json:"container,omitempty"`
+	ContainerText string          `json:"container_text,omitempty"`
 }
 
 type srcState struct {
@@ -59,6 +69,12 @@ func (w *watch) stateLocked() []byte {
 		Syscalls: sysState{Mode: "proc", Why: w.exactWhy, CanExact: os.Geteuid() == 0},
 		Interval: w.s.cfg.Interval.Seconds(), Capacity: w.ring.capacity(), Viewers: w.viewers,
 		Findings: w.findings.List, EvalFrom: w.findings.From, EvalTo: w.findings.To,
+	}
+	if w.facts.NSPID != w.pid && w.facts.NSPID > 0 {
+		st.NSPID = w.facts.NSPID
+	}
+	if c := w.facts.Container; c != nil {
+		st.Container, st.ContainerText = c, c.String()
 	}
 	if w.exited {
 		st.ExitedAt = float64(w.exitedAt.UnixMilli()) / 1e3

@@ -222,6 +222,13 @@ function procPage() {
     const rebuild = !st || st.syscalls.mode !== s.syscalls.mode || st.runtime.from !== s.runtime.from || st.is_go !== s.is_go;
     st = s;
     $("title").textContent = "pid " + s.pid + " " + s.comm + (s.go_version ? " (" + s.go_version + ")" : "");
+    // The container, as the other commands name it, and the PID the
+    // program has inside its own namespace.
+    const ctr = $("ctr");
+    const inner = s.nspid ? "PID " + s.nspid + " in its namespace" : "";
+    ctr.hidden = !s.container_text && !inner;
+    ctr.textContent = [s.container_text ? "container " + s.container_text : "", inner].filter(Boolean).join(", ");
+    ctr.title = s.container ? s.container.runtime + " container " + (s.container.id || "") + " (cgroup " + s.container.dir + (s.container.meta_from ? "; names from " + s.container.meta_from : "") + ")" : "";
     $("cmd").textContent = s.cmdline;
     $("cmd").title = s.cmdline;
     document.title = "gosleuth: " + s.pid + " " + s.comm;
