@@ -1,10 +1,15 @@
 package testbin
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestBuildOnceAndCleanup(t *testing.T) {
@@ -36,4 +41,66 @@ func TestBuildOnceAndCleanup(t *testing.T) {
 	if _, err := os.Stat(a); !os.IsNotExist(err) {
 		t.Fatalf("after Cleanup: %v", err)
 	}
+}
+
+// TestStart runs a shell program that prints an address, says it is
+// ready, answers SIGUSR1 with a line and leaves on SIGTERM: Start returns
+// once it is ready with the lines so far, Ask gets its answer, and the
+// program is gone when the test's cleanups have run.
+func TestStart(t *testing.T) {
+	const script = `trap 'echo report; ' USR1; trap 'exit 0' TERM; echo addr 127.0.0.1:1; echo ready; while :; do sleep 0.05; done`
+	var pid int
+	t.Run("run", func(t *testing.T) {
+		p := Start(t, exec.Command("/bin/sh", "-c", script), Options{
+			Ready: func(l string) bool { return l == "ready" }, Lines: true, Stop: syscall.SIGTERM})
+		pid = p.PID()
+		if len(p.Head) != 2 || p.Head[0] != "addr 127.0.0.1:1" || p.Ready() != "ready" {
+			t.Fatalf("head %q", p.Head)
+		}
+		if l := p.Ask(t, syscall.SIGUSR1, 10*time.Second); l != "report" {
+			t.Errorf("answer %q, want report", l)
+		}
+	})
+	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
+		t.Errorf("program %d still there after the test (%v)", pid, err)
+	}
+	// The first line is ready by default; the rest is dropped.
+	t.Run("first line", func(t *testing.T) {
+		p := Start(t, exec.Command("/bin/sh", "-c", "echo 4242; yes | head -c 1000000; sleep 60"), Options{})
+		if p.Ready() != "4242" {
+			t.Errorf("ready line %q", p.Ready())
+		}
+	})
+}
+
+// TestStartFailure: a program that ends before it is ready fails the test
+// that started it, saying what it printed.
+func TestStartFailure(t *testing.T) {
+	ft := &fakeT{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Start(ft, exec.Command("/bin/sh", "-c", "echo starting"), Options{Ready: func(l string) bool { return l == "ready" }, Wait: 10 * time.Second})
+	}()
+	<-done
+	if !strings.Contains(ft.msg, "ended before it was ready") || !strings.Contains(ft.msg, "starting") {
+		t.Errorf("failure %q", ft.msg)
+	}
+	for _, f := range ft.cleanups {
+		f()
+	}
+}
+
+// fakeT records a fatal failure instead of failing the real test.
+type fakeT struct {
+	testing.TB
+	msg      string
+	cleanups []func()
+}
+
+func (f *fakeT) Helper()           {}
+func (f *fakeT) Cleanup(fn func()) { f.cleanups = append(f.cleanups, fn) }
+func (f *fakeT) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
 }
