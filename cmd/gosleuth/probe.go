@@ -32,8 +32,11 @@ a kernel with BPF uprobe_multi links; never uses return probes.
 
 A governor is on by default: a 100 ms count-only pre-flight measures each
 function's call rate, and one that would cost the target more than --budget
-of a CPU is not probed ("too hot to probe"); the window ends early when the
-budget is spent. Recipes: ` + strings.Join(probe.RecipeNames(), ", ") + `.
+of a CPU through the window is probed in bursts (attached for part of the
+window, detached in between, the duty cycle chosen to keep within the
+budget): its counts are then estimates scaled from the bursts, said so with
+the duty cycle and a margin. One too hot even for two 5 ms bursts is not
+probed ("too hot to probe"). The window ends early when the budget is spent. Recipes: ` + strings.Join(probe.RecipeNames(), ", ") + `.
 A FUNC may end in :AX, :BX, :CX or :R14 to read that register.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
 			f := &probeFlags{}
@@ -241,7 +244,13 @@ func writeProbeText(w io.Writer, r *probe.Result, recipes []probe.Recipe, answer
 			fmt.Fprintf(&b, "%s: %s\n\n", f.Func, strings.TrimPrefix(f.Skipped, f.Func+": "))
 			continue
 		}
-		fmt.Fprintf(&b, "%s  %d calls, %.0f/s  [%s", f.Func, f.Count, f.PerSec, probeKind(f.Kind))
+		if s := f.Sampled; s != nil {
+			// Probed in bursts: the count is an estimate.
+			fmt.Fprintf(&b, "%s  ~%d calls, %.0f ± %.0f/s, sampled: %d bursts, attached %.1f%% of the window, %d calls counted  [%s",
+				f.Func, f.Count, f.PerSec, s.PerSecMargin, s.Bursts, 100*s.Duty, s.Counted, probeKind(f.Kind))
+		} else {
+			fmt.Fprintf(&b, "%s  %d calls, %.0f/s  [%s", f.Func, f.Count, f.PerSec, probeKind(f.Kind))
+		}
 		if f.Symbol != f.Func {
 			fmt.Fprintf(&b, ", as %s", f.Symbol)
 		}

@@ -408,6 +408,7 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 	all := indices(len(pts))
 	// Pre-flight: counting only, to learn each function's rate.
 	keep := all
+	var hot []int // too hot to probe through the window: bursts
 	rates := make([]float64, len(pts))
 	if o.Budget > 0 {
 		a, err := pr.attach(m, pts, all)
@@ -436,13 +437,13 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 		}
 		sec := time.Since(t0).Seconds()
 		a.close()
-		keep = preflightKeep(c, sec, rates, stat, o.Budget, func(i int) float64 { return pts[i].Kind.Cost() })
+		keep, hot = preflightSplit(c, sec, rates, stat, o.Budget, func(i int) float64 { return pts[i].Kind.Cost() })
 		if err := resetCounts(m, len(pts)); err != nil {
 			return nil, err
 		}
 	}
 	// The window's configuration: stack sampling rate and argument.
-	for _, i := range keep {
+	for _, i := range append(slices.Clone(keep), hot...) {
 		every := 0
 		if probeOf[i].Stacks {
 			every = max(1, int(rates[i]/maxStacksPS))
@@ -455,17 +456,93 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 			return nil, fmt.Errorf("configure probe: %w", err)
 		}
 	}
-	if len(keep) == 0 {
-		res.Notes = append(res.Notes, "every function was too hot to probe within the budget")
+	// A call's cost to the target: the probe's, and its share of a
+	// sampled stack.
+	cost := func(i int) float64 {
+		c := pts[i].Kind.Cost()
+		if e := stat[i].StackEvery; e > 0 {
+			c += stackCost / float64(e)
+		}
+		return c
+	}
+	budgetNS := o.Budget * o.Duration.Seconds() * 1e9
+	var keepNSPerSec float64
+	for _, i := range keep {
+		keepNSPerSec += rates[i] * cost(i)
+	}
+	hot, refused := planBursts(hot, rates, cost, budgetNS, keepNSPerSec, o.Duration)
+	for _, i := range refused {
+		markTooHot(stat[i], rates[i], cost(i), o.Budget, ", even in bursts")
+	}
+	if len(keep) == 0 && len(hot) == 0 {
+		res.Notes = append(res.Notes, "every function was too hot to probe within the budget, even in bursts")
 		return res, nil
 	}
+	var a *attached
 	t0 := time.Now()
-	a, err := pr.attach(m, pts, keep)
-	if err != nil {
-		return nil, err
+	if len(keep) > 0 {
+		if a, err = pr.attach(m, pts, keep); err != nil {
+			return nil, err
+		}
 	}
 	res.AttachMS = msSince(t0)
 	res.Mechanism = pr.mechanism()
+	// The counts of the functions probed throughout, as the window's
+	// governor last read them (the bursts plan with them).
+	var keepSpent atomicFloat
+	spent := func() (float64, bool) {
+		c, err := readCounts(m, len(pts))
+		if err != nil {
+			return 0, false
+		}
+		ns := 0.0
+		for _, i := range keep {
+			ns += float64(c[i]) * cost(i)
+		}
+		keepSpent.store(ns)
+		return ns, true
+	}
+	var b *bursts
+	stop, burstsDone := make(chan struct{}), make(chan struct{})
+	if len(hot) > 0 {
+		hcost, hrate := make([]float64, len(hot)), make([]float64, len(hot))
+		for j, i := range hot {
+			hcost[j], hrate[j] = cost(i), rates[i]
+		}
+		b = newBursts(hot, hcost, hrate)
+		b.keepSpent, b.keepNSPerSec, b.budgetNS = keepSpent.load, keepNSPerSec, budgetNS
+		b.period, b.end = burstPeriod(o.Duration), time.Now().Add(o.Duration)
+		b.attach = func() (func() ([]uint64, error), error) {
+			before, err := readCounts(m, len(pts))
+			if err != nil {
+				return nil, err
+			}
+			ba, err := pr.attach(m, pts, hot)
+			if err != nil {
+				return nil, err
+			}
+			return func() ([]uint64, error) {
+				// Closed, the link has run its last program: the
+				// counters hold every call it caught.
+				ba.close()
+				after, err := readCounts(m, len(pts))
+				if err != nil {
+					return nil, err
+				}
+				out := make([]uint64, len(hot))
+				for j, i := range hot {
+					out[j] = after[i] - before[i]
+				}
+				return out, nil
+			}, nil
+		}
+		go func() {
+			defer close(burstsDone)
+			b.run(stop)
+		}()
+	} else {
+		close(burstsDone)
+	}
 	if o.Attached != nil {
 		o.Attached()
 	}
@@ -473,22 +550,20 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 		if o.Budget <= 0 {
 			return 0, false // no governor: nothing to read until the end
 		}
-		c, err := readCounts(m, len(pts))
-		if err != nil {
-			return 0, false
+		ns, ok := spent()
+		if b != nil {
+			ns += b.spent()
 		}
-		spent := 0.0
-		for _, i := range keep {
-			spent += float64(c[i]) * pts[i].Kind.Cost()
-			if e := stat[i].StackEvery; e > 0 {
-				spent += float64(c[i]) / float64(e) * stackCost
-			}
-		}
-		return spent, true
+		return ns, ok
 	})
+	// The bursts end first: none may stay attached.
+	close(stop)
+	<-burstsDone
 	counts, cerr := readCounts(m, len(pts))
 	t1 := time.Now()
-	a.close()
+	if a != nil {
+		a.close()
+	}
 	res.DetachMS = msSince(t1)
 	if cerr != nil {
 		return nil, cerr
@@ -501,11 +576,8 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 	}
 	if res.Seconds > 0 {
 		var ns float64
-		for _, i := range keep {
-			ns += float64(counts[i]) * pts[i].Kind.Cost()
-			if e := stat[i].StackEvery; e > 0 {
-				ns += float64(counts[i]) / float64(e) * stackCost
-			}
+		for _, i := range append(slices.Clone(keep), hot...) {
+			ns += float64(counts[i]) * cost(i)
 		}
 		res.CostCPU = ns / 1e9 / res.Seconds
 	}
@@ -514,6 +586,13 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 	}
 	if err := readArgs(m, stat); err != nil {
 		res.Notes = append(res.Notes, err.Error())
+	}
+	if b != nil {
+		b.report(stat, res.Seconds, o.Budget)
+		if b.err != nil {
+			res.Notes = append(res.Notes, "bursts: "+b.err.Error())
+		}
+		res.Notes = append(res.Notes, burstNote(stat, hot))
 	}
 	if slices.ContainsFunc(pts, func(p Point) bool { return p.Kind == SingleStepped }) {
 		res.Notes = append(res.Notes, "single-stepped probes (no PUSHQ BP after the stack check) cost about 10 µs a call and their stacks lack the direct caller")
@@ -564,21 +643,26 @@ func indices(n int) []int {
 	return out
 }
 
-// preflightKeep sets each function's pre-flight rate from its count c over
-// sec seconds and returns those whose projected cost (cost(i) ns a call)
-// fits the budget; the others are marked too hot to probe.
-func preflightKeep(c []uint64, sec float64, rates []float64, stat map[int]*FuncStat, budget float64, cost func(i int) float64) []int {
-	var keep []int
+// preflightSplit sets each function's pre-flight rate from its count c
+// over sec seconds and returns those whose projected cost (cost(i) ns a
+// call) fits the budget through the window, and those too hot for that.
+func preflightSplit(c []uint64, sec float64, rates []float64, stat map[int]*FuncStat, budget float64, cost func(i int) float64) (keep, hot []int) {
 	for i, n := range c {
 		rates[i] = float64(n) / sec
 		stat[i].PreflightPerSec = math.Round(rates[i])
-		if share := rates[i] * cost(i) / 1e9; share > budget {
-			stat[i].Skipped = fmt.Sprintf("too hot to probe (≥ %.0f calls/s would cost the target %.1f%% of a CPU, budget %.1f%%)", rates[i], 100*share, 100*budget)
+		if rates[i]*cost(i)/1e9 > budget {
+			hot = append(hot, i)
 			continue
 		}
 		keep = append(keep, i)
 	}
-	return keep
+	return keep, hot
+}
+
+// markTooHot says why function s, at rate calls a second of cost ns each,
+// is not probed; why, when set, follows "too hot to probe".
+func markTooHot(s *FuncStat, rate, cost, budget float64, why string) {
+	s.Skipped = fmt.Sprintf("too hot to probe%s (≥ %.0f calls/s would cost the target %.1f%% of a CPU, budget %.1f%%)", why, rate, 100*rate*cost/1e9, 100*budget)
 }
 
 func le32(b []byte, v uint32) { b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24) }

@@ -122,8 +122,9 @@ func RecipeNames() []string {
 
 // Statements is what the recipe says of r: Answer's statements, then one
 // naming the recipe's functions that were not measured because they were
-// too hot to probe. A recipe whose busiest function was left out must
-// never read as "nothing seen".
+// too hot to probe, and one for each function sampled in bursts, with its
+// duty cycle (its figures are estimates). A recipe whose busiest function
+// was left out must never read as "nothing seen".
 func (rc Recipe) Statements(r *Result) []string {
 	out := rc.Answer(r)
 	var hot []string
@@ -136,6 +137,17 @@ func (rc Recipe) Statements(r *Result) []string {
 	}
 	if len(hot) > 0 {
 		out = append(out, "not measured (too hot to probe): "+strings.Join(hot, ", "))
+	}
+	// A function probed in bursts: its figures above are estimates.
+	var sampled []string
+	for _, p := range rc.Probes {
+		for _, f := range r.Funcs {
+			if (f.Func == p.Func || f.Symbol == p.Func) && f.Sampled != nil && f.Skipped == "" && !slices.Contains(sampled, f.Func) {
+				sampled = append(sampled, f.Func)
+				out = append(out, fmt.Sprintf("%s sampled in %d bursts, attached %.1f%% of the window (too hot to probe throughout): %.0f ± %.0f calls a second estimated from %d counted",
+					f.Func, f.Sampled.Bursts, 100*f.Sampled.Duty, f.PerSec, f.Sampled.PerSecMargin, f.Sampled.Counted))
+			}
+		}
 	}
 	return out
 }

@@ -104,11 +104,15 @@ type FuncStat struct {
 	// why it was not probed (absent, too hot).
 	Kind    string `json:"kind,omitempty"`
 	Skipped string `json:"skipped,omitempty"`
-	// Count is the calls in the window (exact); PerSec their rate.
-	// PreflightPerSec is the rate the pre-flight measured.
+	// Count is the calls in the window: exact, or where Sampled is set an
+	// estimate scaled from the calls counted in bursts. PerSec is their
+	// rate. PreflightPerSec is the rate the pre-flight measured.
 	Count           uint64  `json:"count"`
 	PerSec          float64 `json:"per_sec"`
 	PreflightPerSec float64 `json:"preflight_per_sec"`
+	// Sampled is set for a function too hot to probe through the window
+	// within the budget, probed in bursts instead.
+	Sampled *Sampling `json:"sampled,omitempty"`
 	// StackEvery is the sampling of stacks: one call in StackEvery.
 	StackEvery int `json:"stack_every,omitempty"`
 	// Callers are the calling sites by share of the sampled stacks: the
@@ -117,6 +121,26 @@ type FuncStat struct {
 	// Arg names the register read and Args its values by share.
 	Arg  string   `json:"arg,omitempty"`
 	Args []ArgVal `json:"args,omitempty"`
+}
+
+// Sampling describes a function probed in bursts: attached for part of
+// the window only, so that its calls cost the target no more than the
+// budget. Its Count and PerSec are estimates from the calls counted in
+// the bursts, its callers and arguments are those of the bursts.
+type Sampling struct {
+	// Duty is the share of the window the probe was attached: OnSeconds
+	// over the window's seconds.
+	Duty float64 `json:"duty"`
+	// Bursts is how many times it was attached, OnSeconds for how long in
+	// all, and Counted the calls counted then (exact for those spans).
+	Bursts    int     `json:"bursts"`
+	OnSeconds float64 `json:"on_seconds"`
+	Counted   uint64  `json:"counted"`
+	// PerSecMargin bounds the error of PerSec: three standard errors of
+	// the mean of the bursts' rates (from their spread, or the count's
+	// Poisson error with fewer than three bursts), plus what the
+	// attach and detach edges may add or take (BurstEdge a burst).
+	PerSecMargin float64 `json:"per_sec_margin"`
 }
 
 // Caller is a calling site and its share of the sampled calls.
@@ -129,7 +153,8 @@ type Caller struct {
 	Stack []string `json:"stack,omitempty"`
 }
 
-// ArgVal is one value of the probed register and its calls.
+// ArgVal is one value of the probed register and its calls (estimated
+// like FuncStat.Count for a sampled function).
 type ArgVal struct {
 	Value uint64  `json:"value"`
 	Count uint64  `json:"count"`

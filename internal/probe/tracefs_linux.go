@@ -258,7 +258,11 @@ func runTracefs(ctx context.Context, t *Target, pts []Point, stat map[int]*FuncS
 		if err := tp.close(); err != nil {
 			return nil, err
 		}
-		keep = preflightKeep(tp.counts, sec, rates, stat, o.Budget, cost)
+		var hot []int
+		keep, hot = preflightSplit(tp.counts, sec, rates, stat, o.Budget, cost)
+		for _, i := range hot {
+			markTooHot(stat[i], rates[i], cost(i), o.Budget, " (no bursts without BPF)")
+		}
 	}
 	if len(keep) == 0 {
 		res.Notes = append(res.Notes, "every function was too hot to probe within the budget")

@@ -4,12 +4,15 @@ package main
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"flag"
 	"fmt"
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // hit has a frame (it calls leaf), so its probe sits on the emulated
@@ -53,6 +56,39 @@ func critical() {
 	mu.Unlock()
 }
 
+var slowMu sync.Mutex
+
+// rounds is the SHA-256 rounds contend makes under the lock.
+var rounds = 256
+
+// slowLocks counts contend's Lock calls, each of which takes the slow
+// path (see contend).
+var slowLocks atomic.Uint64
+
+// contend takes slowMu, hashes a little under it, and lets it go only once
+// another goroutine waits for it (a waiter counted in the mutex's state,
+// or a spinner's woken bit), so the mutex's state is never zero again
+// after the first contention: every later Lock fails its fast path and
+// calls lockSlow, once. The patient's own count of Lock calls is then the
+// true count of slow-path calls (up to the goroutines' first Locks).
+//
+//go:noinline
+func contend(buf []byte) {
+	slowLocks.Add(1)
+	slowMu.Lock() // the slow Lock
+	for range rounds {
+		sum := sha256.Sum256(buf)
+		buf = sum[:]
+	}
+	state := (*atomic.Int32)(unsafe.Pointer(&slowMu)) // sync.Mutex's first word is its state
+	for i := 0; state.Load() == 1; i++ {              // 1: locked, nobody waiting
+		if i > 100 {
+			runtime.Gosched()
+		}
+	}
+	slowMu.Unlock()
+}
+
 // spawnLeaky starts goroutines that never end.
 //
 //go:noinline
@@ -63,6 +99,7 @@ func spawnLeaky(block chan struct{}) {
 func main() {
 	mode := flag.String("mode", "count", "count, sleep or hot")
 	n := flag.Int("n", 50000, "calls per worker (count)")
+	flag.IntVar(&rounds, "rounds", rounds, "SHA-256 rounds under the lock (slowlock)")
 	flag.Parse()
 	fmt.Println("ready")
 	switch *mode {
@@ -97,6 +134,21 @@ func main() {
 			}()
 		}
 		select {}
+	case "slowlock":
+		// Four goroutines take the slow path of one mutex at every Lock;
+		// "ping" on stdin is answered with the Lock calls so far.
+		for range 4 {
+			go func() {
+				buf := make([]byte, 32)
+				for {
+					contend(buf)
+				}
+			}()
+		}
+		in := bufio.NewScanner(os.Stdin)
+		for in.Scan() {
+			fmt.Println("calls", slowLocks.Load())
+		}
 	case "spawn":
 		block := make(chan struct{})
 		for {
