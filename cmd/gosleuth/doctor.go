@@ -21,7 +21,7 @@ import (
 func init() {
 	register(&command{
 		Name:  "doctor",
-		Usage: "doctor [--pid PID ...] [--duration 10s] [--format text|json|markdown] [-o FILE]",
+		Usage: "doctor [--pid PID ...] [--duration 10s] [--format text|json|markdown] [-o FILE] [--src auto|DIR|off]",
 		Short: "find what is wrong: findings with evidence, cause and fix",
 		Long: `Watches every process on the host (or the ones given with --pid) for the
 duration through /proc, then takes a closer look (syscall mix, stack samples,
@@ -30,6 +30,13 @@ suspicious and at Go processes with non-trivial CPU or wake-ups. Each finding
 carries the numbers behind it, the cause and the fix; rules that could not be
 decided are listed with what they need. Without root, the report rests on
 /proc alone and says so.
+
+Where a GC, heap or goroutine-memory finding names allocation sites and the
+program's source is at hand (--src auto: the main package's directory named
+by the binary, when it exists here and belongs to root or the program's
+owner), the compiler's escape analysis runs with the program's Go release
+after the window, and each site gets the reason its value is on the heap and
+the usual fix.
 
 Rule ids: ` + ruleIDs(),
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
@@ -42,6 +49,7 @@ Rule ids: ` + ruleIDs(),
 			fs.IntVar(&f.maxLooks, "max-looks", 4, "on a whole-host run, look closely at most at `N` processes (0: /proc only, with --pid too)")
 			fs.StringVar(&f.pprofURL, "pprof-url", "", "read runtime metrics of the one --pid from this net/http/pprof `URL`")
 			fs.StringVar(&f.metricsURL, "metrics-url", "", "read runtime metrics of the one --pid from this Prometheus /metrics `URL`")
+			fs.StringVar(&f.src, "src", "auto", "the program's module source `DIR` for the escape reasons of allocation sites (auto: from the binary's source paths; off: none)")
 			fs.StringVar(&f.failOn, "fail-on", "", "exit with status 3 when a finding reaches this `severity` (warn or critical): a deploy gate")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return runDoctor(ctx, f, args, stdout, stderr)
@@ -61,6 +69,7 @@ type doctorFlags struct {
 	pprofURL   string
 	metricsURL string
 	failOn     string
+	src        string
 }
 
 // runDoctor is "gosleuth doctor" once its flags are parsed.
@@ -76,6 +85,9 @@ func runDoctor(ctx context.Context, f *doctorFlags, args []string, stdout, stder
 	}
 	if f.maxLooks < 0 {
 		return usagef("--max-looks must not be negative")
+	}
+	if f.src == "" {
+		return usagef("--src must be auto, off or a directory")
 	}
 	if min := minLookWindow(len(f.pids) > 0); f.maxLooks > 0 && f.duration < min {
 		return usagef("--duration %s is too short for the close looks (syscall counts, stacks, runtime, probes), which decide the causes: give at least %s%s, or --max-looks 0 for a report from /proc alone",
@@ -168,6 +180,9 @@ func runDoctor(ctx context.Context, f *doctorFlags, args []string, stdout, stder
 	}
 	notes = append(notes, quietCPU(ws, quiet)...)
 	rep := doctor.Diagnose(ws, host, notes, len(f.pids) > 0)
+	if f.src != "off" {
+		rep.Notes = append(rep.Notes, doctor.JoinEscapes(ctx, rep, proc.NewFS(f.procRoot), f.src)...)
+	}
 	var buf bytes.Buffer
 	switch f.format {
 	case "json":

@@ -14,12 +14,9 @@ package allocview
 
 import (
 	"context"
-	"debug/buildinfo"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/google/pprof/profile"
@@ -28,9 +25,6 @@ import (
 	"github.com/gosleuth/gosleuth/internal/gomem"
 	"github.com/gosleuth/gosleuth/internal/proc"
 )
-
-// escapeTimeout bounds the escape analysis build of a large module.
-const escapeTimeout = 5 * time.Minute
 
 // The profile types.
 const (
@@ -290,88 +284,41 @@ type EscapeRun struct {
 }
 
 // Join is the compiler's reason at a site.
-type Join struct {
-	// File and Line are where the compiler was asked: the innermost
-	// frame of the site's stack in the module's code.
-	File string `json:"file"`
-	Line int    `json:"line"`
-	// Via is the function outside the module the allocation happened in,
-	// called from that line ("fmt.Sprintf"), when it did.
-	Via string `json:"via,omitempty"`
-	// Reasons are the compiler's findings at the line; none where it
-	// reported no escape there.
-	Reasons []Reason `json:"reasons,omitempty"`
-}
+type Join = escape.Join
 
 // Reason is one finding of the compiler with its class and fix.
-type Reason struct {
-	Reason     string   `json:"reason"`
-	Class      string   `json:"class"`
-	Suggestion string   `json:"suggestion"`
-	Flow       []string `json:"flow,omitempty"`
+type Reason = escape.Reason
+
+// frames converts a gomem stack for the escape join.
+func frames(stack []gomem.Frame) []escape.Frame {
+	out := make([]escape.Frame, len(stack))
+	for i, f := range stack {
+		out[i] = escape.Frame{Func: f.Func, File: f.File, Line: f.Line}
+	}
+	return out
 }
 
 // join runs the escape analysis and attaches reasons to the top sites.
 func (r *Report) join(ctx context.Context, opts Options, all []gomem.Site) {
 	run := &EscapeRun{}
 	r.Escape = run
-	exe := opts.FS.PID(opts.PID, "exe")
-	bi, err := buildinfo.ReadFile(exe)
-	if err != nil {
-		run.Err = fmt.Sprintf("no build information in %s: %v", exe, err)
-		return
+	var fs []escape.Frame
+	for _, s := range all {
+		fs = append(fs, frames(s.Stack)...)
 	}
-	dir := opts.Src
-	if dir == "auto" {
-		dir = sourceDir(all, r.Sites)
-		if dir == "" {
-			run.Err = "no source of the program's main package on this machine (its file paths do not exist here, or the binary was built with -trimpath): give --src DIR"
-			return
-		}
+	for _, s := range r.Sites {
+		fs = append(fs, frames(s.Stack)...)
 	}
-	mod, err := escape.FindModule(dir)
+	prog, err := escape.AnalyseProgram(ctx, escape.ProgramOptions{FS: opts.FS, PID: opts.PID, Src: opts.Src, Frames: fs, GoVersion: opts.GoVersion})
 	if err != nil {
 		run.Err = err.Error()
 		return
 	}
-	run.Dir, run.Module = mod.Root, mod.Path
-	if opts.Src == "auto" {
-		if err := checkOwner(opts.FS, opts.PID, mod.Root); err != nil {
-			run.Err = err.Error()
-			return
-		}
-	}
-	if bi.Main.Path != "" && bi.Main.Path != mod.Path {
-		run.Err = fmt.Sprintf("the source at %s is module %s, the program was built from module %s", mod.Root, mod.Path, bi.Main.Path)
-		return
-	}
-	run.Toolchain = bi.GoVersion
-	if opts.GoVersion != "" {
-		run.Toolchain = opts.GoVersion
-	}
-	eo := escape.Options{Dir: mod.Root, Package: bi.Path, GoVersion: run.Toolchain}
-	if bi.Path == "command-line-arguments" || bi.Path == "" {
-		eo.Package, eo.Dir = "", dir
-	}
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "-tags":
-			eo.Tags = s.Value
-		case "-gcflags":
-			eo.GCFlags = s.Value
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, escapeTimeout)
-	defer cancel()
-	res, _, err := escape.Run(ctx, eo)
-	if err != nil {
-		run.Err = err.Error()
-		return
-	}
-	run.Findings = len(res.Findings)
+	run.Dir, run.Module, run.Toolchain = prog.Module.Root, prog.Module.Path, prog.Toolchain
+	run.Findings = len(prog.Result.Findings)
 	for _, list := range [][]Site{r.Sites, r.ByObjects} {
 		for i := range list {
-			list[i].Escape = joinSite(res, mod, list[i].Stack)
+			list[i].Escape = prog.Join(frames(list[i].Stack))
 		}
 	}
 	// Count over the top sites by bytes.
@@ -384,49 +331,4 @@ func (r *Report) join(ctx context.Context, opts Options, all []gomem.Site) {
 			run.Joined++
 		}
 	}
-}
-
-// inModule returns file's path relative to the module's root, for a path
-// of the build machine under the root or a -trimpath path under the
-// module's path.
-func inModule(mod escape.Module, file string) (string, bool) {
-	for _, pre := range []string{mod.Root + string(filepath.Separator), mod.Path + "/"} {
-		if rel, ok := strings.CutPrefix(file, pre); ok {
-			return rel, true
-		}
-	}
-	return "", false
-}
-
-// joinSite finds the compiler's reasons at the innermost frame of stack in
-// the module's code.
-func joinSite(res *escape.Result, mod escape.Module, stack []gomem.Frame) *Join {
-	for i, f := range stack {
-		rel, ok := inModule(mod, f.File)
-		if !ok {
-			continue
-		}
-		j := &Join{File: f.File, Line: f.Line}
-		if i > 0 {
-			j.Via = stack[i-1].Func
-		}
-		for _, fd := range res.At(filepath.Join(mod.Root, rel), f.Line) {
-			c := fd.Class()
-			// An allocation the compiler keeps off the heap is a reason
-			// only where nothing at the line escapes and the site is the
-			// line itself (a make whose size is known only at run time).
-			if fd.Kind == escape.NoEscape && (len(j.Reasons) > 0 || i > 0 || !fd.Allocation()) {
-				continue
-			}
-			if fd.Kind == escape.Leaks {
-				continue
-			}
-			j.Reasons = append(j.Reasons, Reason{Reason: fd.Reason(), Class: string(c), Suggestion: c.Suggestion(), Flow: fd.Flow})
-			if len(j.Reasons) == 3 {
-				break
-			}
-		}
-		return j
-	}
-	return nil
 }

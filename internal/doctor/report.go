@@ -321,6 +321,9 @@ func (r *Report) WriteText(w io.Writer, colour bool) error {
 			}
 			for _, c := range f.Code {
 				fmt.Fprintf(&b, "           code: %s\n", codeText(c))
+				if e := escapeText(c.Escape); e != "" {
+					fmt.Fprintf(&b, "             %s\n", e)
+				}
 			}
 			fmt.Fprintf(&b, "           cause: %s\n", f.Cause)
 			fmt.Fprintf(&b, "           fix: %s\n", f.Fix)
@@ -470,6 +473,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 				b.WriteString("\nCode:\n\n")
 				for _, c := range f.Code {
 					fmt.Fprintf(&b, "- %s\n", codeText(c))
+					if e := escapeText(c.Escape); e != "" {
+						fmt.Fprintf(&b, "  - %s\n", e)
+					}
 				}
 			}
 			fmt.Fprintf(&b, "\n**Cause.** %s\n\n**Fix.** %s\n\nSources: %s; confidence %s.\n", f.Cause, f.Fix, joinSources(f.Sources), f.Confidence)
@@ -518,6 +524,22 @@ func codeText(c CodeRef) string {
 		t += fmt.Sprintf(", %.0f%% %s", 100*c.Share, unit)
 	}
 	return t + " (from " + c.From + ")"
+}
+
+// escapeText writes the compiler's reason at an allocation site and its
+// fix: "escapes: moved to heap: buf (via fmt.Sprintf); fix: ...".
+func escapeText(e *EscapeReason) string {
+	if e == nil {
+		return ""
+	}
+	via := ""
+	if e.Via != "" {
+		via = " (in " + e.Via + ", called here)"
+	}
+	if e.None {
+		return "escapes: the compiler reports no escape at this line" + via
+	}
+	return fmt.Sprintf("escapes: %s%s; fix: %s", e.Reason, via, e.Fix)
 }
 
 func evidenceText(l EvidenceList) string {

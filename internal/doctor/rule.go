@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/gosleuth/gosleuth/internal/window"
 )
 
 // Severity ranks a finding.
@@ -130,6 +132,29 @@ type CodeRef struct {
 	Share float64 `json:"share,omitempty"`
 	// From names how it was found: "stack samples" or "probes".
 	From string `json:"from"`
+	// Escape is the compiler's reason what is allocated there lives on
+	// the heap, with the usual fix, where JoinEscapes found the
+	// program's source; nil elsewhere.
+	Escape *EscapeReason `json:"escape,omitempty"`
+	// alloc is where the allocation itself happened when that is not
+	// the line named (a library function called from it), for the join.
+	alloc *window.Site
+}
+
+// EscapeReason is the compiler's escape analysis at an allocation site.
+type EscapeReason struct {
+	// Reason is the compiler's words ("moved to heap: buf"), Class their
+	// kind ("returned", "interface", ...), Fix the change that usually
+	// keeps the value off the heap.
+	Reason string `json:"reason"`
+	Class  string `json:"class"`
+	Fix    string `json:"fix"`
+	// Via is the function the allocation happened in, called from the
+	// line, when it is not the line itself.
+	Via string `json:"via,omitempty"`
+	// None is true where the compiler reported no escape at the line
+	// (the value may escape in a function it calls: see Via).
+	None bool `json:"none,omitempty"`
 }
 
 // String writes the reference as "func (file:line)".

@@ -55,7 +55,12 @@ func needHeapProfile(w *Window) string {
 
 func siteRef(s window.HeapSite, role string) CodeRef {
 	o := s.Own
-	return CodeRef{Func: o.Func, File: o.File, Line: o.Line, Role: role, From: "heap profile"}
+	c := CodeRef{Func: o.Func, File: o.File, Line: o.Line, Role: role, From: "heap profile"}
+	if s.Site != o {
+		at := s.Site
+		c.alloc = &at
+	}
+	return c
 }
 
 // holdersText names the top sites by in-use bytes.
