@@ -17,6 +17,7 @@ import (
 	"github.com/gosleuth/gosleuth/internal/atomicfile"
 	"github.com/gosleuth/gosleuth/internal/probe"
 	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/profileview"
 	"github.com/gosleuth/gosleuth/internal/termsafe"
 )
 
@@ -198,6 +199,7 @@ func runProbe(ctx context.Context, f *probeFlags, args []string, stdout, stderr 
 	if err != nil {
 		return fmt.Errorf("probe process %d: %w", f.pid, err)
 	}
+	target := profileview.TargetOf(proc.NewFS(f.procRoot), f.pid)
 	answers := map[string][]string{}
 	for _, r := range recipes {
 		answers[r.Name] = r.Statements(res)
@@ -208,10 +210,12 @@ func runProbe(ctx context.Context, f *probeFlags, args []string, stdout, stderr 
 			enc.SetIndent("", "  ")
 			return enc.Encode(struct {
 				*probe.Result
-				Recipes map[string][]string `json:"recipes,omitempty"`
-			}{res, answers})
+				Recipes   map[string][]string `json:"recipes,omitempty"`
+				NSPID     int                 `json:"nspid,omitempty"`
+				Container *proc.Container     `json:"container,omitempty"`
+			}{res, answers, target.NSPID, target.Container})
 		}
-		return writeProbeText(w, res, recipes, answers)
+		return writeProbeText(w, res, recipes, answers, target)
 	}
 	if f.out != "" {
 		return atomicfile.Write(f.out, write)
@@ -234,9 +238,12 @@ func probeKind(kind string) string {
 
 // writeProbeText writes the result like perf report's caller view: each
 // function, its calls, then its callers by share with their stacks.
-func writeProbeText(w io.Writer, r *probe.Result, recipes []probe.Recipe, answers map[string][]string) error {
+func writeProbeText(w io.Writer, r *probe.Result, recipes []probe.Recipe, answers map[string][]string, target profileview.Target) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "gosleuth probe: pid %d (%s), %.2fs, %s\n", r.PID, r.GoVersion, r.Seconds, r.Mechanism)
+	if l := target.Line(); l != "" {
+		b.WriteString(l + "\n")
+	}
 	fmt.Fprintf(&b, "attach %.1f ms, detach %.1f ms; estimated cost %.2f%% of a CPU\n\n", r.AttachMS, r.DetachMS, 100*r.CostCPU)
 	for _, f := range r.Funcs {
 		if f.Skipped != "" {

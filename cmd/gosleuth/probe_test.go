@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gosleuth/gosleuth/internal/probe"
+	"github.com/gosleuth/gosleuth/internal/profileview"
 	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
@@ -78,7 +79,7 @@ func TestProbeTextTooHot(t *testing.T) {
 	res := &probe.Result{PID: 1, Seconds: 2, Funcs: []probe.FuncStat{{Func: "os.OpenFile", Skipped: "too hot to probe (≥ 3584 calls/s)"}}}
 	rc := probe.Recipes["files"]
 	var b bytes.Buffer
-	if err := writeProbeText(&b, res, []probe.Recipe{rc}, map[string][]string{"files": rc.Statements(res)}); err != nil {
+	if err := writeProbeText(&b, res, []probe.Recipe{rc}, map[string][]string{"files": rc.Statements(res)}, profileview.Target{}); err != nil {
 		t.Fatal(err)
 	}
 	if out := b.String(); strings.Contains(out, "nothing seen") || !strings.Contains(out, "files:\n  not measured (too hot to probe): os.OpenFile") {
@@ -95,7 +96,7 @@ func TestProbeTextWords(t *testing.T) {
 		{Func: "main.work", Symbol: "main.work", Kind: probe.Emulated.String(), Count: 10, PerSec: 5},
 	}}
 	var b bytes.Buffer
-	if err := writeProbeText(&b, res, nil, nil); err != nil {
+	if err := writeProbeText(&b, res, nil, nil, profileview.Target{}); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()

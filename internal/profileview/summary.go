@@ -33,7 +33,7 @@ func WriteSummaryJSON(w io.Writer, s *stacks.Summary, t Target) error {
 func WriteSummaryText(w io.Writer, s *stacks.Summary, t Target) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pid %d  %s\n", s.PID, s.Exe)
-	if l := t.line(); l != "" {
+	if l := t.Line(); l != "" {
 		b.WriteString(l + "\n")
 	}
 	fmt.Fprintf(&b, "%.1fs at %d Hz, %d threads, %d samples, %d lost\n", s.Seconds, s.Hz, s.Threads, s.Samples, s.Lost)

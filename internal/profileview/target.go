@@ -29,10 +29,10 @@ func TargetOf(fs proc.FS, pid int) Target {
 	return t
 }
 
-// line is the summary's line naming the container, "" on the host:
-// "container podman 0123456789ab name web image localhost/app:1, PID 1 in
-// its namespace".
-func (t Target) line() string {
+// Line is the words naming the container and the PID inside, "" on the
+// host: "container podman 0123456789ab name web image localhost/app:1,
+// PID 1 in its namespace".
+func (t Target) Line() string {
 	s := ""
 	if t.Container != nil {
 		s = "container " + t.Container.String()
@@ -52,7 +52,7 @@ func (t Target) line() string {
 // (where known), so profiles of several containers merged by pprof can be
 // told apart with -tagfocus.
 func AnnotatePprof(p *profile.Profile, t Target) {
-	if l := t.line(); l != "" {
+	if l := t.Line(); l != "" {
 		p.Comments = append(p.Comments, l)
 	}
 	c := t.Container
