@@ -22,7 +22,7 @@ func TestInspectBoundsStopTheWorld(t *testing.T) {
 	p := startPatient(t, "-mode", "many", "-agent")
 	gap := func() time.Duration {
 		var ns int64
-		if err := json.Unmarshal(p.self(t)["MaxTickGapNS"], &ns); err != nil {
+		if err := json.Unmarshal(self(t, p)["MaxTickGapNS"], &ns); err != nil {
 			t.Fatal(err)
 		}
 		return time.Duration(ns)
@@ -31,7 +31,7 @@ func TestInspectBoundsStopTheWorld(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var n int
-		json.Unmarshal(p.self(t)["NumGoroutine"], &n)
+		json.Unmarshal(self(t, p)["NumGoroutine"], &n)
 		if n >= 200_000 || time.Now().After(deadline) {
 			break
 		}
@@ -46,7 +46,7 @@ func TestInspectBoundsStopTheWorld(t *testing.T) {
 	// when alone), which a dump would cause every time and noise does not.
 	var quiet time.Duration
 	for i := range 3 {
-		rep, err := Run(context.Background(), Options{PID: p.pid(), Duration: 500 * time.Millisecond})
+		rep, err := Run(context.Background(), Options{PID: p.PID(), Duration: 500 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +61,7 @@ func TestInspectBoundsStopTheWorld(t *testing.T) {
 		}
 		t.Logf("books read in %v (census, statistics, heap profile) at %d goroutines", rep.Books.ReadTime, rep.Books.Census.Total)
 	}
-	rep, err := Run(context.Background(), Options{PID: p.pid(), Duration: 500 * time.Millisecond, DumpFromSource: true})
+	rep, err := Run(context.Background(), Options{PID: p.PID(), Duration: 500 * time.Millisecond, DumpFromSource: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestInspectBoundsStopTheWorld(t *testing.T) {
 	}
 	gap()
 
-	rep, err = Run(context.Background(), Options{PID: p.pid(), Duration: 500 * time.Millisecond, DumpMax: -1, DumpFromSource: true})
+	rep, err = Run(context.Background(), Options{PID: p.PID(), Duration: 500 * time.Millisecond, DumpMax: -1, DumpFromSource: true})
 	if err != nil {
 		t.Fatal(err)
 	}

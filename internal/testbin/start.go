@@ -2,9 +2,11 @@ package testbin
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -142,4 +144,18 @@ func (p *Proc) Ask(t testing.TB, sig os.Signal, wait time.Duration) string {
 		t.Fatal(err)
 	}
 	return p.Next(t, wait)
+}
+
+// AskJSON is Ask for a program that answers with prefix and a JSON value:
+// it decodes the value into v, failing the test on any other answer.
+func (p *Proc) AskJSON(t testing.TB, sig os.Signal, prefix string, v any, wait time.Duration) {
+	t.Helper()
+	l := p.Ask(t, sig, wait)
+	rest, ok := strings.CutPrefix(l, prefix)
+	if !ok {
+		t.Fatalf("%s answered %q, want %q and JSON", p.Cmd.Path, l, prefix)
+	}
+	if err := json.Unmarshal([]byte(rest), v); err != nil {
+		t.Fatalf("%s answered %q: %v", p.Cmd.Path, l, err)
+	}
 }

@@ -48,7 +48,7 @@ func TestBuildOnceAndCleanup(t *testing.T) {
 // once it is ready with the lines so far, Ask gets its answer, and the
 // program is gone when the test's cleanups have run.
 func TestStart(t *testing.T) {
-	const script = `trap 'echo report; ' USR1; trap 'exit 0' TERM; echo addr 127.0.0.1:1; echo ready; while :; do sleep 0.05; done`
+	const script = `trap 'echo report; ' USR1; trap 'echo "self {\"n\": 7}"' USR2; trap 'exit 0' TERM; echo addr 127.0.0.1:1; echo ready; while :; do sleep 0.05; done`
 	var pid int
 	t.Run("run", func(t *testing.T) {
 		p := Start(t, exec.Command("/bin/sh", "-c", script), Options{
@@ -59,6 +59,10 @@ func TestStart(t *testing.T) {
 		}
 		if l := p.Ask(t, syscall.SIGUSR1, 10*time.Second); l != "report" {
 			t.Errorf("answer %q, want report", l)
+		}
+		var v struct{ N int }
+		if p.AskJSON(t, syscall.SIGUSR2, "self ", &v, 10*time.Second); v.N != 7 {
+			t.Errorf("JSON answer %+v, want n 7", v)
 		}
 	})
 	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
