@@ -314,9 +314,9 @@ func TestAllocHeapMatchesProgram(t *testing.T) {
 	}
 }
 
-// TestEscapeJoin: each of the patient's three shapes gets the compiler's
-// reason and the matching suggestion at its file:line, the source found
-// from the binary's own paths, or given where
+// TestEscapeJoin: each of the patient's shapes gets the compiler's reason
+// and the matching suggestion at its file:line, the source found from the
+// binary's own paths (with and without its symbol table), or given where
 // the binary names its files by module path (-trimpath).
 func TestEscapeJoin(t *testing.T) {
 	root, err := escape.FindModule(".")
@@ -330,6 +330,9 @@ func TestEscapeJoin(t *testing.T) {
 		file  string // the site's file as the binary names it
 	}{
 		{"plain", nil, "auto", "testdata/allocs/main.go"},
+		// No symbol table or DWARF: the runtime's variables are found
+		// from its code, the files from the function table.
+		{"stripped", []string{"-ldflags=-s -w"}, "auto", "testdata/allocs/main.go"},
 		{"trimpath", []string{"-trimpath"}, root.Root, root.Path + "/internal/allocview/testdata/allocs/main.go"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
