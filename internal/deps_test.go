@@ -92,7 +92,6 @@ var counterSubtractors = []string{"internal/proc", "internal/window"}
 
 var deltaFiles = []string{
 	"internal/goruntime/window.go", // the runtime's own interval (a source's, below window)
-	"internal/web/findings.go",     // the doctor window rebuilt from the chart
 }
 
 // procLiteral reports whether the Go file f holds a string literal naming

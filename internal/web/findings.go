@@ -8,6 +8,7 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/doctor"
 	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/syscalls"
 	"github.com/gosleuth/gosleuth/internal/window"
 )
 
@@ -29,61 +30,110 @@ type findings struct {
 	began    map[string]float64
 }
 
-// windowLocked builds the doctor's window over the rows from seq a to b
-// (both held) from the recorded rates, so the deltas have proc.Rates'
-// semantics (the switches of threads that exit are kept). w.mu is held.
-func (w *watch) windowLocked(sm *sampler, a, b uint64) *doctor.Window {
-	r := w.ring
-	win := &doctor.Window{
-		PID: w.pid, Comm: w.comm, Cmdline: w.cmdline, GoVersion: w.facts.GoVersion,
-		Start:       time.UnixMilli(int64(r.at(a, colT) * 1e3)),
-		End:         time.UnixMilli(int64(r.at(b, colT) * 1e3)),
-		Exited:      w.exited,
-		IOCalls:     -1,
-		AllowedCPUs: w.facts.AllowedCPUs,
+// mark is the sampler's window at one row of the ring: what its Builder
+// counted since its run began (window.Config.NoSeries), so two marks of one
+// run give the window between their rows (window.Between).
+type mark struct {
+	seq uint64
+	run int // the sampler's run: each has a Builder of its own
+	win *window.Window
+}
+
+// marks are the windows at the rows a doctor's window may start or end at:
+// every row of the latest slice, the first and last of each run, and one
+// row in sparse elsewhere, so the history's window starts at most sparse
+// rows after its oldest row and memory stays a small share of the ring's.
+type marks struct {
+	list          []mark // oldest first
+	runs          int
+	dense, sparse uint64
+}
+
+// begin starts a run of the sampler and returns its number.
+func (m *marks) begin() int {
+	m.runs++
+	return m.runs
+}
+
+// add records win at row seq of run, and forgets marks the doctor's
+// windows no longer need, oldest being the oldest row the ring holds.
+func (m *marks) add(seq uint64, run int, win *window.Window, oldest uint64) {
+	m.list = append(m.list, mark{seq, run, win})
+	kept := m.list[:0]
+	for i, k := range m.list {
+		runEdge := i == 0 || m.list[i-1].run != k.run || i == len(m.list)-1 || m.list[i+1].run != k.run
+		if k.seq >= oldest && (runEdge || k.seq+m.dense >= seq || k.seq%m.sparse == 0) {
+			kept = append(kept, k)
+		}
 	}
+	clear(m.list[len(kept):])
+	m.list = kept
+}
+
+// markLocked records win, the sampler's window at the ring's newest row.
+// w.mu is held.
+func (w *watch) markLocked(sm *sampler, win *window.Window) {
+	if win != nil {
+		w.marks.add(w.ring.seq, sm.run, win, w.ring.oldest())
+	}
+}
+
+// sliceRows is how many rows a slice of the history holds (Config.Slice).
+func (s *Server) sliceRows() uint64 {
+	return uint64(max(2, int(s.cfg.Slice/s.cfg.Interval)))
+}
+
+// windowLocked builds the doctor's window over the rows from seq a to b
+// (both held): its counters are the window layer's (window.Between of the
+// marks of each run, window.Join of the runs), its series the levels the
+// rows recorded. w.mu is held.
+func (w *watch) windowLocked(sm *sampler, a, b uint64) *doctor.Window {
+	var parts []*doctor.Window
+	var from *mark
+	l := w.marks.list
+	for i := 0; i < len(l); i++ {
+		if l[i].seq < a || l[i].seq > b {
+			continue
+		}
+		j := i
+		for j+1 < len(l) && l[j+1].run == l[i].run && l[j+1].seq <= b {
+			j++
+		}
+		if from == nil {
+			from = &l[i]
+		}
+		if j > i {
+			parts = append(parts, window.Between(l[i].win, l[j].win))
+		}
+		i = j
+	}
+	r := w.ring
+	end := time.UnixMilli(int64(r.at(b, colT) * 1e3))
+	if from == nil {
+		from = &mark{seq: b, win: &doctor.Window{End: end}}
+	}
+	win := window.Join(parts...)
+	if win == nil {
+		win = &doctor.Window{End: end, IOCalls: -1}
+	}
+	// From the first mark's row, though its run may have added nothing
+	// (a run with one row in the range): the series starts there too.
+	win.Start = from.win.End
+	win.PID, win.Comm, win.Cmdline, win.GoVersion = w.pid, w.comm, w.cmdline, w.facts.GoVersion
+	win.Exited, win.AllowedCPUs, win.Go = w.exited, w.facts.AllowedCPUs, nil
 	if w.facts.GOMAXPROCS > 0 {
 		win.Go = &doctor.GoFacts{GOMAXPROCS: w.facts.GOMAXPROCS, GOMAXPROCSFrom: w.facts.GOMAXPROCSFrom}
 	}
-	var io float64
-	ioKnown := true
-	var intervals, reaps int
-	t0 := r.at(a, colT)
-	for s := a; s <= b; s++ {
-		t := r.at(s, colT)
-		if s > a && !math.IsNaN(r.at(s, colUsr)) && !math.IsNaN(r.at(s-1, colT)) {
-			dt := t - r.at(s-1, colT)
-			pct := func(c col) float64 { return r.at(s, c) / 100 * dt }
-			win.UserSec += pct(colUsr)
-			win.SysSec += pct(colSys)
-			win.ChildUserSec += pct(colCUsr)
-			win.ChildSysSec += pct(colCSys)
-			win.RunQueueSec += pct(colRunQ)
-			win.VolCtxsw += uint64(math.Round(r.at(s, colWake) * dt))
-			win.InvolCtxsw += uint64(math.Round(r.at(s, colInvol) * dt))
-			if sr, sw := r.at(s, colSysR), r.at(s, colSysW); !math.IsNaN(sr) && !math.IsNaN(sw) {
-				io += (sr + sw) * dt
-			} else {
-				ioKnown = false
-			}
-			intervals++
-			if r.at(s, colCUsr)+r.at(s, colCSys) > 0 {
-				reaps++
-			}
-		}
+	win.Series, win.FDsKnown, win.FDLimit = nil, false, 0
+	t0 := r.at(from.seq, colT)
+	for s := from.seq; s <= b; s++ {
 		if th := r.at(s, colThreads); !math.IsNaN(th) {
-			p := doctor.Point{T: t - t0, RSS: uint64(r.at(s, colRSS)), Threads: int32(th)}
+			p := doctor.Point{T: r.at(s, colT) - t0, RSS: uint64(r.at(s, colRSS)), Threads: int32(th)}
 			if fds := r.at(s, colFDs); !math.IsNaN(fds) {
 				p.FDs, win.FDsKnown = int32(fds), true
 			}
 			win.Series = append(win.Series, p)
 		}
-	}
-	if ioKnown && intervals > 0 {
-		win.IOCalls = int64(math.Round(io))
-	}
-	if intervals > 0 {
-		win.ReapShare = float64(reaps) / float64(intervals)
 	}
 	switch lim := r.at(b, colFDLimit); {
 	case !math.IsNaN(lim):
@@ -92,10 +142,11 @@ func (w *watch) windowLocked(sm *sampler, a, b uint64) *doctor.Window {
 		win.FDLimit = -1 // known descriptors but no limit: unlimited
 	}
 	if sm.exact != nil && sm.exactLast != nil {
+		d := window.SyscallsBetween(syscalls.Reading{ByName: sm.exactBase}, syscalls.Reading{ByName: sm.exactLast})
 		counts := map[string]uint64{}
-		for name, n := range sm.exactLast {
-			if d := proc.Delta(sm.exactBase[name], n); d > 0 {
-				counts[name] = d
+		for name, n := range d.ByName {
+			if n > 0 {
+				counts[name] = n
 			}
 		}
 		win.Syscalls = &doctor.Syscalls{Seconds: sm.exactLastT.Sub(sm.exactT0).Seconds(), Counts: counts, Mechanism: w.exactMech}
@@ -115,12 +166,12 @@ func (w *watch) evaluate(sm *sampler, _ bool) {
 		w.mu.Unlock()
 		return
 	}
-	// The whole history since the sampler last (re)started a run of rows
-	// without a gap would be truer for rates, but rules over rates of the
-	// watched time read the same: gaps add no time (dt skips them).
+	// The whole history, runs of the sampler joined (window.Join): a gap
+	// between runs lengthens the window but adds nothing to its counters,
+	// so rates over a history with gaps read low.
 	first, last := r.oldest(), r.seq
 	whole := w.windowLocked(sm, first, last)
-	sliceRows := uint64(max(2, int(w.s.cfg.Slice/w.s.cfg.Interval)))
+	sliceRows := w.s.sliceRows()
 	sliceFrom := max(first, last-min(last, sliceRows)+1)
 	recent := w.windowLocked(sm, sliceFrom, last)
 	host := &doctor.Host{CPUs: w.s.cpus, Procs: 1, Start: whole.Start, End: whole.End, Root: os.Geteuid() == 0}

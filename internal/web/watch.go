@@ -23,8 +23,9 @@ type watch struct {
 	start uint64 // the process's start time: a reused PID is another watch
 	facts *goruntime.Facts
 
-	life // its mutex guards the rest
-	ring *ring
+	life  // its mutex guards the rest
+	ring  *ring
+	marks marks // the sampler's windows at rows of ring, for the doctor
 
 	comm, cmdline string
 	exited        bool
@@ -41,10 +42,12 @@ type watch struct {
 
 // newWatch reads what is known of pid before any sampling.
 func newWatch(s *Server, pid int, id proc.Identity, f *goruntime.Facts) *watch {
+	slice := s.sliceRows()
 	return &watch{
 		s: s, pid: pid, start: id.StartTime, facts: f,
-		ring: newRing(s.capacity),
-		comm: f.Comm,
+		ring:  newRing(s.capacity),
+		marks: marks{dense: slice, sparse: slice},
+		comm:  f.Comm,
 	}
 }
 
@@ -76,6 +79,7 @@ type sampler struct {
 	exactT0    time.Time
 	exactLastT time.Time
 	ticks      int
+	run        int // the run's number in the watch's marks
 }
 
 // run samples the process every Config.Interval until stopc is closed or
@@ -108,11 +112,13 @@ func (w *watch) run(stopc chan struct{}) {
 		return
 	}
 	w.mu.Lock()
+	sm.run = w.marks.begin()
 	if w.ring.seq > 0 {
 		// A gap: the lines break here rather than join across the time
 		// nobody watched.
 		gap := blank(float64(cur.Time.UnixMilli()) / 1e3)
 		w.ring.add(&gap)
+		w.markLocked(sm, sm.last)
 	}
 	w.samplerErr = ""
 	w.mu.Unlock()
@@ -186,6 +192,7 @@ func (w *watch) step(sm *sampler) (gone bool) {
 	w.mu.Lock()
 	w.comm, w.cmdline = p.Comm, p.Cmdline
 	w.ring.add(&pt)
+	w.markLocked(sm, win)
 	w.mu.Unlock()
 	sm.ticks++
 	if sm.ticks%w.s.cfg.EvalEvery == 0 {

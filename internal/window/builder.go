@@ -280,9 +280,8 @@ func (b *Builder) window(a *acc) *Window {
 		w.Container = &c
 	}
 	w.splitCPU()
-	if a.intervals > 0 {
-		w.ReapShare = float64(a.reaps) / float64(a.intervals)
-	}
+	w.intervals, w.reaps = a.intervals, a.reaps
+	w.setReapShare()
 	if r, wr, ok := proc.IOCalls(f, l); ok {
 		w.ReadCalls, w.WriteCalls = r, wr
 		w.IOCalls = int64(r + wr)
@@ -337,6 +336,9 @@ func Between(earlier, later *Window) *Window {
 	w.VolCtxsw = proc.Delta(earlier.VolCtxsw, later.VolCtxsw)
 	w.InvolCtxsw = proc.Delta(earlier.InvolCtxsw, later.InvolCtxsw)
 	w.ChildrenSeen = max(later.ChildrenSeen-earlier.ChildrenSeen, 0)
+	w.intervals = max(later.intervals-earlier.intervals, 0)
+	w.reaps = max(later.reaps-earlier.reaps, 0)
+	w.setReapShare()
 	if earlier.IOCalls >= 0 && later.IOCalls >= 0 {
 		w.ReadCalls = proc.Delta(earlier.ReadCalls, later.ReadCalls)
 		w.WriteCalls = proc.Delta(earlier.WriteCalls, later.WriteCalls)
@@ -353,4 +355,67 @@ func Between(earlier, later *Window) *Window {
 		w.Series = slices.Clone(later.Series)
 	}
 	return &w
+}
+
+// Join is what one process did over consecutive windows of it, oldest
+// first (runs of sampling with gaps between them, each from a Builder of
+// its own, as the web page's history keeps them): counters summed, levels
+// and facts the last's, the series one after the other with times from
+// the first's start. Its span runs from the first's start to the last's
+// end, so a gap adds time but nothing to the counters. Join of one window
+// is a copy of it; of none, nil.
+func Join(parts ...*Window) *Window {
+	if len(parts) == 0 {
+		return nil
+	}
+	first, last := parts[0], parts[len(parts)-1]
+	w := *last
+	w.Start = first.Start
+	w.Series = nil
+	w.UserSec, w.SysSec, w.TickUserSec, w.TickSysSec = 0, 0, 0, 0
+	w.ChildUserSec, w.ChildSysSec, w.RunQueueSec, w.RunSec = 0, 0, 0, 0
+	w.VolCtxsw, w.InvolCtxsw, w.ReadCalls, w.WriteCalls = 0, 0, 0, 0
+	w.ChildrenSeen, w.intervals, w.reaps = 0, 0, 0
+	w.RunKnown = true
+	for _, p := range parts {
+		// Each part's CPU is already split by its own ticks.
+		w.UserSec += p.UserSec
+		w.SysSec += p.SysSec
+		w.TickUserSec += p.TickUserSec
+		w.TickSysSec += p.TickSysSec
+		w.ChildUserSec += p.ChildUserSec
+		w.ChildSysSec += p.ChildSysSec
+		w.RunQueueSec += p.RunQueueSec
+		w.RunSec += p.RunSec
+		w.RunKnown = w.RunKnown && p.RunKnown
+		w.VolCtxsw += p.VolCtxsw
+		w.InvolCtxsw += p.InvolCtxsw
+		w.ChildrenSeen += p.ChildrenSeen
+		w.intervals += p.intervals
+		w.reaps += p.reaps
+		if w.IOCalls >= 0 && p.IOCalls >= 0 {
+			w.ReadCalls += p.ReadCalls
+			w.WriteCalls += p.WriteCalls
+		} else {
+			w.IOCalls = -1
+		}
+		off := p.Start.Sub(first.Start).Seconds()
+		for _, pt := range p.Series {
+			pt.T += off
+			w.Series = append(w.Series, pt)
+		}
+	}
+	if w.IOCalls >= 0 {
+		w.IOCalls = int64(w.ReadCalls + w.WriteCalls)
+	}
+	w.setReapShare()
+	return &w
+}
+
+// setReapShare sets ReapShare from its parts.
+func (w *Window) setReapShare() {
+	w.ReapShare = 0
+	if w.intervals > 0 {
+		w.ReapShare = float64(w.reaps) / float64(w.intervals)
+	}
 }

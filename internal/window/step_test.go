@@ -85,3 +85,43 @@ func TestSyscallsBetween(t *testing.T) {
 		t.Errorf("got %+v, want %v and total 30", d, want)
 	}
 }
+
+// TestJoin: two runs of sampling with a gap between them join into one
+// window whose counters are the runs' sums, whose span covers the gap,
+// whose series follow one another from its start, and whose share of
+// readings with reaped children is over both runs' readings; Between
+// gives that share over its own readings, not the builder's whole life.
+func TestJoin(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+	run1 := &Window{Start: at(0), End: at(10), UserSec: 1, SysSec: 0.5, RunSec: 1.5, RunKnown: true, VolCtxsw: 100,
+		IOCalls: 30, ReadCalls: 20, WriteCalls: 10, ChildrenSeen: 2, intervals: 10, reaps: 5,
+		Series: []Point{{T: 10, RSS: 1}}}
+	run2 := &Window{Start: at(20), End: at(25), UserSec: 0.5, SysSec: 0.5, RunSec: 1, RunKnown: true, VolCtxsw: 50,
+		IOCalls: 3, ReadCalls: 3, ChildrenSeen: 1, intervals: 5, reaps: 0, Comm: "later",
+		Series: []Point{{T: 5, RSS: 2}}}
+	w := Join(run1, run2)
+	if w.Seconds() != 25 || w.CPUSec() != 2.5 || w.RunSec != 2.5 || !w.RunKnown || w.VolCtxsw != 150 ||
+		w.IOCalls != 33 || w.ReadCalls != 23 || w.WriteCalls != 10 || w.ChildrenSeen != 3 || w.Comm != "later" {
+		t.Errorf("joined: %+v", w)
+	}
+	if math.Abs(w.ReapShare-5.0/15) > 1e-9 {
+		t.Errorf("reap share %v, want 5/15", w.ReapShare)
+	}
+	if len(w.Series) != 2 || w.Series[0].T != 10 || w.Series[1].T != 25 {
+		t.Errorf("series %+v, want points at 10 s and 25 s from the start", w.Series)
+	}
+	run2.IOCalls = -1
+	if w := Join(run1, run2); w.IOCalls != -1 {
+		t.Errorf("io unknown in one run: IOCalls %d, want -1", w.IOCalls)
+	}
+	if Join() != nil {
+		t.Error("Join of nothing is not nil")
+	}
+
+	earlier := &Window{Start: at(0), End: at(10), intervals: 10, reaps: 10, IOCalls: -1}
+	later := &Window{Start: at(0), End: at(20), intervals: 20, reaps: 10, IOCalls: -1}
+	if d := Between(earlier, later); d.ReapShare != 0 {
+		t.Errorf("Between: reap share %v over ten readings without a reap, want 0", d.ReapShare)
+	}
+}

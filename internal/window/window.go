@@ -113,6 +113,9 @@ type Window struct {
 	// CPU grew: near 1 when children are started and reaped all the time,
 	// low when one long child (a build under a shell) finished.
 	ReapShare float64
+	// intervals counts the readings after the first, reaps those in which
+	// the children's CPU grew: ReapShare's parts, for Between and Join.
+	intervals, reaps int
 	// AllowedCPUs is the size of the process's CPU affinity mask, 0 when
 	// unknown.
 	AllowedCPUs int
