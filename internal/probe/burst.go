@@ -44,6 +44,48 @@ func burstPeriod(window time.Duration) time.Duration {
 	return min(max(window/10, 100*time.Millisecond), time.Second)
 }
 
+// shareBudget moves functions from those probed throughout (keep) to the
+// bursts (hot), dearest first, while together they would cost more than
+// their share of the budget (ns a second): all that the bursts would
+// plan to spend (burstShare) while no function needs bursts, half of it
+// once some do, so that the bursts keep the other half. Without it one
+// function just under the budget would take all of it and end the window
+// early, and the bursts would get nothing. Both lists come back in index
+// order.
+func shareBudget(keep, hot []int, rates []float64, cost func(int) float64, budgetNSPerSec float64) ([]int, []int) {
+	keep, hot = slices.Clone(keep), slices.Clone(hot)
+	dear := func(i int) float64 { return rates[i] * cost(i) }
+	slices.SortStableFunc(keep, func(a, b int) int { return cmpFloat(dear(a), dear(b)) })
+	for len(keep) > 0 {
+		limit := burstShare * budgetNSPerSec
+		if len(hot) > 0 {
+			limit /= 2
+		}
+		var ns float64
+		for _, i := range keep {
+			ns += dear(i)
+		}
+		if ns <= limit {
+			break
+		}
+		hot = append(hot, keep[len(keep)-1])
+		keep = keep[:len(keep)-1]
+	}
+	slices.Sort(keep)
+	slices.Sort(hot)
+	return keep, hot
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
 // planBursts decides which of the hot functions (indices, with their
 // rates in calls a second and cost(i) in ns a call) are probed in bursts:
 // all of them together while the budget (budgetNS over the window, less
@@ -53,16 +95,7 @@ func burstPeriod(window time.Duration) time.Duration {
 func planBursts(hot []int, rates []float64, cost func(int) float64, budgetNS, keepNSPerSec float64, window time.Duration) (burst, refused []int) {
 	burst = slices.Clone(hot)
 	// Hottest (dearest a second) last, to be refused first.
-	slices.SortStableFunc(burst, func(a, b int) int {
-		ca, cb := rates[a]*cost(a), rates[b]*cost(b)
-		switch {
-		case ca < cb:
-			return -1
-		case ca > cb:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(burst, func(a, b int) int { return cmpFloat(rates[a]*cost(a), rates[b]*cost(b)) })
 	avail := burstShare*budgetNS - keepNSPerSec*window.Seconds()
 	for len(burst) > 0 {
 		var ns float64

@@ -105,3 +105,33 @@ func TestBurstRate(t *testing.T) {
 		})
 	}
 }
+
+// TestShareBudget: the functions probed throughout keep at most 90% of the
+// budget while none needs bursts, half of that once some do; the dearest
+// move to the bursts first.
+func TestShareBudget(t *testing.T) {
+	cost := func(int) float64 { return 1000 }
+	const budget = 10e6 // 1% of a CPU, in ns a second
+	tests := []struct {
+		name           string
+		keep, hot      []int
+		rates          []float64
+		wantKeep, want []int
+	}{
+		{"fits", []int{0, 1}, nil, []float64{3000, 4000}, []int{0, 1}, nil},
+		// 9,500 calls/s alone fits the budget, but not with the other:
+		// it moves, and the bursts then leave the cheap one half.
+		{"sum over", []int{0, 1}, nil, []float64{3000, 9500}, []int{0}, []int{1}},
+		// A burst is needed: the one at 6,000 calls/s exceeds half.
+		{"half for bursts", []int{0, 1}, []int{2}, []float64{1000, 6000, 50000}, []int{0}, []int{1, 2}},
+		{"nothing kept", nil, []int{0}, []float64{50000}, nil, []int{0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k, h := shareBudget(tt.keep, tt.hot, tt.rates, cost, budget)
+			if !slices.Equal(k, tt.wantKeep) || !slices.Equal(h, tt.want) {
+				t.Errorf("kept %v, bursts %v; want %v and %v", k, h, tt.wantKeep, tt.want)
+			}
+		})
+	}
+}

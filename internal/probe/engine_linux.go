@@ -466,6 +466,9 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 		return c
 	}
 	budgetNS := o.Budget * o.Duration.Seconds() * 1e9
+	if o.Budget > 0 {
+		keep, hot = shareBudget(keep, hot, rates, cost, o.Budget*1e9)
+	}
 	var keepNSPerSec float64
 	for _, i := range keep {
 		keepNSPerSec += rates[i] * cost(i)

@@ -187,21 +187,45 @@ func TestSleepArgument(t *testing.T) {
 	}
 }
 
-// TestGovernorDetachesHotFunction: a function called millions of times a
-// second would cost the target far more than the 1% budget: the
-// pre-flight measures it and it is not probed in the window.
-func TestGovernorDetachesHotFunction(t *testing.T) {
+// TestGovernorHotFunction: a function called about a million times a
+// second would cost the target a whole CPU probed throughout. In a 2 s
+// window the 1% budget still pays for a few 5 ms bursts: it is sampled,
+// and the probes' cost stays near the budget. In a 500 ms one it pays
+// for less than two: it is too hot to probe, even in bursts.
+func TestGovernorHotFunction(t *testing.T) {
 	needProbes(t)
 	p := startPatient(t, []string{"-ldflags=-s -w"}, "-mode", "hot")
-	r, err := Run(context.Background(), proc.NewFS(""), p.cmd.Process.Pid,
-		[]Probe{{Func: "main.hit"}, {Func: "time.Sleep"}}, Options{Duration: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := find(t, r, "main.hit")
-	t.Logf("pre-flight %.0f/s: %s", f.PreflightPerSec, f.Skipped)
-	if !strings.Contains(f.Skipped, "too hot to probe") || f.Count != 0 {
-		t.Errorf("main.hit: skipped %q, count %d: want too hot to probe", f.Skipped, f.Count)
+	for _, tt := range []struct {
+		window  time.Duration
+		sampled bool
+	}{
+		{2 * time.Second, true},
+		{500 * time.Millisecond, false},
+	} {
+		t.Run(tt.window.String(), func(t *testing.T) {
+			r, err := Run(context.Background(), proc.NewFS(""), p.cmd.Process.Pid,
+				[]Probe{{Func: "main.hit", Stacks: true}, {Func: "time.Sleep"}}, Options{Duration: tt.window})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := find(t, r, "main.hit")
+			t.Logf("pre-flight %.0f/s: skipped %q, sampled %+v, %.0f/s, callers %+v, cost %.2f%% of a CPU", f.PreflightPerSec, f.Skipped, f.Sampled, f.PerSec, f.Callers, 100*r.CostCPU)
+			if !tt.sampled {
+				if !strings.Contains(f.Skipped, "too hot to probe, even in bursts") || f.Count != 0 {
+					t.Errorf("main.hit: skipped %q, count %d: want too hot to probe, even in bursts", f.Skipped, f.Count)
+				}
+				return
+			}
+			if f.Sampled == nil || f.Sampled.Bursts < minBursts || f.Count == 0 || len(f.Callers) == 0 || f.Callers[0].Func != "main.worker" {
+				t.Errorf("main.hit: skipped %q, sampled %+v, callers %+v: want bursts naming main.worker", f.Skipped, f.Sampled, f.Callers)
+			}
+			// The cost is computed from the calls counted, not timed:
+			// the bursts plan 90% of the budget, and one burst that
+			// caught more than planned may overshoot a little.
+			if r.CostCPU > 0.02 {
+				t.Errorf("the probes cost %.2f%% of a CPU, budget 1%%", 100*r.CostCPU)
+			}
+		})
 	}
 }
 
