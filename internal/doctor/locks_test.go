@@ -54,6 +54,12 @@ func TestLocksFromParks(t *testing.T) {
 				"internal/sync.runtime_SemacquireMutex": {Count: 15000, Callers: []Site{{Func: "main.(*ledger).append", File: "/src/l.go", Line: 30, Share: 1}}, Args: []ProbeArg{{Value: 0x5f8ed8 + 4, Share: 1}}},
 			})
 		}), warn: true, code: "main.(*ledger).append", codeFrom: "probes", evidence: "mutex_parks_per_s 7500 /s"},
+		{name: "parks too hot to probe throughout, sampled in bursts: their callers named, the duty stated", w: win(10, func(w *Window) {
+			w.UserSec = 11
+			w.Probes = probes(map[string]ProbeCalls{
+				"sync.runtime_SemacquireMutex": {Count: 24000, Duty: 0.18, Callers: []Site{{Func: "main.contend", File: "/src/c.go", Line: 78, Share: 1}}, Args: []ProbeArg{{Value: 0x5e7c88 + 4, Share: 1}}},
+			})
+		}), warn: true, code: "main.contend", codeFrom: "probes", evidence: "parks_sampled in bursts attached 18% of the window"},
 		{name: "a lock held across I/O: few parks, but dense in little CPU", w: win(10, func(w *Window) {
 			w.UserSec = 0.5
 			w.Probes = probes(map[string]ProbeCalls{"sync.runtime_SemacquireMutex": {Count: 1600, Callers: []Site{{Func: "main.flush", Share: 1}}}})

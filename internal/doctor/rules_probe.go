@@ -53,8 +53,12 @@ func probeCode(w *Window, fns []string, minRate float64, role string) (code []Co
 		}
 		callers := slices.Clone(w.Probes.Calls[f].Callers)
 		slices.SortStableFunc(callers, func(a, b Site) int { return cmp.Compare(b.Share, a.Share) })
+		how := f
+		if d := w.Probes.Calls[f].Duty; d > 0 {
+			how += fmt.Sprintf(", sampled in bursts over %.0f%% of the window", 100*d)
+		}
 		for _, c := range callers {
-			code = append(code, CodeRef{Func: c.Func, File: c.File, Line: c.Line, Role: role + " (" + f + ")", Share: round(c.Share, 3), From: "probes"})
+			code = append(code, CodeRef{Func: c.Func, File: c.File, Line: c.Line, Role: role + " (" + how + ")", Share: round(c.Share, 3), From: "probes"})
 			if len(code) == 3 {
 				break
 			}
@@ -227,9 +231,12 @@ func leakBlock(w *Window, starts, exits float64) (leakPark, bool) {
 type mutexParks struct {
 	// PerSec is the parks a second over all the mutex park functions
 	// probed; Estimated says part of it is a pre-flight's estimate (a
-	// function too hot to probe through the window).
+	// function too hot to probe, even in bursts), Duty, when set, that
+	// part of it was sampled in bursts attached that share of the window
+	// (the lowest of the functions sampled).
 	PerSec    float64
 	Estimated bool
+	Duty      float64
 	// Readers and Writers are the RWMutex parks among them: readers
 	// waiting for a writer, writers waiting for readers.
 	Readers, Writers float64
@@ -275,6 +282,9 @@ func lockParks(w *Window) (mutexParks, bool) {
 				m.Writers += r
 			}
 			c := w.Probes.Calls[fn]
+			if c.Duty > 0 && (m.Duty == 0 || c.Duty < m.Duty) {
+				m.Duty = c.Duty
+			}
 			if len(c.Callers) > 0 {
 				sampled += r
 			}

@@ -22,8 +22,9 @@ func TestProbedRules(t *testing.T) {
 		warn     []string
 		code     string
 		codeFrom string
-		// evidence is a piece of the evidence text the finding must hold.
-		evidence string
+		// evidence is a piece of the evidence text the finding must hold;
+		// role a piece of the first code's role.
+		evidence, role string
 	}{
 		{name: "leak: 200 started a second, none end", w: win(10, func(w *Window) {
 			w.Probes = probes(4, map[string]ProbeCalls{probeNewproc: {Count: 800, Callers: []Site{goSite}}, probeGoexit: {Count: 0}})
@@ -54,6 +55,12 @@ func TestProbedRules(t *testing.T) {
 			w.Probes = probes(4, map[string]ProbeCalls{"time.Sleep": {Count: 3900, Callers: []Site{{Func: "main.(*clock).run", File: "/src/clock.go", Line: 12, Share: 1}},
 				Args: []ProbeArg{{Value: 1e6, Share: 1}}}})
 		}), warn: []string{"idle-wakeups"}, code: "main.(*clock).run", codeFrom: "probes", evidence: "sleep_ms 1 ms"},
+		{name: "a select loop on a ticker too hot to probe throughout: named from the bursts, said sampled", w: win(10, func(w *Window) {
+			w.VolCtxsw = 20000
+			w.UserSec, w.SysSec = 0.06, 0.14
+			w.IOCalls = 5
+			w.Probes = probes(4, map[string]ProbeCalls{"runtime.selectgo": {Count: 4000, Duty: 0.25, Callers: []Site{{Func: "main.(*pump).loop", File: "/src/pump.go", Line: 51, Share: 1}}}})
+		}), warn: []string{"idle-wakeups"}, code: "main.(*pump).loop", codeFrom: "probes", role: "sampled in bursts over 25% of the window"},
 		{name: "a Timer loop named from probed Reset callers, its period from Reset's duration", w: win(10, func(w *Window) {
 			w.VolCtxsw = 16000
 			w.UserSec, w.SysSec = 0.06, 0.14
@@ -86,6 +93,9 @@ func TestProbedRules(t *testing.T) {
 				}
 				if !strings.Contains(evidenceText(f.Evidence), tt.evidence) {
 					t.Errorf("evidence %q lacks %q", evidenceText(f.Evidence), tt.evidence)
+				}
+				if len(f.Code) > 0 && !strings.Contains(f.Code[0].Role, tt.role) {
+					t.Errorf("role %q lacks %q", f.Code[0].Role, tt.role)
 				}
 				if !slices.Contains(f.Sources, SourceProbes) {
 					t.Errorf("%s sources %v lack probes", f.ID, f.Sources)

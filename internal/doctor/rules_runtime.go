@@ -275,7 +275,10 @@ func checkLocks(w *Window, h *Host) *Finding {
 			ev = append(ev, Evidence{"rwmutex_reader_parks_per_s", round(parks.Readers, 0), "/s"}, Evidence{"rwmutex_writer_parks_per_s", round(parks.Writers, 0), "/s"})
 		}
 		if parks.Estimated {
-			ev = append(ev, Evidence{"parks_counted", "partly in the probes' pre-flight (too hot to probe through the window within the budget)", ""})
+			ev = append(ev, Evidence{"parks_counted", "partly in the probes' pre-flight (too hot to probe within the budget, even in bursts)", ""})
+		}
+		if parks.Duty > 0 {
+			ev = append(ev, Evidence{"parks_sampled", fmt.Sprintf("in bursts attached %.0f%% of the window (too hot to probe throughout within the budget): the rate is an estimate", 100*parks.Duty), ""})
 		}
 		sources = append(sources, SourceProbes)
 		hit = parks.PerSec >= lockParksWarn && perCPU >= lockParksPerCPUSec
@@ -298,8 +301,8 @@ func checkLocks(w *Window, h *Host) *Finding {
 	}
 	code := parks.Code
 	if parks.Sampled < 0.5 {
-		// Most parks were counted without callers (too hot to sample
-		// within the budget): the stack samples name the rest.
+		// Most parks were counted without callers (too hot to probe even
+		// in bursts): the stack samples name the rest.
 		code = append(code, codeFrom(w, ClassLock, probeLocks, "contends for the lock")...)
 	}
 	sources = codeSources(sources, code)

@@ -14,7 +14,9 @@ import (
 // ProbesLook counts the calls the doctor's rules ask about (timers and
 // sleeps, channel waits, mutex slow paths, goroutine starts and exits, mark
 // assists, process starts, file opens) with entry uprobes on Go processes,
-// under the probe engine's default budget, and names their callers. It
+// under the probe engine's default budget, and names their callers; a
+// function too hot to probe through the window (mutex parks under heavy
+// contention, a busy select) is probed in bursts by the engine. It
 // needs root and BPF uprobe_multi; without them it says so and the rules
 // fall back to stack samples.
 type ProbesLook struct {
@@ -136,10 +138,12 @@ func addParks(p *Probes, r *probe.Result) {
 
 // ProbesOf turns a probe result into the window's Probes: each function
 // under the name asked for and, when the binary names it otherwise (Go
-// 1.24 moved sync's lockSlow), under that name too. A function the
-// governor found too hot to probe through the window keeps the rate its
-// pre-flight counted, apart (PreflightRate), since it is an estimate from
-// a fraction of a second and has no callers.
+// 1.24 moved sync's lockSlow), under that name too. A function too hot to
+// probe through the window within the budget was probed in bursts: its
+// count is the engine's estimate and its Duty the share of the window it
+// was attached. One too hot even for bursts keeps the rate its pre-flight
+// counted, apart (PreflightRate), since it is an estimate from a fraction
+// of a second and has no callers.
 func ProbesOf(r *probe.Result) *Probes {
 	p := &Probes{Seconds: r.Seconds, Mechanism: r.Mechanism, Calls: map[string]ProbeCalls{}}
 	for _, f := range r.Funcs {
@@ -156,6 +160,9 @@ func ProbesOf(r *probe.Result) *Probes {
 			continue
 		}
 		c := ProbeCalls{Count: f.Count}
+		if f.Sampled != nil {
+			c.Duty = f.Sampled.Duty
+		}
 		for _, cl := range f.Callers {
 			c.Callers = append(c.Callers, Site{Func: cl.Func, File: cl.File, Line: cl.Line, Share: cl.Share})
 		}
@@ -176,7 +183,7 @@ func ProbesOf(r *probe.Result) *Probes {
 const preflightKey = "preflight:"
 
 // PreflightRate returns the calls per second the pre-flight counted for a
-// function the governor then found too hot to probe through the window,
+// function the governor then found too hot to probe, even in bursts,
 // false when fn was probed in the window or not at all. The pre-flight
 // counts for at most 100 ms, and less when it is costly, so the rate is
 // an estimate (seen at a third to a tenth of the window's rate on

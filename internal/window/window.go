@@ -208,6 +208,11 @@ type ProbeCalls struct {
 	// Seconds, when set, is how long this function was probed, in a look
 	// of its own after the window's (LeakParksKey); Count is over it.
 	Seconds float64 `json:",omitempty"`
+	// Duty, when set, says the function was too hot to probe through the
+	// window within the budget and was probed in bursts, attached this
+	// share of the time: Count is an estimate scaled from the bursts, and
+	// the callers and arguments are the bursts'.
+	Duty float64 `json:",omitempty"`
 }
 
 // ProbeArg is one value of a probed argument and its share of calls.
