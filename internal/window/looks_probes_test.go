@@ -19,10 +19,10 @@ func TestProbesOf(t *testing.T) {
 	}}
 	p := ProbesOf(r)
 	tests := []struct {
-		fn       string
-		rate     float64
-		probed   bool
-		duty     float64
+		fn        string
+		rate      float64
+		probed    bool
+		duty      float64
 		preflight float64
 	}{
 		{"time.Sleep", 900, true, 0, 0},
