@@ -10,7 +10,7 @@
 # Prints medians of CPU (% of one core over the run) and wall time.
 #
 # Needs root, gcc and sysstat (apt-get install gcc sysstat).
-# Usage: bench/doctor-cost/run.sh   (env: ROUNDS=3 DURATION=10s)
+# Usage: bench/doctor-cost/run.sh   (env: ROUNDS=3 DURATION=10s, BASE=REV, BIN=PATH, BASE_BIN=PATH)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -23,10 +23,19 @@ for tool in gcc pidstat; do
   command -v $tool >/dev/null || { echo "run.sh: $tool is missing (apt-get install gcc sysstat)"; exit 1; }
 done
 gcc -O2 -pthread -o "$out/sleepers" "$repo/bench/top-vs-htop/sleepers.c"
-(cd "$repo" && go build -o "$out/gosleuth" ./cmd/gosleuth)
+[ -n "${BIN:-}" ] || (cd "$repo" && go build -o "$out/gosleuth" ./cmd/gosleuth)
 # BASE=REV also builds gosleuth at that git revision and measures it beside
 # the current tree in the same run (before/after figures of a change).
-if [ -n "${BASE:-}" ]; then
+# BIN=PATH and BASE_BIN=PATH take binaries built elsewhere instead (a clean
+# checkout of a commit, where the tree holds changes not committed); with
+# BASE_BIN, BASE only names the base in the summary.
+if [ -n "${BIN:-}" ]; then
+  cp "$BIN" "$out/gosleuth"
+fi
+if [ -n "${BASE_BIN:-}" ]; then
+  BASE=${BASE:-base}
+  cp "$BASE_BIN" "$out/gosleuth-base"
+elif [ -n "${BASE:-}" ]; then
   rm -rf "$out/base-src"; mkdir -p "$out/base-src"
   git -C "$repo" archive "$BASE" | tar -x -C "$out/base-src"
   (cd "$out/base-src" && go build -o "$out/gosleuth-base" ./cmd/gosleuth)

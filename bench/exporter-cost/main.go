@@ -24,6 +24,10 @@
 // revision, an A/B of a change in the same run:
 //
 //	go run ./bench/exporter-cost -together -base HEAD~1 -tasks 650 -scrape 15s -window 100s -only rounds
+//
+// -bin and -base-bin take binaries built elsewhere (clean checkouts of two
+// commits, where the tree holds changes not committed); -base then only
+// names the base.
 package main
 
 import (
@@ -56,6 +60,8 @@ func main() {
 	only := flag.String("only", "rounds,idle,churn", "parts to run, comma list")
 	together := flag.Bool("together", false, "start every exporter at once and measure them over the same window")
 	base := flag.String("base", "", "with -together, also run gosleuth built from this git revision (A/B)")
+	bin := flag.String("bin", "", "run this gosleuth binary instead of building the tree (a clean checkout of a commit)")
+	baseBin := flag.String("base-bin", "", "with -together and -base NAME, run this binary as the base instead of building the revision")
 	slower := flag.String("intervals", "", "with -together, also run gosleuth exporter sampling at these periods, comma list (e.g. 2s,5s): where its CPU meets node-exporter's")
 	sleeper := flag.String("sleepers", "sleep", "what raises the task count: sleep (single-threaded processes) or threads (idle Go processes of about 12 threads, like a host of Go daemons)")
 	flag.Parse()
@@ -75,7 +81,11 @@ func main() {
 	check(err)
 	defer os.RemoveAll(dir)
 	gs := filepath.Join(dir, "gosleuth")
-	run("go", "build", "-o", gs, "./cmd/gosleuth")
+	if *bin != "" {
+		gs = *bin
+	} else {
+		run("go", "build", "-o", gs, "./cmd/gosleuth")
+	}
 	cfg := filepath.Join(dir, "pe.yml")
 	check(os.WriteFile(cfg, []byte("process_names:\n  - name: \"{{.Comm}}\"\n    cmdline:\n    - '.+'\n"), 0o644))
 	exporters := []exporter{
@@ -97,14 +107,17 @@ func main() {
 	}
 	if *together {
 		if *base != "" {
-			src := filepath.Join(dir, "base")
-			check(os.MkdirAll(src, 0o755))
-			run("sh", "-c", "git archive "+*base+" | tar -x -C "+src)
-			bs := filepath.Join(dir, "gosleuth-base")
-			build := exec.Command("go", "build", "-o", bs, "./cmd/gosleuth")
-			build.Dir = src
-			if out, err := build.CombinedOutput(); err != nil {
-				check(fmt.Errorf("build %s: %v\n%s", *base, err, out))
+			bs := *baseBin
+			if bs == "" {
+				src := filepath.Join(dir, "base")
+				check(os.MkdirAll(src, 0o755))
+				run("sh", "-c", "git archive "+*base+" | tar -x -C "+src)
+				bs = filepath.Join(dir, "gosleuth-base")
+				build := exec.Command("go", "build", "-o", bs, "./cmd/gosleuth")
+				build.Dir = src
+				if out, err := build.CombinedOutput(); err != nil {
+					check(fmt.Errorf("build %s: %v\n%s", *base, err, out))
+				}
 			}
 			b := exporters[0]
 			b.name, b.prog = "gosleuth "+*base, bs

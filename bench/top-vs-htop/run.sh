@@ -9,7 +9,7 @@
 # every syscalls:sys_enter_* tracepoint. Prints medians and the ratios.
 #
 # Needs root, gcc, tmux, htop and perf (apt-get install htop tmux linux-perf gcc).
-# Usage: bench/top-vs-htop/run.sh   (env: ROUNDS=2 WINDOW=30 PERFWIN=10 WARMUP=5)
+# Usage: bench/top-vs-htop/run.sh   (env: ROUNDS=2 WINDOW=30 PERFWIN=10 WARMUP=5, BASE=REV, BIN=PATH, BASE_BIN=PATH)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -25,10 +25,19 @@ done
 [ "$(id -u)" = 0 ] || { echo "run.sh: run as root (perf stat on tracepoints)"; exit 1; }
 
 gcc -O2 -pthread -o "$out/sleepers" "$here/sleepers.c"
-(cd "$repo" && go build -o "$out/gosleuth" ./cmd/gosleuth)
+[ -n "${BIN:-}" ] || (cd "$repo" && go build -o "$out/gosleuth" ./cmd/gosleuth)
 # BASE=REV also builds gosleuth at that git revision and measures it beside
 # the current tree in the same run (before/after figures of a change).
-if [ -n "${BASE:-}" ]; then
+# BIN=PATH and BASE_BIN=PATH take binaries built elsewhere instead (a clean
+# checkout of a commit, where the tree holds changes not committed); with
+# BASE_BIN, BASE only names the base in the summary.
+if [ -n "${BIN:-}" ]; then
+  cp "$BIN" "$out/gosleuth"
+fi
+if [ -n "${BASE_BIN:-}" ]; then
+  BASE=${BASE:-base}
+  cp "$BASE_BIN" "$out/gosleuth-base"
+elif [ -n "${BASE:-}" ]; then
   rm -rf "$out/base-src"; mkdir -p "$out/base-src"
   git -C "$repo" archive "$BASE" | tar -x -C "$out/base-src"
   (cd "$out/base-src" && go build -o "$out/gosleuth-base" ./cmd/gosleuth)
