@@ -106,6 +106,32 @@ func TestProbeTextWords(t *testing.T) {
 	}
 }
 
+// TestProbeTextSampled: a function probed in bursts is said to be
+// sampled, its count an estimate, with the bursts, the duty cycle, the
+// margin and the calls counted; the recipe's answer says so too.
+func TestProbeTextSampled(t *testing.T) {
+	res := &probe.Result{PID: 1, Seconds: 2, Funcs: []probe.FuncStat{{
+		Func: "sync.(*Mutex).lockSlow", Symbol: "internal/sync.(*Mutex).lockSlow", Kind: probe.Emulated.String(), Count: 80000, PerSec: 40000,
+		Sampled: &probe.Sampling{Duty: 0.125, Bursts: 9, OnSeconds: 0.25, Counted: 10000, PerSecMargin: 1200},
+		Callers: []probe.Caller{{Func: "main.contend", File: "/src/main.go", Line: 78, Share: 1}},
+	}}}
+	rc := probe.Recipes["locks"]
+	var b bytes.Buffer
+	if err := writeProbeText(&b, res, []probe.Recipe{rc}, map[string][]string{"locks": rc.Statements(res)}, profileview.Target{}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"sync.(*Mutex).lockSlow  ~80000 calls, 40000 ± 1200/s, sampled: 9 bursts, attached 12.5% of the window, 10000 calls counted",
+		"main.contend", "/src/main.go:78",
+		"sync.(*Mutex).lockSlow sampled in 9 bursts, attached 12.5% of the window",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // TestRecipesDocumented: docs/probe.md names every recipe, in its flag
 // table and in its prose.
 func TestRecipesDocumented(t *testing.T) {

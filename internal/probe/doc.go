@@ -18,8 +18,11 @@
 // never a perf event on the thread group alone (it counts one thread).
 //
 // A cost governor is on by default: a short count-only pre-flight measures
-// each function's call rate; one whose projected cost exceeds the budget is
-// detached and reported as too hot to probe; stacks are sampled one call in
-// N when calls are frequent; the window ends early when the budget is
-// spent.
+// each function's call rate; one whose projected cost through the window
+// exceeds the budget is probed in bursts instead (attached and detached in
+// turn, the duty cycle chosen from the budget left), its count scaled from
+// the bursts and reported as sampled (FuncStat.Sampled); one too hot even
+// for two short bursts is reported as too hot to probe; stacks are sampled
+// one call in N when calls are frequent; the window ends early when the
+// budget is spent.
 package probe

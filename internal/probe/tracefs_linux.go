@@ -261,7 +261,7 @@ func runTracefs(ctx context.Context, t *Target, pts []Point, stat map[int]*FuncS
 		var hot []int
 		keep, hot = preflightSplit(tp.counts, sec, rates, stat, o.Budget, cost)
 		for _, i := range hot {
-			markTooHot(stat[i], rates[i], cost(i), o.Budget, " (no bursts without BPF)")
+			markTooHot(stat[i], rates[i], cost(i), o.Budget, " without BPF (no bursts there)")
 		}
 	}
 	if len(keep) == 0 {
