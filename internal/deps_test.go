@@ -85,14 +85,12 @@ var procFileReaders = []string{
 }
 
 // counterSubtractors are the packages that may subtract counters
-// (proc.Delta): proc, and window, which turns readings into intervals for
-// every view. deltaFiles are the files elsewhere that still do: the list
-// may only shrink.
+// (proc.Delta): proc, which reads them, and window, which turns readings
+// into intervals for every view (docs/design.md). deltaFiles are the files
+// elsewhere that still do: none, and the list may only stay empty.
 var counterSubtractors = []string{"internal/proc", "internal/window"}
 
-var deltaFiles = []string{
-	"internal/goruntime/window.go", // the runtime's own interval (a source's, below window)
-}
+var deltaFiles = []string{}
 
 // procLiteral reports whether the Go file f holds a string literal naming
 // a /proc path anywhere but in the text of a message (fmt's printing and

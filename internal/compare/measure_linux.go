@@ -59,7 +59,7 @@ func (r *runner) cpuWindow(ctx context.Context, t *target) (Window, error) {
 	}
 	if g0 != nil {
 		if g1 := readGC(ctx, t.gc); g1 != nil {
-			gw := goruntime.NewWindow(g0, g1)
+			gw := window.RuntimeBetween(g0, g1)
 			if gw.Known.Has(goruntime.KnownGCCycles) {
 				w.Values[metricGC.Name] = gw.GCCyclesPerSec
 			}

@@ -24,13 +24,14 @@
 //
 // # Windows
 //
-// [NewWindow] is a pure function from two samples to what happened between
-// them: goroutines created per second, GC cycles per second, pause and
-// scheduling-latency quantiles of the histogram deltas, the GC's and mark
-// assist's share of busy CPU (only over at least two completed GC cycles,
-// because the runtime's /cpu/classes counters move only when a cycle ends),
-// mutex wait per second and the GODEBUG non-default events. The doctor and
-// the load generator build their own windows from samples they hold.
+// A [Window] is what happened between two samples: goroutines created per
+// second, GC cycles per second, pause and scheduling-latency quantiles of the
+// histogram deltas, the GC's and mark assist's share of busy CPU (only over
+// at least two completed GC cycles, because the runtime's /cpu/classes
+// counters move only when a cycle ends), mutex wait per second and the
+// GODEBUG non-default events. The window layer computes it
+// (window.RuntimeBetween), as it does every interval in gosleuth; this
+// package only reads samples.
 //
 // # Traps (measured on Go 1.26)
 //

@@ -7,7 +7,6 @@ import (
 	"runtime/metrics"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gosleuth/gosleuth/internal/goruntime/wire"
 )
@@ -105,59 +104,11 @@ func TestParsers(t *testing.T) {
 
 func TestHistogram(t *testing.T) {
 	h := &Histogram{Buckets: []float64{math.Inf(-1), 0, 1, 2, 4, math.Inf(1)}, Counts: []uint64{0, 10, 80, 9, 1}}
-	prev := &Histogram{Buckets: h.Buckets, Counts: []uint64{0, 10, 0, 0, 0}}
-	d := h.Sub(prev)
-	if d.Total() != 90 || d.Quantile(0.5) != 2 || d.Quantile(0.99) != 4 || d.Quantile(1) != 4 || d.Max() != 4 {
-		t.Errorf("delta %v: total %d p50 %g p99 %g max %g", d.Counts, d.Total(), d.Quantile(0.5), d.Quantile(0.99), d.Max())
-	}
-	if h.Quantile(0.05) != 1 {
-		t.Errorf("p5 %g", h.Quantile(0.05))
+	if h.Total() != 100 || h.Quantile(0.05) != 1 || h.Quantile(0.5) != 2 || h.Quantile(1) != 4 || h.Max() != 4 {
+		t.Errorf("%v: total %d p5 %g p50 %g p100 %g max %g", h.Counts, h.Total(), h.Quantile(0.05), h.Quantile(0.5), h.Quantile(1), h.Max())
 	}
 	if e := (&Histogram{Buckets: h.Buckets, Counts: make([]uint64, 5)}); !math.IsNaN(e.Quantile(0.5)) || !math.IsNaN(e.Max()) {
 		t.Error("empty histogram quantile is not NaN")
-	}
-	// A counter that went backwards does not wrap.
-	if back := prev.Sub(h); back.Counts[2] != 0 {
-		t.Errorf("backwards delta %v", back.Counts)
-	}
-}
-
-func TestNewWindow(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	all := KnownGoroutines | KnownGoroutinesCreated | KnownGCCycles | KnownCPUClasses | KnownMutexWait | KnownGODEBUG
-	a := &Sample{Time: t0, Known: all, Goroutines: 10, GoroutinesCreated: 100, GCCycles: 5, MutexWait: 1,
-		CPU:     CPUClasses{Total: 10, Idle: 4, GCTotal: 1, GCAssist: 0.2},
-		GODEBUG: map[string]uint64{"randseednop": 3, "x509sha1": 0}}
-	b := &Sample{Time: t0.Add(2 * time.Second), Known: all, Goroutines: 15, GoroutinesCreated: 120, GCCycles: 6,
-		MutexWait: 2, CPU: CPUClasses{Total: 14, Idle: 6, GCTotal: 1.5, GCAssist: 0.4},
-		GODEBUG: map[string]uint64{"randseednop": 7, "x509sha1": 0}}
-	w := NewWindow(a, b)
-	if w.GoroutinesDelta != 5 || w.CreatedPerSec != 10 || w.GCCyclesPerSec != 0.5 || w.MutexWaitPerSec != 0.5 {
-		t.Errorf("window %+v", w)
-	}
-	if !math.IsNaN(w.GCCPUShare) || len(w.Notes) == 0 || !strings.Contains(w.Notes[0], "at least 2 GC cycles") {
-		t.Errorf("one cycle: share %g notes %q", w.GCCPUShare, w.Notes)
-	}
-	if w.GODEBUG["randseednop"] != 4 || w.GODEBUGTotal["randseednop"] != 7 || len(w.GODEBUGTotal) != 1 {
-		t.Errorf("godebug %v %v", w.GODEBUG, w.GODEBUGTotal)
-	}
-	b.GCCycles = 7
-	w = NewWindow(a, b)
-	if w.GCCPUShare != 0.25 || math.Abs(w.AssistShare-0.1) > 1e-12 || w.GCCPUCores != 0.25 {
-		t.Errorf("two cycles: share %g assist %g cores %g", w.GCCPUShare, w.AssistShare, w.GCCPUCores)
-	}
-	// Unknown figures stay unknown.
-	b.Known &^= KnownMutexWait
-	if w := NewWindow(a, b); w.Known.Has(KnownMutexWait) {
-		t.Error("mutex wait known in one sample only counted as known")
-	}
-	// MemStats pauses: only those of cycles ending in the window.
-	a2 := &Sample{Time: t0, Known: KnownGCCycles, GCCycles: 2}
-	b2 := &Sample{Time: t0.Add(time.Second), Known: KnownGCCycles, GCCycles: 4,
-		pauses: []pauseRec{{4, 0.004}, {3, 0.003}, {2, 0.100}, {1, 0.200}}}
-	w = NewWindow(a2, b2)
-	if !w.Known.Has(KnownGCPauses) || w.PauseMax != 0.004 || w.PauseP50 != 0.003 {
-		t.Errorf("memstats pauses: known %v p50 %g max %g", w.Known.Has(KnownGCPauses), w.PauseP50, w.PauseMax)
 	}
 }
 
@@ -326,7 +277,7 @@ func TestParseHeapMemStats(t *testing.T) {
 	var s Sample
 	applyMemStats(&s, ms)
 	if s.GCCycles != 4 || s.HeapObjects != 5 || s.HeapGoal != 4194304 || s.AllocBytes != 100 || s.GCCPUFraction != 0.015 ||
-		len(s.pauses) != 4 || s.pauses[0] != (pauseRec{4, 3e-6}) || s.pauses[1] != (pauseRec{3, 1e-6}) {
+		len(s.Pauses) != 4 || s.Pauses[0] != (Pause{4, 3e-6}) || s.Pauses[1] != (Pause{3, 1e-6}) {
 		t.Errorf("sample %+v", s)
 	}
 }

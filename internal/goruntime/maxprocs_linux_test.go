@@ -30,26 +30,15 @@ func startMaxprocs(t *testing.T, flags []string, env []string, set int) int {
 	cmd := exec.Command(bin, strconv.Itoa(set))
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
+	// Its input stays open while the test runs: it exits when that closes.
+	if _, err := cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	p := testbin.Start(t, cmd, testbin.Options{})
+	if line := p.Ready(); !strings.HasPrefix(line, "ready ") {
+		t.Fatalf("patient did not start: %q", line)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start patient: %v", err)
-	}
-	t.Cleanup(func() {
-		in.Close() // the patient exits when its input closes
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if !strings.HasPrefix(line, "ready ") {
-		t.Fatalf("patient did not start: %q (%v)", line, err)
-	}
-	return cmd.Process.Pid
+	return p.PID()
 }
 
 // TestGOMAXPROCSFromMemory: a program that calls runtime.GOMAXPROCS(7)

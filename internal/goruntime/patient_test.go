@@ -3,10 +3,8 @@
 package goruntime
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -30,81 +28,33 @@ func buildPatient(t *testing.T) string {
 	return testbin.Build(t, "./testdata/patient")
 }
 
-// patient is a running patient process.
+// patient is a running patient process and the address its "ready" line
+// named (the agent's socket, a pprof or /metrics server).
 type patient struct {
-	cmd   *exec.Cmd
-	addr  string
-	lines chan string
+	*testbin.Proc
+	addr string
 }
 
 // startPatient runs the patient with args (optionally under a wrapper such
 // as taskset) and waits for its "ready" line.
 func startPatient(t *testing.T, env []string, wrapper []string, args ...string) *patient {
 	t.Helper()
-	bin := buildPatient(t)
-	argv := append(append(append([]string(nil), wrapper...), bin), args...)
+	argv := append(append(append([]string(nil), wrapper...), buildPatient(t)), args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start patient: %v", err)
-	}
-	p := &patient{cmd: cmd, lines: make(chan string, 16)}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-		io.Copy(io.Discard, out)
-	}()
-	select {
-	case l, ok := <-p.lines:
-		if !ok || !strings.HasPrefix(l, "ready ") {
-			t.Fatalf("patient did not start: %q", l)
-		}
-		p.addr = strings.TrimPrefix(l, "ready ")
-	case <-time.After(30 * time.Second):
-		t.Fatal("patient not ready after 30s")
-	}
-	return p
+	p := testbin.Start(t, cmd, testbin.Options{Ready: func(l string) bool { return strings.HasPrefix(l, "ready ") },
+		Lines: true, Stop: syscall.SIGTERM})
+	return &patient{Proc: p, addr: strings.TrimPrefix(p.Ready(), "ready ")}
 }
 
-func (p *patient) pid() int { return p.cmd.Process.Pid }
+func (p *patient) pid() int { return p.PID() }
 
 // self asks the patient for its own runtime/metrics reading.
 func (p *patient) self(t *testing.T) map[string]json.RawMessage {
 	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case l := <-p.lines:
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(strings.TrimPrefix(l, "self ")), &m); err != nil {
-			t.Fatalf("patient report %q: %v", l, err)
-		}
-		return m
-	case <-time.After(30 * time.Second):
-		t.Fatal("no report from the patient")
-	}
-	return nil
+	var m map[string]json.RawMessage
+	p.AskJSON(t, syscall.SIGUSR1, "self ", &m, 30*time.Second)
+	return m
 }
 
 // selfFloat reads a number from a patient report.
@@ -128,7 +78,7 @@ func selfHist(t *testing.T, m map[string]json.RawMessage, name string) []uint64 
 }
 
 // selfWindow is the patient's own view of a window, computed here
-// independently of NewWindow.
+// independently of window.RuntimeBetween.
 type selfWindow struct {
 	sec                       float64
 	cycles                    float64
@@ -179,7 +129,7 @@ func readWindow(t *testing.T, p *patient, src Source, d time.Duration) (*Window,
 		t.Fatal(err)
 	}
 	sb := p.self(t)
-	return NewWindow(a, b), newSelfWindow(t, sa, sb)
+	return between(a, b), newSelfWindow(t, sa, sb)
 }
 
 // within reports whether got is within rel (relative) or abs of want.

@@ -163,7 +163,7 @@ func applyMemStats(smp *Sample, ms *memStats) {
 		n := uint64(ms.NumGC)
 		for i := uint64(0); i < min(n, 256); i++ {
 			gc := n - i
-			smp.pauses = append(smp.pauses, pauseRec{gc: gc, sec: float64(ms.PauseNs[(gc+255)%256]) / 1e9})
+			smp.Pauses = append(smp.Pauses, Pause{GC: gc, Sec: float64(ms.PauseNs[(gc+255)%256]) / 1e9})
 		}
 	}
 }

@@ -38,8 +38,8 @@ const (
 func (k Known) Has(want Known) bool { return k&want == want }
 
 // Sample is one point-in-time reading of a Go program's runtime, from any
-// source. Counters are cumulative since the program started; turn two
-// samples into rates with NewWindow. Fields whose Known bit is clear are
+// source. Counters are cumulative since the program started; the window
+// layer turns two samples into rates (window.RuntimeBetween). Fields whose Known bit is clear are
 // unknown to the source.
 type Sample struct {
 	// Time is when the reading was taken (by the program when the source
@@ -109,8 +109,9 @@ type Sample struct {
 	// 256, whenever they happened), as client_golang's go_gc_duration_seconds
 	// summary gives them; set by Prometheus sources lacking a histogram.
 	RecentPauses []Quantile `json:"recent_pauses,omitempty"`
-	// pauses are MemStats' recent pauses by GC number.
-	pauses []pauseRec
+	// Pauses are MemStats' recent GC pauses, newest first (up to 256;
+	// set by sources that read MemStats).
+	Pauses []Pause `json:"-"`
 
 	// Raw is the full catalog as read, for sources that give
 	// runtime/metrics (the agent); nil otherwise.
@@ -123,9 +124,10 @@ type Quantile struct {
 	Seconds float64 `json:"seconds"`
 }
 
-type pauseRec struct {
-	gc  uint64
-	sec float64
+// Pause is the pause of GC cycle number GC (1-based), in seconds.
+type Pause struct {
+	GC  uint64
+	Sec float64
 }
 
 // CPUClasses are the runtime's /cpu/classes estimates, in CPU-seconds.
@@ -174,28 +176,6 @@ func (h *Histogram) Total() uint64 {
 		n += c
 	}
 	return n
-}
-
-// Sub returns h minus an earlier reading prev of the same histogram (the
-// values recorded in between). When the bucket layouts differ, or prev is
-// nil, it returns a copy of h.
-func (h *Histogram) Sub(prev *Histogram) *Histogram {
-	if h == nil {
-		return nil
-	}
-	out := &Histogram{Counts: make([]uint64, len(h.Counts)), Buckets: h.Buckets}
-	copy(out.Counts, h.Counts)
-	if prev == nil || len(prev.Counts) != len(h.Counts) {
-		return out
-	}
-	for i := range out.Counts {
-		if prev.Counts[i] <= out.Counts[i] {
-			out.Counts[i] -= prev.Counts[i]
-		} else {
-			out.Counts[i] = 0
-		}
-	}
-	return out
 }
 
 // Quantile returns the q-quantile (0 <= q <= 1) as the upper bound of the

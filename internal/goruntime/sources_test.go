@@ -242,11 +242,11 @@ func TestPprofHeapFallback(t *testing.T) {
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	if src.Kind() != "pprof" || s.GCCycles != uint64(ms.NumGC) || s.HeapObjects == 0 || len(s.pauses) != int(min(ms.NumGC, 256)) {
-		t.Fatalf("kind %s, %d cycles (runtime %d), %d objects, %d pauses", src.Kind(), s.GCCycles, ms.NumGC, s.HeapObjects, len(s.pauses))
+	if src.Kind() != "pprof" || s.GCCycles != uint64(ms.NumGC) || s.HeapObjects == 0 || len(s.Pauses) != int(min(ms.NumGC, 256)) {
+		t.Fatalf("kind %s, %d cycles (runtime %d), %d objects, %d pauses", src.Kind(), s.GCCycles, ms.NumGC, s.HeapObjects, len(s.Pauses))
 	}
 	// The newest pause is that of the last GC.
-	if last := s.pauses[0]; last.gc != uint64(ms.NumGC) || last.sec != float64(ms.PauseNs[(ms.NumGC+255)%256])/1e9 {
+	if last := s.Pauses[0]; last.GC != uint64(ms.NumGC) || last.Sec != float64(ms.PauseNs[(ms.NumGC+255)%256])/1e9 {
 		t.Errorf("newest pause %+v, runtime GC %d paused %d ns", last, ms.NumGC, ms.PauseNs[(ms.NumGC+255)%256])
 	}
 }

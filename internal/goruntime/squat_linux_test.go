@@ -1,7 +1,6 @@
 package goruntime
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/goruntime/wire"
+	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
@@ -37,19 +37,7 @@ func TestAgentDirSquatted(t *testing.T) {
 	cmd := exec.Command(buildPatient(t), "-mode", "idle", "-agent")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 	cmd.Env = []string{"PATH=/usr/bin:/bin"} // no XDG_RUNTIME_DIR: /tmp it is
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("patient: %v", err)
-	}
+	line := testbin.Start(t, cmd, testbin.Options{Stop: syscall.SIGTERM}).Ready()
 	sock := strings.TrimSpace(strings.TrimPrefix(line, "ready "))
 	if !strings.HasPrefix(sock, "/tmp/gosleuth-54321.") {
 		t.Fatalf("agent socket %q: want a private fallback directory", sock)

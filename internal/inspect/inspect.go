@@ -189,7 +189,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read %s source at %s: %w", src.Kind(), src.Addr(), err)
 		}
-		r.Window = goruntime.NewWindow(a, b)
+		r.Window = window.RuntimeBetween(a, b)
 		if src.Kind() == "prometheus" && r.Window.Known.Has(goruntime.KnownSchedLatency) {
 			r.Window.Notes = append(r.Window.Notes, "client_golang exports scheduling latency in coarse buckets (about 11x apart): p50 and p99 are bucket upper bounds")
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/golden"
 	"github.com/gosleuth/gosleuth/internal/goruntime"
+	"github.com/gosleuth/gosleuth/internal/window"
 )
 
 // fakeReport is a report as Run builds it for a Go program with its agent,
@@ -28,7 +29,7 @@ func fakeReport() *Report {
 		Proc: &ProcView{Seconds: 1, UserPct: 12.5, SysPct: 3.25, RSSBytes: 48 << 20, Threads: 9,
 			FDs: 17, FDLimit: 1024, WakeupsPerSec: 1010},
 		Source: "agent", SourceAddr: "/run/user/1000/gosleuth-4242.sock",
-		Window: goruntime.NewWindow(a, &b),
+		Window: window.RuntimeBetween(a, &b),
 		Notes:  []string{"a note"},
 	}
 }

@@ -100,7 +100,7 @@ func (w *watcher) close() {
 
 // targetReading is the target's window from the watch's start to one
 // reading, with the runtime's last sample at that time; what happened
-// between two readings is window.Between and goruntime.NewWindow.
+// between two readings is window.Between and window.RuntimeBetween.
 type targetReading struct {
 	ok   bool
 	w    *window.Window
@@ -157,7 +157,7 @@ func tickTarget(a, b targetReading) *TargetTick {
 		InvolCtxsw: float64(d.InvolCtxsw) / sec,
 	}
 	if a.gcOK && b.gcOK {
-		n := goruntime.NewWindow(a.gc, b.gc).GCCycles
+		n := window.RuntimeBetween(a.gc, b.gc).GCCycles
 		t.GCCycles = &n
 	}
 	return t
@@ -225,7 +225,7 @@ func (t *targetAcc) stats(first targetReading, w *watcher) *TargetStats {
 		s.GCNote = "no runtime metrics source (agent, --pprof-url or --metrics-url)"
 	case first.gcOK && b.gcOK:
 		s.GCSource = w.gc.Kind()
-		gw := goruntime.NewWindow(first.gc, b.gc)
+		gw := window.RuntimeBetween(first.gc, b.gc)
 		n := gw.GCCycles
 		s.GCCycles = &n
 		if d := gw.GCPauses; d != nil {

@@ -284,7 +284,7 @@ func (w *watch) readRuntime(sm *sampler, pt *point, now time.Time) {
 	}
 	prev := sm.rtHist[n-2]
 	if k.Has(goruntime.KnownGCCycles) && prev.Known.Has(goruntime.KnownGCCycles) && s.Time.After(prev.Time) {
-		pt[colGCCycles] = goruntime.NewWindow(prev, s).GCCyclesPerSec
+		pt[colGCCycles] = window.RuntimeBetween(prev, s).GCCyclesPerSec
 	}
 	// The GC's CPU share needs two completed cycles (the runtime's CPU
 	// classes move only at the end of one): the shortest recent stretch
@@ -292,7 +292,7 @@ func (w *watch) readRuntime(sm *sampler, pt *point, now time.Time) {
 	for i := n - 2; i >= 0; i-- {
 		a := sm.rtHist[i]
 		if s.GCCycles >= a.GCCycles+2 {
-			if win := goruntime.NewWindow(a, s); !math.IsNaN(win.GCCPUShare) {
+			if win := window.RuntimeBetween(a, s); !math.IsNaN(win.GCCPUShare) {
 				pt[colGCShare] = 100 * win.GCCPUShare
 			}
 			break
@@ -300,7 +300,7 @@ func (w *watch) readRuntime(sm *sampler, pt *point, now time.Time) {
 	}
 	if k.Has(goruntime.KnownSchedLatency) {
 		a := sm.rtHist[max(0, n-6)]
-		if win := goruntime.NewWindow(a, s); win.Known.Has(goruntime.KnownSchedLatency) && !math.IsNaN(win.SchedP99) {
+		if win := window.RuntimeBetween(a, s); win.Known.Has(goruntime.KnownSchedLatency) && !math.IsNaN(win.SchedP99) {
 			pt[colSchedP99] = 1e3 * win.SchedP99
 		}
 	}

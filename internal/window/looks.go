@@ -557,7 +557,7 @@ func goroutineGroups(d *goruntime.GoroutineDump, n int) []GoroutineGroup {
 // GoFacts with the live GOMAXPROCS when the source gives it (else goFacts
 // unchanged).
 func RuntimeOf(kind string, a, b *goruntime.Sample, goFacts *GoFacts) (*Runtime, *GoFacts) {
-	win := goruntime.NewWindow(a, b)
+	win := RuntimeBetween(a, b)
 	nan := math.NaN()
 	known := func(k goruntime.Known, v float64) float64 {
 		if win.Known&k == 0 {
