@@ -3,7 +3,6 @@
 package gomem
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -16,9 +15,9 @@ import (
 	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
-// gcPatient runs testdata/gcclock built with flags and returns its PID,
-// its stdin and its stdout's lines.
-func gcPatient(t *testing.T, flags ...string) (int, io.Writer, *bufio.Scanner) {
+// gcPatient runs testdata/gcclock built with flags and returns its stdin
+// and the program, whose answers are its later lines.
+func gcPatient(t *testing.T, flags ...string) (io.Writer, *testbin.Proc) {
 	t.Helper()
 	testenv.Require(t, testenv.Linux, testenv.AMD64)
 	cmd := exec.Command(testbin.BuildWith(t, "./testdata/gcclock", flags...))
@@ -26,19 +25,11 @@ func gcPatient(t *testing.T, flags ...string) (int, io.Writer, *bufio.Scanner) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	p := testbin.Start(t, cmd, testbin.Options{Lines: true})
+	if p.Ready() != "ready" {
+		t.Fatalf("patient did not start: %q", p.Ready())
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() || sc.Text() != "ready" {
-		t.Fatalf("patient did not start: %q", sc.Text())
-	}
-	return cmd.Process.Pid, in, sc
+	return in, p
 }
 
 // openClock opens process pid and its GC clock.
@@ -71,21 +62,19 @@ func TestGCClock(t *testing.T) {
 }
 
 func testGCClock(t *testing.T, flags []string) {
-	pid, in, out := gcPatient(t, flags...)
-	p, r := openClock(t, pid)
+	in, patient := gcPatient(t, flags...)
+	p, r := openClock(t, patient.PID())
 	if !r.HasCPU() {
 		t.Errorf("no GC CPU in %s's layout", p.GoVersion)
 	}
 	var prev GCClock
 	for i := range 3 {
 		fmt.Fprintln(in, "gc")
-		if !out.Scan() {
-			t.Fatal("patient gave no answer")
-		}
+		answer := patient.Next(t, 30*time.Second)
 		var t0, t1, pauseEnd, pause int64
 		var numgc uint32
-		if _, err := fmt.Sscan(out.Text(), &t0, &t1, &numgc, &pauseEnd, &pause); err != nil {
-			t.Fatalf("patient's answer %q: %v", out.Text(), err)
+		if _, err := fmt.Sscan(answer, &t0, &t1, &numgc, &pauseEnd, &pause); err != nil {
+			t.Fatalf("patient's answer %q: %v", answer, err)
 		}
 		c, err := r.Read()
 		if err != nil {
@@ -122,12 +111,10 @@ func testGCClock(t *testing.T, flags []string) {
 // clock catches cycles under way, and every completed cycle it reads ends
 // after it started and before the read.
 func TestGCClockUnderWay(t *testing.T) {
-	pid, in, out := gcPatient(t)
+	in, patient := gcPatient(t)
 	fmt.Fprintln(in, "busy")
-	if !out.Scan() {
-		t.Fatal("patient gave no answer")
-	}
-	_, r := openClock(t, pid)
+	patient.Next(t, 30*time.Second)
+	_, r := openClock(t, patient.PID())
 	under, done := 0, 0
 	var first GCClock
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && (under < 5 || done < 5); {

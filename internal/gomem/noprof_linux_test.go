@@ -3,7 +3,6 @@
 package gomem
 
 import (
-	"bufio"
 	"errors"
 	"os/exec"
 	"strings"
@@ -21,17 +20,7 @@ import (
 func TestMemProfilingOff(t *testing.T) {
 	testenv.Require(t, testenv.Linux, testenv.AMD64)
 	cmd := exec.Command(testbin.Build(t, "./testdata/noprof"))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if sc := bufio.NewScanner(out); !sc.Scan() {
-		t.Fatal("patient did not start")
-	}
+	testbin.Start(t, cmd, testbin.Options{})
 	p, err := Open(proc.FS{}, cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)

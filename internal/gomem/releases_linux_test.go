@@ -3,10 +3,8 @@
 package gomem
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +16,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
@@ -73,38 +72,12 @@ func buildCensus(t *testing.T, toolchain string, stripped, pie, cgo bool) string
 	return exe
 }
 
-// runCensus starts exe and returns its PID and pprof address.
+// runCensus starts exe and returns its PID and pprof address (its first
+// line).
 func runCensus(t *testing.T, exe string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(exe)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		close(line)
-		io.Copy(io.Discard, out)
-	}()
-	select {
-	case l, ok := <-line:
-		if !ok {
-			t.Fatal("patient exited before serving")
-		}
-		return cmd.Process.Pid, l
-	case <-time.After(60 * time.Second):
-		t.Fatal("patient did not start in 60 s")
-	}
-	return 0, ""
+	p := testbin.Start(t, exec.Command(exe), testbin.Options{Wait: 60 * time.Second})
+	return p.PID(), p.Ready()
 }
 
 // debug2States parses a goroutine dump (debug=2) into counts by the

@@ -3,8 +3,6 @@
 package gomem
 
 import (
-	"bufio"
-	"os"
 	"os/exec"
 	"runtime"
 	"testing"
@@ -23,17 +21,8 @@ func TestScribbler(t *testing.T) {
 	testenv.Require(t, testenv.Linux, testenv.AMD64)
 	bin := testbin.BuildWith(t, "./testdata/scribbler", "-ldflags=-checklinkname=0")
 	cmd := exec.Command(bin)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if sc := bufio.NewScanner(out); !sc.Scan() || sc.Text() != "ready" {
-		t.Fatal("scribbler did not start")
+	if p := testbin.Start(t, cmd, testbin.Options{}); p.Ready() != "ready" {
+		t.Fatalf("scribbler did not start: %q", p.Ready())
 	}
 	var before runtime.MemStats
 	runtime.GC()
