@@ -85,6 +85,7 @@ func buildImage(t *testing.T) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	removePatient()
 	if imageTag != "" {
 		podman("rmi", "-f", imageTag)
 	}
@@ -93,10 +94,11 @@ func TestMain(m *testing.M) {
 }
 
 // startPatient starts the 1 ms ticker patient on the host, as user uid,
-// and returns its PID.
-func startPatient(t *testing.T, uid int) int {
+// with env added to this process's environment, and returns its PID.
+func startPatient(t *testing.T, uid int, env ...string) int {
 	t.Helper()
 	cmd := exec.Command(testbin.Build(t, "../internal/web/testdata/patient"))
+	cmd.Env = append(os.Environ(), env...)
 	if uid != os.Getuid() {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
 	}

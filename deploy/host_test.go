@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,46 +20,90 @@ import (
 	"github.com/gosleuth/gosleuth/internal/web"
 )
 
-// containerPatient runs the 1 ms ticker patient (with the agent) in a
-// FROM scratch container and returns its PID as the host sees it.
+// containerPatient returns the PID, as the host sees it, of the 1 ms
+// ticker patient (with the agent) running in a FROM scratch container.
 func containerPatient(t *testing.T) int {
 	t.Helper()
 	pid, _ := containerPatientID(t)
 	return pid
 }
 
+// patient is the containerised patient the tests share: its image is
+// built and its container started once per test binary (TestMain removes
+// both); the tests only watch it.
+var patient struct {
+	once      sync.Once
+	pid       int
+	id        string // the container's full ID
+	tag, name string // its image and name, as podman was given them
+	err       error
+}
+
 // containerPatientID is containerPatient, also returning the container's
 // full ID as podman prints it.
 func containerPatientID(t *testing.T) (pid int, id string) {
 	t.Helper()
-	dir := t.TempDir()
+	patient.once.Do(func() { patient.err = startContainerPatient() })
+	if patient.err != nil {
+		t.Fatal(patient.err)
+	}
+	return patient.pid, patient.id
+}
+
+func startContainerPatient() error {
+	dir, err := os.MkdirTemp("", "gosleuth-patient")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
 	build := exec.Command("go", "build", "-o", filepath.Join(dir, "patient"), "../internal/web/testdata/patient")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build patient: %v\n%s", err, out)
+		return fmt.Errorf("build patient: %v\n%s", err, out)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "Containerfile"), []byte("FROM scratch\nCOPY patient /patient\nENTRYPOINT [\"/patient\"]\n"), 0o644); err != nil {
-		t.Fatal(err)
+	// The image has a /tmp (as distroless images do), where the agent
+	// makes its socket's directory: in an image without one the agent
+	// cannot start, and the runtime is then read from memory.
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, 0o1777); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Containerfile"), []byte("FROM scratch\nCOPY patient /patient\nCOPY tmp /tmp\nENTRYPOINT [\"/patient\"]\n"), 0o644); err != nil {
+		return err
 	}
 	tag := fmt.Sprintf("localhost/gosleuth-patient-test:%d", os.Getpid())
 	if _, stderr, err := podman("build", "--quiet", "-t", tag, dir); err != nil {
-		t.Fatalf("podman build: %v\n%s", err, stderr)
+		return fmt.Errorf("podman build: %v\n%s", err, stderr)
 	}
-	t.Cleanup(func() { podman("rmi", "-f", tag) })
-	id, stderr, err := podman("run", "-d", "-e", "PATIENT_AGENT=1", tag)
+	patient.tag = tag
+	name := fmt.Sprintf("gosleuth-patient-%d", os.Getpid())
+	id, stderr, err := podman("run", "-d", "--name", name, "-e", "PATIENT_AGENT=1", tag)
 	if err != nil {
-		t.Fatalf("podman run: %v\n%s", err, stderr)
+		return fmt.Errorf("podman run: %v\n%s", err, stderr)
 	}
-	id = strings.TrimSpace(id)
-	t.Cleanup(func() { podman("rm", "-f", id) })
-	out, _, err := podman("inspect", "--format", "{{.State.Pid}}", id)
+	patient.id, patient.name = strings.TrimSpace(id), name
+	out, _, err := podman("inspect", "--format", "{{.State.Pid}}", patient.id)
 	pid, perr := strconv.Atoi(strings.TrimSpace(out))
 	if err != nil || perr != nil || pid <= 0 {
-		t.Fatalf("container's PID %q: %v %v", out, err, perr)
+		return fmt.Errorf("container's PID %q: %v %v", out, err, perr)
 	}
+	patient.pid = pid
 	// Give the program its first ticks and its agent's socket.
 	time.Sleep(500 * time.Millisecond)
-	return pid, id
+	return nil
+}
+
+// removePatient removes the shared patient's container and image.
+func removePatient() {
+	if patient.id != "" {
+		podman("rm", "-f", "-t", "0", patient.id)
+	}
+	if patient.tag != "" {
+		podman("rmi", "-f", patient.tag)
+	}
 }
 
 // doctorOf runs gosleuth doctor on pid and returns its sources and

@@ -21,9 +21,9 @@ type containerJSON struct {
 
 // TestContainerIdentity: gosleuth on the host names the podman container
 // a Go program runs in, by runtime and short ID, in the doctor's process
-// line and JSON, inspect's process line (with the program's PID inside
-// its namespace) and JSON, and top's record and table; a program on the
-// host is named in none.
+// line and JSON, inspect's process line (with the container's name and
+// image, and the program's PID inside its namespace) and JSON, and top's
+// record and table; a program on the host is named in none.
 func TestContainerIdentity(t *testing.T) {
 	testenv.Require(t, testenv.Linux, testenv.Podman)
 	bin := testbin.Build(t, "../cmd/gosleuth")
@@ -65,8 +65,12 @@ func TestContainerIdentity(t *testing.T) {
 
 	out = run("inspect", "--pid", p, "--duration", "300ms")
 	line, _, _ := strings.Cut(out, "\n")
-	if !strings.HasPrefix(line, "process") || !strings.Contains(line, "container podman "+short) || !strings.Contains(line, "PID 1 in its namespace") {
-		t.Errorf("inspect's process line: %q, want container podman %s and PID 1 inside", line, short)
+	// inspect reads the container through the process's facts, which add
+	// the names podman's store gives (the doctor's and top's come from
+	// the cgroup path alone).
+	named := "container podman " + short + " name " + patient.name + " image " + patient.tag
+	if !strings.HasPrefix(line, "process") || !strings.Contains(line, named) || !strings.Contains(line, "PID 1 in its namespace") {
+		t.Errorf("inspect's process line: %q, want %q and PID 1 inside", line, named)
 	}
 	var in struct {
 		Facts struct {
