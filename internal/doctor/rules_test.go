@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gosleuth/gosleuth/internal/window"
 )
 
 // win builds a window of sec seconds for rule tests.
@@ -119,6 +121,33 @@ func TestRules(t *testing.T) {
 			for i := range w.Series {
 				w.Series[i].RSS = uint64(32<<20) + uint64(i)*(750<<10)
 			}
+		}), "memory-growth", Warn},
+		{"RSS filling the GC's headroom, the live heap steady", win(4, func(w *Window) {
+			for i := range w.Series {
+				w.Series[i].RSS = uint64(35+9*i) << 20
+			}
+			w.Runtime = nanRuntime()
+			w.Runtime.Books = &window.Books{Seconds: 4,
+				Start: window.BookGC{Cycles: 50, HeapMarked: 27 << 20, HeapGoal: 54 << 20, StackInUse: 1 << 20},
+				End:   window.BookGC{Cycles: 140, HeapMarked: 28 << 20, HeapGoal: 56 << 20, StackInUse: 1 << 20}}
+		}), "memory-growth", Info},
+		{"the live heap grows with RSS", win(4, func(w *Window) {
+			for i := range w.Series {
+				w.Series[i].RSS = uint64(35+9*i) << 20
+			}
+			w.Runtime = nanRuntime()
+			w.Runtime.Books = &window.Books{Seconds: 4,
+				Start: window.BookGC{Cycles: 50, HeapMarked: 17 << 20, HeapGoal: 34 << 20, StackInUse: 1 << 20},
+				End:   window.BookGC{Cycles: 60, HeapMarked: 35 << 20, HeapGoal: 70 << 20, StackInUse: 1 << 20}}
+		}), "memory-growth", Warn},
+		{"RSS past what the heap goal explains (memory outside the Go heap)", win(4, func(w *Window) {
+			for i := range w.Series {
+				w.Series[i].RSS = uint64(100+40*i) << 20
+			}
+			w.Runtime = nanRuntime()
+			w.Runtime.Books = &window.Books{Seconds: 4,
+				Start: window.BookGC{Cycles: 50, HeapMarked: 27 << 20, HeapGoal: 54 << 20, StackInUse: 1 << 20},
+				End:   window.BookGC{Cycles: 140, HeapMarked: 28 << 20, HeapGoal: 56 << 20, StackInUse: 1 << 20}}
 		}), "memory-growth", Warn},
 		{"memory warming up", win(10, func(w *Window) {
 			for i := range w.Series {
