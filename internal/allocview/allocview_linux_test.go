@@ -68,34 +68,8 @@ func patientGOGC(t *testing.T, gogc string, flags []string, args ...string) (int
 	bin := testbin.BuildWith(t, "./testdata/allocs", append([]string{"-trimpath=false"}, flags...)...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "GOGC="+gogc)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start patient: %v", err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		close(line)
-		io.Copy(io.Discard, out)
-	}()
-	select {
-	case l, ok := <-line:
-		if !ok {
-			t.Fatal("patient exited before it started")
-		}
-		return cmd.Process.Pid, l
-	case <-time.After(60 * time.Second):
-		t.Fatal("patient did not start in 60 s")
-	}
-	return 0, ""
+	p := testbin.Start(t, cmd, testbin.Options{Wait: 60 * time.Second})
+	return p.PID(), p.Ready()
 }
 
 func get(t *testing.T, url string) *profile.Profile {
