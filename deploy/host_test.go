@@ -106,6 +106,38 @@ func removePatient() {
 	}
 }
 
+// dashboard starts gosleuth web's handler for the test (as root: every
+// process) and returns a function that GETs a path of its API with the
+// dashboard's token and decodes the JSON reply into v, failing t unless it
+// is a 200.
+func dashboard(t *testing.T) (get func(path string, v any)) {
+	t.Helper()
+	s, err := web.New(web.Config{Interval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.Config.ConnContext = s.ConnContext
+	ts.Start()
+	t.Cleanup(func() {
+		ts.Close()
+		s.Close()
+	})
+	return func(path string, v any) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", ts.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+s.Token())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+		}
+	}
+}
+
 // doctorOf runs gosleuth doctor on pid and returns its sources and
 // findings.
 func doctorOf(t *testing.T, bin string, pid int) (sources, findings []string) {
@@ -159,15 +191,7 @@ func TestHostWatchesContainer(t *testing.T) {
 		t.Errorf("inspect of the containerised program: %v\n%s", err, out)
 	}
 
-	s, err := web.New(web.Config{Interval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ts := httptest.NewUnstartedServer(s.Handler())
-	ts.Config.ConnContext = s.ConnContext
-	ts.Start()
-	defer ts.Close()
+	get := dashboard(t)
 	var h struct {
 		State struct {
 			IsGo    bool `json:"is_go"`
@@ -177,17 +201,7 @@ func TestHostWatchesContainer(t *testing.T) {
 		} `json:"state"`
 	}
 	for end := time.Now().Add(15 * time.Second); h.State.Runtime.From == "" && time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
-		req, _ := http.NewRequest("GET", ts.URL+"/api/history?pid="+strconv.Itoa(inside), nil)
-		req.Header.Set("Authorization", "Bearer "+s.Token())
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = json.NewDecoder(resp.Body).Decode(&h)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("history of the containerised program: %d %v", resp.StatusCode, err)
-		}
+		get("/api/history?pid="+strconv.Itoa(inside), &h)
 	}
 	if !h.State.IsGo || h.State.Runtime.From == "" {
 		t.Errorf("the dashboard's state of the containerised program: %+v, want a Go program with a runtime source", h.State)

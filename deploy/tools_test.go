@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
-	"github.com/gosleuth/gosleuth/internal/web"
 )
 
 // namedContainer is the container object of a command's JSON with the
@@ -114,28 +112,7 @@ func TestHostToolsNameContainer(t *testing.T) {
 	})
 
 	t.Run("web", func(t *testing.T) {
-		s, err := web.New(web.Config{Interval: 200 * time.Millisecond, Linger: 100 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		ts := httptest.NewUnstartedServer(s.Handler())
-		ts.Config.ConnContext = s.ConnContext
-		ts.Start()
-		defer ts.Close()
-		get := func(path string, v any) {
-			t.Helper()
-			req, _ := http.NewRequest("GET", ts.URL+path, nil)
-			req.Header.Set("Authorization", "Bearer "+s.Token())
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			if err := json.NewDecoder(resp.Body).Decode(v); err != nil || resp.StatusCode != 200 {
-				t.Fatalf("%s: %d %v", path, resp.StatusCode, err)
-			}
-		}
+		get := dashboard(t)
 		var h struct {
 			State struct {
 				withContainer
