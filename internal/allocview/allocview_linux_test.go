@@ -29,11 +29,7 @@ import (
 	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // The patient's allocating lines (testdata/allocs), as base:line.
 const (

@@ -16,11 +16,7 @@ import (
 	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // quick is a protocol short enough for tests: 400 ms windows.
 func quick(sides ...Side) Config {

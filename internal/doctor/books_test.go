@@ -30,7 +30,7 @@ func startBooks(t *testing.T, prog, behaviour string, env ...string) (pid int, a
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	// The caches take a few seconds to fill on a loaded host.
-	return startReady(t, cmd, prog+" "+behaviour, 60*time.Second)
+	return startReady(t, cmd, 60*time.Second)
 }
 
 // booksText summarises a window's books for the test log.

@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -21,11 +20,7 @@ import (
 )
 
 // TestMain removes the patients built for the tests.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // buildPatient builds testdata/patient once per test binary (testbin).
 func buildPatient(t *testing.T) string {
@@ -45,47 +40,25 @@ func startPatient(t *testing.T, mode string, env ...string) patient {
 	cmd := exec.Command(buildPatient(t), mode)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
-	pid, addr := startReady(t, cmd, "patient "+mode, 30*time.Second)
+	pid, addr := startReady(t, cmd, 30*time.Second)
 	return patient{pid: pid, addr: addr}
 }
 
 // startReady starts a test program and waits up to wait until it prints
 // "ready" (after "addr HOST:PORT" for a server); the program is killed when
 // the test ends.
-func startReady(t *testing.T, cmd *exec.Cmd, name string, wait time.Duration) (pid int, addr string) {
+func startReady(t *testing.T, cmd *exec.Cmd, wait time.Duration) (pid int, addr string) {
 	t.Helper()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	ready := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			if len(f) >= 2 && f[0] == "addr" {
-				addr = f[1]
-			}
-			if len(f) >= 1 && f[0] == "ready" {
-				ready <- nil
-				return
-			}
+	p := testbin.Start(t, cmd, testbin.Options{Wait: wait, Ready: func(l string) bool {
+		f := strings.Fields(l)
+		return len(f) > 0 && f[0] == "ready"
+	}})
+	for _, l := range p.Head {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "addr" {
+			addr = f[1]
 		}
-		ready <- fmt.Errorf("%s ended before it was ready", name)
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(wait):
-		t.Fatalf("%s not ready after %v", name, wait)
 	}
-	return cmd.Process.Pid, addr
+	return p.PID(), addr
 }
 
 // diagnose observes one pid for d with the given looks.

@@ -18,7 +18,7 @@ import (
 func startUnseen(t *testing.T, behaviour string) (pid int, addr string) {
 	t.Helper()
 	testenv.Require(t, testenv.Linux)
-	return startReady(t, exec.Command(testbin.Build(t, "./testdata/unseen"), behaviour), behaviour, 30*time.Second)
+	return startReady(t, exec.Command(testbin.Build(t, "./testdata/unseen"), behaviour), 30*time.Second)
 }
 
 // warnIDs returns the ids of the findings at warn level or above, sorted.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,11 +19,7 @@ import (
 	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // censusPatient runs testdata/census built with flags and returns its PID
 // and the address it serves pprof on.

@@ -16,11 +16,7 @@ import (
 )
 
 // TestMain removes the patient built for the tests.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // buildPatient builds testdata/patient once per test binary.
 func buildPatient(t *testing.T) string {

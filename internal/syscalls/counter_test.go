@@ -34,11 +34,7 @@ var runtimeNoise = map[string]bool{
 }
 
 // TestMain removes the patient built for the tests.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // buildPatient builds testdata/patient once per test binary.
 func buildPatient(t *testing.T) string {

@@ -81,8 +81,16 @@ func build(pkg string, flags []string) result {
 	return result{path: path}
 }
 
+// Main is a TestMain for packages whose tests build programs: it runs the
+// tests, removes what Build made and exits with the tests' status.
+func Main(m *testing.M) {
+	code := m.Run()
+	Cleanup()
+	os.Exit(code)
+}
+
 // Cleanup removes every program Build made. Call it from TestMain after
-// m.Run.
+// m.Run (Main does).
 func Cleanup() {
 	mu.Lock()
 	defer mu.Unlock()
