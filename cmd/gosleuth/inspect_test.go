@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
@@ -61,7 +60,7 @@ func TestInspect(t *testing.T) {
 // of reach; it says so and still shows /proc facts.
 func testInspectUnprivileged(t *testing.T, bin string) {
 	testenv.Require(t, testenv.Nobody)
-	cmd, _ := startInspectPatient(t, bin, "-mode", "idle", "-agent")
+	cmd := startInspectPatient(t, bin, "-mode", "idle", "-agent")
 	test := nobodyBinary(t)
 	stdout, stderr, code := runChild(t, test, nobody,
 		"inspect", "--pid", strconv.Itoa(cmd.Process.Pid), "--duration", "200ms")
@@ -78,7 +77,7 @@ func testInspectUnprivileged(t *testing.T, bin string) {
 // testInspectTrace: text output of a herd patient with the FlightRecorder,
 // and its snapshot saved with --trace.
 func testInspectTrace(t *testing.T, bin string) {
-	cmd, _ := startInspectPatient(t, bin, "-mode", "herd", "-agent", "-flight")
+	cmd := startInspectPatient(t, bin, "-mode", "herd", "-agent", "-flight")
 	path := filepath.Join(t.TempDir(), "x.trace")
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"inspect", "--pid", strconv.Itoa(cmd.Process.Pid), "--duration", "1s",
@@ -96,79 +95,29 @@ func testInspectTrace(t *testing.T, bin string) {
 	}
 }
 
-// startInspectPatient runs the patient; its output lines arrive on the
-// returned channel.
-func startInspectPatient(t *testing.T, bin string, args ...string) (*exec.Cmd, chan string) {
+// startInspectPatient runs goruntime's patient (bin) with args and waits
+// for its "ready" line; its later lines are kept for selfReport.
+func startInspectPatient(t *testing.T, bin string, args ...string) *testbin.Proc {
 	t.Helper()
-	cmd, lines, _ := startPatientAt(t, bin, args...)
-	return cmd, lines
+	p, _ := startPatientAt(t, bin, args...)
+	return p
 }
 
 // startPatientAt is startInspectPatient that also returns the address the
 // patient said it serves at ("-" without one).
-func startPatientAt(t *testing.T, bin string, args ...string) (*exec.Cmd, chan string, string) {
+func startPatientAt(t *testing.T, bin string, args ...string) (*testbin.Proc, string) {
 	t.Helper()
-	out, w := io.Pipe()
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout = w
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start patient: %v", err)
-	}
-	t.Cleanup(func() {
-		// SIGTERM lets the patient close its agent and remove its socket.
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		w.Close()
-	})
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	l := nextLine(t, lines)
-	addr, ok := strings.CutPrefix(l, "ready ")
-	if !ok {
-		t.Fatalf("patient did not start: %q", l)
-	}
-	return cmd, lines, addr
-}
-
-// nextLine waits for the patient's next line.
-func nextLine(t *testing.T, lines chan string) string {
-	t.Helper()
-	select {
-	case l, ok := <-lines:
-		if !ok {
-			t.Fatal("patient exited")
-		}
-		return l
-	case <-time.After(30 * time.Second):
-		t.Fatal("patient silent for 30s")
-	}
-	return ""
+	// SIGTERM lets the patient close its agent and remove its socket.
+	p := testbin.Start(t, exec.Command(bin, args...), testbin.Options{
+		Ready: func(l string) bool { return strings.HasPrefix(l, "ready ") }, Lines: true, Stop: syscall.SIGTERM})
+	return p, strings.TrimPrefix(p.Ready(), "ready ")
 }
 
 // selfReport asks the patient for its own runtime/metrics.
-func selfReport(t *testing.T, cmd *exec.Cmd, lines chan string) map[string]float64 {
+func selfReport(t *testing.T, p *testbin.Proc) map[string]float64 {
 	t.Helper()
-	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-		t.Fatal(err)
-	}
 	m := map[string]any{}
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(nextLine(t, lines), "self ")), &m); err != nil {
-		t.Fatal(err)
-	}
+	p.AskJSON(t, syscall.SIGUSR1, "self ", &m, 30*time.Second)
 	out := map[string]float64{}
 	for k, v := range m {
 		if f, ok := v.(float64); ok {
@@ -182,12 +131,12 @@ func selfReport(t *testing.T, cmd *exec.Cmd, lines chan string) map[string]float
 // and checks its JSON against the patient's own runtime/metrics over the
 // same window.
 func testInspectAgentJSON(t *testing.T, bin string) {
-	cmd, sc := startInspectPatient(t, bin, "-mode", "gc", "-agent")
-	a := selfReport(t, cmd, sc)
+	cmd := startInspectPatient(t, bin, "-mode", "gc", "-agent")
+	a := selfReport(t, cmd)
 	var out, errb bytes.Buffer
 	err := run(context.Background(), []string{"inspect", "--pid", strconv.Itoa(cmd.Process.Pid),
 		"--duration", "3s", "--format", "json"}, &out, &errb)
-	b := selfReport(t, cmd, sc)
+	b := selfReport(t, cmd)
 	if err != nil {
 		t.Fatalf("inspect: %v\n%s", err, errb.String())
 	}
@@ -253,7 +202,7 @@ func testInspectAgentJSON(t *testing.T, bin string) {
 // testInspectWithoutSource: a Go program without agent or URL, and a
 // process that is not Go, still give discovery and /proc facts and a hint.
 func testInspectWithoutSource(t *testing.T, bin string) {
-	cmd, _ := startInspectPatient(t, bin, "-mode", "idle")
+	cmd := startInspectPatient(t, bin, "-mode", "idle")
 	sleeper := exec.Command("sleep", "60")
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)

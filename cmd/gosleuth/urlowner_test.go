@@ -16,8 +16,8 @@ import (
 // that serves the URL, and points to the memory source. The patient's own
 // URL, and the URL of a process its PID started, are accepted.
 func testURLOwner(t *testing.T, bin string) {
-	server, _, url := startPatientAt(t, bin, "-mode", "idle", "-pprof")
-	other, _ := startInspectPatient(t, bin, "-mode", "idle")
+	server, url := startPatientAt(t, bin, "-mode", "idle", "-pprof")
+	other := startInspectPatient(t, bin, "-mode", "idle")
 	spid, opid := strconv.Itoa(server.Process.Pid), strconv.Itoa(other.Process.Pid)
 	for _, args := range [][]string{
 		{"inspect", "--pid", opid, "--pprof-url", url, "--duration", "200ms", "--groups", "0"},

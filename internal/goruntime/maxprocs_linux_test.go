@@ -3,7 +3,6 @@
 package goruntime
 
 import (
-	"bufio"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
@@ -119,22 +118,8 @@ func TestGOMAXPROCSNodeExporter(t *testing.T) {
 	testenv.Require(t, testenv.Root, testenv.NodeExporter, testenv.AMD64)
 	cmd := exec.Command("prometheus-node-exporter", "--web.listen-address=127.0.0.1:0",
 		"--runtime.gomaxprocs=3", "--collector.disable-defaults")
-	out, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	// It logs "Listening on" once main has run past runtime.GOMAXPROCS.
-	sc := bufio.NewScanner(out)
-	for sc.Scan() && !strings.Contains(sc.Text(), "Listening on") {
-	}
-	go func() {
-		for sc.Scan() {
-		}
-	}()
+	testbin.Start(t, cmd, testbin.Options{Stderr: true, Ready: func(l string) bool { return strings.Contains(l, "Listening on") }})
 	f, err := Discover("", cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)

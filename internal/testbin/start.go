@@ -22,14 +22,19 @@ type Options struct {
 	// without it the rest of its output is read and dropped, so it never
 	// blocks on a full pipe.
 	Lines bool
+	// Stderr reads the ready line and later lines from its standard error
+	// (a program that logs there), leaving its standard output as cmd
+	// says.
+	Stderr bool
 	// Stop is sent to the program when the test ends, and it is killed if
 	// it has not exited 10 s later; nil kills it at once.
 	Stop os.Signal
 }
 
-// Proc is a test program started by Start.
+// Proc is a test program started by Start (its exec.Cmd's fields, such as
+// Process, are its own).
 type Proc struct {
-	Cmd *exec.Cmd
+	*exec.Cmd
 	// Head holds the lines it printed up to the one that said it was
 	// ready, that line last.
 	Head  []string
@@ -37,15 +42,18 @@ type Proc struct {
 }
 
 // Start starts cmd with its standard output read by the test (its standard
-// error is the test's unless cmd says otherwise), waits until it says it
-// is ready, and stops it when the test ends. A program that fails to
-// start, ends or stays silent fails the test.
+// error is the test's unless cmd says otherwise, or Options.Stderr), waits
+// until it says it is ready, and stops it when the test ends. A program
+// that fails to start, ends or stays silent fails the test.
 func Start(t testing.TB, cmd *exec.Cmd, opts Options) *Proc {
 	t.Helper()
-	if cmd.Stderr == nil {
+	pipe := cmd.StdoutPipe
+	if opts.Stderr {
+		pipe = cmd.StderrPipe
+	} else if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
-	out, err := cmd.StdoutPipe()
+	out, err := pipe()
 	if err != nil {
 		t.Fatal(err)
 	}

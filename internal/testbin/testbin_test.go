@@ -68,6 +68,14 @@ func TestStart(t *testing.T) {
 	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
 		t.Errorf("program %d still there after the test (%v)", pid, err)
 	}
+	// A program that logs on its standard error.
+	t.Run("stderr", func(t *testing.T) {
+		p := Start(t, exec.Command("/bin/sh", "-c", "echo out; echo starting >&2; echo Listening on :1 >&2; sleep 60"),
+			Options{Stderr: true, Ready: func(l string) bool { return strings.HasPrefix(l, "Listening on") }})
+		if len(p.Head) != 2 || p.Head[0] != "starting" {
+			t.Errorf("head %q, want the two lines of its standard error", p.Head)
+		}
+	})
 	// The first line is ready by default; the rest is dropped.
 	t.Run("first line", func(t *testing.T) {
 		p := Start(t, exec.Command("/bin/sh", "-c", "echo 4242; yes | head -c 1000000; sleep 60"), Options{})
