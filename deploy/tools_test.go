@@ -77,7 +77,9 @@ func TestHostToolsNameContainer(t *testing.T) {
 
 	t.Run("profile", func(t *testing.T) {
 		pb := filepath.Join(t.TempDir(), "p.pb.gz")
-		checkLine("profile's summary", gosleuth(t, bin, "profile", "--pid", p, "--duration", "2s", "-o", pb))
+		// At 997 Hz the ticker's 1-2% of a CPU gives some 20 samples a
+		// second.
+		checkLine("profile's summary", gosleuth(t, bin, "profile", "--pid", p, "--duration", "1s", "--hz", "997", "-o", pb))
 		f, err := os.Open(pb)
 		if err != nil {
 			t.Fatal(err)
@@ -91,7 +93,7 @@ func TestHostToolsNameContainer(t *testing.T) {
 			t.Errorf("pprof comments %q, want %q", prof.Comments, line)
 		}
 		if len(prof.Sample) == 0 {
-			t.Fatal("no samples in 2 s of the patient")
+			t.Fatal("no samples in 1 s of the patient at 997 Hz")
 		}
 		for _, s := range prof.Sample {
 			if !slices.Equal(s.Label["container"], []string{id[:12]}) || !slices.Equal(s.Label["container_image"], []string{patient.tag}) {
@@ -178,7 +180,8 @@ var sameRows = []struct {
 		err := json.Unmarshal(out, &in)
 		return fmt.Sprintf("%s GOMAXPROCS %d, runtime from %s", in.Facts.GoVersion, in.Facts.GOMAXPROCS, in.Source), err
 	}},
-	// The ticker's receives, about a thousand a second, wherever it runs.
+	// The ticker's receives, about 900 a second here, wherever it runs
+	// (over 100 even when the host is busy enough to merge ticks).
 	{"probe", []string{"probe", "--duration", "1s", "--recipe", "timers", "--format", "json"}, func(out []byte) (string, error) {
 		var pr struct {
 			Functions []struct {
@@ -191,7 +194,7 @@ var sameRows = []struct {
 		}
 		var hot []string
 		for _, f := range pr.Functions {
-			if f.Count > 500 {
+			if f.Count > 100 {
 				hot = append(hot, f.Func)
 			}
 		}
