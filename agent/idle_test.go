@@ -3,7 +3,6 @@
 package agent_test
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/goruntime"
+	"github.com/gosleuth/gosleuth/internal/testbin"
+	"github.com/gosleuth/gosleuth/internal/window"
 )
 
 // switches sums the context switches of every thread of pid.
@@ -44,25 +45,9 @@ func switches(t *testing.T, pid int) uint64 {
 func startIdle(t *testing.T, bin string, args ...string) int {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"-mode", "idle"}, args...)...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// SIGTERM lets the patient close its agent and remove its socket.
-		cmd.Process.Signal(syscall.SIGTERM)
-		timer := time.AfterFunc(10*time.Second, func() { cmd.Process.Kill() })
-		cmd.Wait()
-		timer.Stop()
-	})
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "ready") {
-		t.Fatalf("patient did not start: %q", sc.Text())
-	}
-	return cmd.Process.Pid
+	// SIGTERM lets the patient close its agent and remove its socket.
+	return testbin.Start(t, cmd, testbin.Options{Ready: func(l string) bool { return strings.HasPrefix(l, "ready") },
+		Stop: syscall.SIGTERM}).PID()
 }
 
 // TestIdleWakeups: an idle program with the agent wakes up no more often
@@ -106,7 +91,7 @@ func TestIdleWakeups(t *testing.T) {
 	src.Close()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	// Stop-the-world pauses outside GC during the reads (GC is idle here).
-	stw := last.Raw["/sched/pauses/total/other:seconds"].Hist.Sub(first.Raw["/sched/pauses/total/other:seconds"].Hist)
+	stw := window.HistogramBetween(first.Raw["/sched/pauses/total/other:seconds"].Hist, last.Raw["/sched/pauses/total/other:seconds"].Hist)
 	gcs := last.GCCycles - first.GCCycles
 	t.Logf("%d metrics reads over the socket: median %s, p99 %s; non-GC stop-the-world pauses during them: %d; GC cycles: %d",
 		reads, lat[reads/2], lat[reads*99/100], stw.Total(), gcs)

@@ -51,7 +51,7 @@ func RuntimeBetween(a, b *goruntime.Sample) *goruntime.Window {
 		w.GCCyclesPerSec = float64(w.GCCycles) / sec
 	}
 	if k.Has(goruntime.KnownGCPauses) {
-		w.GCPauses = histBetween(a.GCPauses, b.GCPauses)
+		w.GCPauses = HistogramBetween(a.GCPauses, b.GCPauses)
 		w.PauseP50, w.PauseP99, w.PauseMax = w.GCPauses.Quantile(0.5), w.GCPauses.Quantile(0.99), w.GCPauses.Max()
 	}
 	if !k.Has(goruntime.KnownGCPauses) && k.Has(goruntime.KnownGCCycles) && len(b.Pauses) > 0 {
@@ -96,7 +96,7 @@ func RuntimeBetween(a, b *goruntime.Sample) *goruntime.Window {
 		}
 	}
 	if k.Has(goruntime.KnownSchedLatency) {
-		w.SchedLatency = histBetween(a.SchedLatency, b.SchedLatency)
+		w.SchedLatency = HistogramBetween(a.SchedLatency, b.SchedLatency)
 		w.SchedSamples = w.SchedLatency.Total()
 		w.SchedP50, w.SchedP99 = w.SchedLatency.Quantile(0.5), w.SchedLatency.Quantile(0.99)
 		w.Notes = append(w.Notes, goruntime.SchedSamplingNote)
@@ -130,11 +130,11 @@ func exactQuantile(sorted []float64, q float64) float64 {
 	return sorted[max(min(i, len(sorted)-1), 0)]
 }
 
-// histBetween is what a histogram of the runtime (counts by bucket) counted
+// HistogramBetween is what a histogram of the runtime (counts by bucket) counted
 // from its reading earlier to its reading later: later's counts minus
 // earlier's, bucket by bucket (a count that went back counts nothing).
 // When the bucket layouts differ, or earlier is nil, it is a copy of later.
-func histBetween(earlier, later *goruntime.Histogram) *goruntime.Histogram {
+func HistogramBetween(earlier, later *goruntime.Histogram) *goruntime.Histogram {
 	if later == nil {
 		return nil
 	}

@@ -49,19 +49,19 @@ func TestRuntimeBetween(t *testing.T) {
 	}
 }
 
-// TestHistBetween: the values a runtime histogram recorded between two
+// TestHistogramBetween: the values a runtime histogram recorded between two
 // readings, bucket by bucket; a bucket that went back counts nothing.
-func TestHistBetween(t *testing.T) {
+func TestHistogramBetween(t *testing.T) {
 	h := &goruntime.Histogram{Buckets: []float64{math.Inf(-1), 0, 1, 2, 4, math.Inf(1)}, Counts: []uint64{0, 10, 80, 9, 1}}
 	prev := &goruntime.Histogram{Buckets: h.Buckets, Counts: []uint64{0, 10, 0, 0, 0}}
-	d := histBetween(prev, h)
+	d := HistogramBetween(prev, h)
 	if d.Total() != 90 || d.Quantile(0.5) != 2 || d.Quantile(0.99) != 4 || d.Quantile(1) != 4 || d.Max() != 4 {
 		t.Errorf("delta %v: total %d p50 %g p99 %g max %g", d.Counts, d.Total(), d.Quantile(0.5), d.Quantile(0.99), d.Max())
 	}
-	if back := histBetween(h, prev); back.Counts[2] != 0 {
+	if back := HistogramBetween(h, prev); back.Counts[2] != 0 {
 		t.Errorf("backwards delta %v", back.Counts)
 	}
-	if d := histBetween(nil, h); d.Total() != 100 {
+	if d := HistogramBetween(nil, h); d.Total() != 100 {
 		t.Errorf("no earlier reading: %v, want a copy of the later", d.Counts)
 	}
 }
