@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -113,27 +112,30 @@ func planBursts(hot []int, rates []float64, cost func(int) float64, budgetNS, ke
 	return burst, refused
 }
 
-// nextBurst returns how long the next burst may last (0: none fits) and
-// how long to stay detached after it, given the budget left (ns), the
-// window's remaining time, what the functions probed throughout cost a
-// second (ns) and what the bursts' functions cost a second while
-// attached (ns). The duty is what the budget left affords over the time
-// left, so a burst that caught more calls than planned shortens the ones
-// after it.
+// nextBurst returns how long the next burst may last (0: none fits; never
+// longer than a period, so that each burst measures the rate the next one
+// is planned with) and how long to stay detached after it, given the
+// budget left (ns), the window's remaining time, what the functions
+// probed throughout cost a second (ns) and what the bursts' functions
+// cost a second while attached (ns). The duty is what the budget left
+// affords over the time left, so a burst that caught more calls than
+// planned shortens the ones after it.
 func nextBurst(leftNS float64, remaining time.Duration, keepNSPerSec, hotNSPerSec float64, period time.Duration) (on, off time.Duration) {
 	if remaining < minBurst {
 		return 0, 0
 	}
 	avail := leftNS - keepNSPerSec*remaining.Seconds()
 	if hotNSPerSec <= 0 {
-		return remaining, 0
+		return min(period, remaining), 0
 	}
 	afford := time.Duration(avail / hotNSPerSec * 1e9) // on-time the budget left pays for
 	if afford < minBurst {
 		return 0, 0
 	}
 	if afford >= remaining {
-		return remaining, 0
+		// The budget pays for the rest, at the rate measured: one period
+		// at a time, so that a rate that rises is seen.
+		return min(period, remaining), 0
 	}
 	duty := float64(afford) / float64(remaining)
 	on = min(max(time.Duration(duty*float64(period)), minBurst), afford)
@@ -173,70 +175,188 @@ func burstRate(counts []uint64, on []float64) (rate, margin float64) {
 	return rate, 3*se + edges
 }
 
-// bursts probes the hot functions in bursts through the window, keeping
-// what each burst counted.
-type bursts struct {
-	// attach attaches the hot functions; its detach detaches them and
-	// returns the calls of each (in hot's order) counted while attached.
-	attach func() (detach func() ([]uint64, error), err error)
-	hot    []int
-	// cost is each hot function's cost in ns a call, rate its rate from
-	// the pre-flight (calls a second), until bursts measure it.
-	cost, rate []float64
-	// keepSpent is what the functions probed throughout have cost so
-	// far (ns), keepNSPerSec what they cost a second.
-	keepSpent    func() float64
-	keepNSPerSec float64
-	budgetNS     float64
-	period       time.Duration
-	end          time.Time
-
-	mu     sync.Mutex
-	on     []float64  // each burst's on-time (s)
-	counts [][]uint64 // each burst's calls, in hot's order
-	total  []uint64   // the calls of all bursts, in hot's order
-	err    error
+// span is one stretch a function was attached: its seconds and the
+// calls counted in it.
+type span struct {
+	sec float64
+	n   uint64
 }
 
-func newBursts(hot []int, cost, rate []float64) *bursts {
-	return &bursts{hot: hot, cost: cost, rate: rate, total: make([]uint64, len(hot))}
+// scheduler runs the window's probes: the functions that fit the budget
+// on one link through the window (steady), the others in bursts (hot).
+// When the steady functions cost more than their share of the budget
+// (their rate rose after the pre-flight, or the pre-flight caught them
+// slowed by the hot ones), the dearest move to the bursts: the steady
+// link is closed and one without them attached, so from then on the
+// functions left on it are sampled too (the gap between the two links is
+// not counted), said so like the others.
+type scheduler struct {
+	// attach attaches a link over the points ids; read returns every
+	// point's counter (cumulative: a point is on one link at a time).
+	attach func(ids []int) (*attached, error)
+	read   func() ([]uint64, error)
+	// cost and rate are each point's cost in ns a call and its rate in
+	// calls a second from the pre-flight.
+	cost, rate     []float64
+	budgetNS       float64 // over the window
+	budgetNSPerSec float64
+	period         time.Duration
+	start, end     time.Time
+
+	mu         sync.Mutex
+	steady     []int
+	steadyLink *attached
+	steadyAt   time.Time
+	steadyBase []uint64 // counters when the steady link was attached
+	hot        []int
+	spans      map[int][]span
+	replans    int
+	err        error
 }
 
-// spent is what the bursts' calls have cost the target so far (ns).
-func (b *bursts) spent() float64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var ns float64
-	for j, n := range b.total {
-		ns += float64(n) * b.cost[j]
+func newScheduler(steady, hot []int, cost, rate []float64) *scheduler {
+	return &scheduler{steady: steady, hot: hot, cost: cost, rate: rate, spans: map[int][]span{}}
+}
+
+// attachSteady puts the steady functions on a link of their own.
+func (s *scheduler) attachSteady() error {
+	if len(s.steady) == 0 {
+		return nil
 	}
-	return ns
+	base, err := s.read()
+	if err != nil {
+		return err
+	}
+	a, err := s.attach(s.steady)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.steadyLink, s.steadyAt, s.steadyBase = a, time.Now(), base
+	s.mu.Unlock()
+	return nil
 }
 
-// hotNSPerSec is what the hot functions cost a second while attached:
-// from the rates the bursts counted, or the pre-flight's before any.
-func (b *bursts) hotNSPerSec() float64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var on float64
-	for _, s := range b.on {
-		on += s
+// closeSteady detaches the steady link, recording its span for each of
+// its functions, and returns how long the close took.
+func (s *scheduler) closeSteady() (time.Duration, error) {
+	s.mu.Lock()
+	a, at, base := s.steadyLink, s.steadyAt, s.steadyBase
+	s.steadyLink = nil
+	s.mu.Unlock()
+	if a == nil {
+		return 0, nil
+	}
+	t := time.Now()
+	sec := t.Sub(at).Seconds()
+	a.close() // closed, the link has run its last program
+	took := time.Since(t)
+	c, err := s.read()
+	if err != nil {
+		return took, err
+	}
+	s.mu.Lock()
+	for _, i := range s.steady {
+		s.spans[i] = append(s.spans[i], span{sec, c[i] - base[i]})
+	}
+	s.mu.Unlock()
+	return took, nil
+}
+
+// spent is what the probes have cost the target so far (ns).
+func (s *scheduler) spent() (float64, error) {
+	c, err := s.read()
+	if err != nil {
+		return 0, err
 	}
 	var ns float64
-	for j := range b.hot {
-		r := b.rate[j]
-		if on > 0.02 {
-			r = float64(b.total[j]) / on
+	for i, n := range c {
+		ns += float64(n) * s.cost[i]
+	}
+	return ns, nil
+}
+
+// ratePerSec is what function i costs a second while attached (ns): from
+// the calls its spans and the running steady link counted, or the
+// pre-flight's rate before 20 ms and 100 calls of them.
+func (s *scheduler) ratePerSec(i int, c []uint64) float64 {
+	var n, sec float64
+	for _, sp := range s.spans[i] {
+		n, sec = n+float64(sp.n), sec+sp.sec
+	}
+	if s.steadyLink != nil && slices.Contains(s.steady, i) {
+		n += float64(c[i] - s.steadyBase[i])
+		sec += time.Since(s.steadyAt).Seconds()
+	}
+	if sec < 0.02 || n < 100 {
+		// Too little seen to trust (a target stalled through a short
+		// burst would read as free): the pre-flight's rate, or more.
+		r := s.rate[i]
+		if sec > 0 {
+			r = max(r, n/sec)
 		}
-		ns += r * b.cost[j]
+		return r * s.cost[i]
 	}
-	return ns
+	return n / sec * s.cost[i]
 }
 
-// run attaches and detaches the hot functions until the window's end,
-// stop, an attach that fails, or a budget that affords no more; nothing
-// is attached when it returns.
-func (b *bursts) run(stop <-chan struct{}) {
+// replan moves the dearest steady functions to the bursts while the
+// steady ones, at the rates they have shown, cost more than their share
+// of the budget (see shareBudget). It waits for 100 ms of the steady
+// link, so that the rates are measured.
+func (s *scheduler) replan() error {
+	s.mu.Lock()
+	if s.steadyLink == nil || time.Since(s.steadyAt) < 100*time.Millisecond {
+		s.mu.Unlock()
+		return nil
+	}
+	c, err := s.read()
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	rates := make([]float64, len(s.cost))
+	for _, i := range s.steady {
+		rates[i] = s.ratePerSec(i, c) / s.cost[i]
+	}
+	keep, hot := shareBudget(s.steady, s.hot, rates, func(i int) float64 { return s.cost[i] }, s.budgetNSPerSec)
+	s.mu.Unlock()
+	if len(keep) == len(s.steady) {
+		return nil
+	}
+	if _, err := s.closeSteady(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.steady, s.hot = keep, hot
+	s.replans++
+	s.mu.Unlock()
+	return s.attachSteady()
+}
+
+// rates returns what the steady and the hot functions cost a second while
+// attached (ns).
+func (s *scheduler) rates() (steady, hot float64, err error) {
+	c, err := s.read()
+	if err != nil {
+		return 0, 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, i := range s.steady {
+		steady += s.ratePerSec(i, c)
+	}
+	for _, i := range s.hot {
+		hot += s.ratePerSec(i, c)
+	}
+	return steady, hot, nil
+}
+
+// run re-plans and runs bursts of the hot functions until the window's
+// end or stop, an attach that fails, or a budget that affords no more
+// bursts; no burst is attached when it returns (the steady link is, until
+// closeSteady).
+func (s *scheduler) run(stop <-chan struct{}) {
 	wait := func(d time.Duration) bool {
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -247,40 +367,70 @@ func (b *bursts) run(stop <-chan struct{}) {
 			return true
 		}
 	}
-	for {
+	fail := func(err error) {
+		s.mu.Lock()
+		s.err = err
+		s.mu.Unlock()
+	}
+	for time.Until(s.end) > 0 {
 		select {
 		case <-stop:
 			return
 		default:
 		}
-		left := burstShare*b.budgetNS - b.keepSpent() - b.spent()
-		on, off := nextBurst(left, time.Until(b.end), b.keepNSPerSec, b.hotNSPerSec(), b.period)
-		if on <= 0 {
+		if err := s.replan(); err != nil {
+			fail(err)
 			return
 		}
-		detach, err := b.attach()
+		spent, err := s.spent()
 		if err != nil {
-			b.mu.Lock()
-			b.err = err
-			b.mu.Unlock()
+			fail(err)
+			return
+		}
+		steadyNS, hotNS, err := s.rates()
+		if err != nil {
+			fail(err)
+			return
+		}
+		on, off := nextBurst(burstShare*s.budgetNS-spent, time.Until(s.end), steadyNS, hotNS, s.period)
+		s.mu.Lock()
+		hot := slices.Clone(s.hot)
+		s.mu.Unlock()
+		if len(hot) == 0 || on <= 0 {
+			// Nothing to burst now: look again later (the steady
+			// functions may need the bursts yet).
+			if !wait(100 * time.Millisecond) {
+				return
+			}
+			continue
+		}
+		base, err := s.read()
+		if err != nil {
+			fail(err)
+			return
+		}
+		a, err := s.attach(hot)
+		if err != nil {
+			fail(err)
 			return
 		}
 		t0 := time.Now()
 		more := wait(on)
 		sec := time.Since(t0).Seconds()
-		c, err := detach()
-		b.mu.Lock()
+		// Closed, the link has run its last program: the counters hold
+		// every call it caught.
+		a.close()
+		c, err := s.read()
 		if err != nil {
-			b.err = err
-		} else {
-			b.on = append(b.on, sec)
-			b.counts = append(b.counts, c)
-			for j, n := range c {
-				b.total[j] += n
-			}
+			fail(err)
+			return
 		}
-		b.mu.Unlock()
-		if err != nil || !more {
+		s.mu.Lock()
+		for _, i := range hot {
+			s.spans[i] = append(s.spans[i], span{sec, c[i] - base[i]})
+		}
+		s.mu.Unlock()
+		if !more {
 			return
 		}
 		// The time off is counted from the close call: its wait for the
@@ -291,66 +441,65 @@ func (b *bursts) run(stop <-chan struct{}) {
 	}
 }
 
-// report sets the hot functions' results: the calls counted in the
-// bursts, scaled to the window of sec seconds, with the duty cycle stated
-// (Sampling); a function no burst reached is marked too hot. Its
-// argument counts are scaled the same way; call it after they are read.
-func (b *bursts) report(stat map[int]*FuncStat, sec float64, budget float64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var on float64
-	for _, s := range b.on {
-		on += s
-	}
-	for j, i := range b.hot {
-		s := stat[i]
-		if len(b.on) == 0 || on <= 0 || sec <= 0 {
-			markTooHot(s, b.rate[j], b.cost[j], budget, ", and the window ended before a burst")
+// report sets each probed function's result from its spans: a function
+// on the steady link through the whole window (one span) is exact; one
+// with bursts, or moved to them, is an estimate scaled from its spans to
+// the window of sec seconds, with the duty cycle stated (Sampling), its
+// argument counts scaled the same way (call it after they are read); a
+// hot function no burst reached is marked too hot. It returns the
+// functions sampled.
+func (s *scheduler) report(stat map[int]*FuncStat, sec, budget float64, firstSteady []int) (sampled []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, sps := range s.spans {
+		st := stat[i]
+		var n uint64
+		var on float64
+		counts, secs := make([]uint64, len(sps)), make([]float64, len(sps))
+		for k, sp := range sps {
+			n, on = n+sp.n, on+sp.sec
+			counts[k], secs[k] = sp.n, sp.sec
+		}
+		if len(sps) == 1 && slices.Contains(firstSteady, i) && slices.Contains(s.steady, i) {
+			st.Count = n
+			if sec > 0 {
+				st.PerSec = float64(n) / sec
+			}
 			continue
 		}
-		per := make([]uint64, len(b.counts))
-		for k, c := range b.counts {
-			per[k] = c[j]
+		if on <= 0 || sec <= 0 {
+			continue
 		}
-		rate, margin := burstRate(per, b.on)
-		s.PerSec = rate
-		s.Count = uint64(math.Round(rate * sec))
-		s.Sampled = &Sampling{Duty: min(on/sec, 1), Bursts: len(b.on), OnSeconds: on, Counted: b.total[j], PerSecMargin: margin}
-		for a := range s.Args {
-			s.Args[a].Count = uint64(math.Round(float64(s.Args[a].Count) * sec / on))
+		rate, margin := burstRate(counts, secs)
+		st.PerSec = rate
+		st.Count = uint64(math.Round(rate * sec))
+		st.Sampled = &Sampling{Duty: min(on/sec, 1), Bursts: len(sps), OnSeconds: on, Counted: n, PerSecMargin: margin}
+		for a := range st.Args {
+			st.Args[a].Count = uint64(math.Round(float64(st.Args[a].Count) * sec / on))
+		}
+		sampled = append(sampled, i)
+	}
+	for _, i := range s.hot {
+		if len(s.spans[i]) == 0 {
+			markTooHot(stat[i], s.rate[i], s.cost[i], budget, ", and no burst fitted in the window")
 		}
 	}
+	slices.Sort(sampled)
+	return sampled
 }
 
-// burstNote says which functions were sampled in bursts and what their
-// figures are.
-func burstNote(stat map[int]*FuncStat, hot []int) string {
+// burstNote says which functions were sampled in bursts, how, and what
+// their figures are.
+func burstNote(stat map[int]*FuncStat, sampled []int, replans int) string {
 	var names []string
-	var duty float64
-	bursts := 0
-	for _, i := range hot {
-		if s := stat[i]; s.Sampled != nil {
-			names = append(names, s.Func)
-			duty, bursts = s.Sampled.Duty, s.Sampled.Bursts
-		}
+	for _, i := range sampled {
+		sp := stat[i].Sampled
+		names = append(names, fmt.Sprintf("%s (%d bursts, attached %.1f%% of the window)", stat[i].Func, sp.Bursts, 100*sp.Duty))
 	}
-	if len(names) == 0 {
-		return "too hot to probe through the window, and no burst fitted in it: " + strings.Join(funcNames(stat, hot), ", ")
+	moved := ""
+	if replans > 0 {
+		moved = "; functions probed throughout cost more than the pre-flight measured, and the dearest were moved to the bursts"
 	}
-	return fmt.Sprintf("sampled in %d bursts, attached %.1f%% of the window (too hot to probe throughout within the budget): %s; their counts are estimates scaled from the bursts, their callers and arguments the bursts'",
-		bursts, 100*duty, strings.Join(names, ", "))
+	return fmt.Sprintf("sampled in bursts, too hot to probe throughout within the budget: %s%s; their counts are estimates scaled from the bursts, their callers and arguments the bursts'",
+		strings.Join(names, ", "), moved)
 }
-
-func funcNames(stat map[int]*FuncStat, ids []int) []string {
-	var out []string
-	for _, i := range ids {
-		out = append(out, stat[i].Func)
-	}
-	return out
-}
-
-// atomicFloat is a float64 read and written from two goroutines.
-type atomicFloat struct{ bits atomic.Uint64 }
-
-func (f *atomicFloat) store(v float64) { f.bits.Store(math.Float64bits(v)) }
-func (f *atomicFloat) load() float64   { return math.Float64frombits(f.bits.Load()) }

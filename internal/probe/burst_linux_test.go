@@ -70,10 +70,10 @@ func TestBurstsLockRecipe(t *testing.T) {
 	truth := float64(n1-n0) / t1.Sub(t0).Seconds()
 	f := find(t, r, "sync.(*Mutex).lockSlow")
 	ans := rc.Statements(r)
-	t.Logf("truth %.0f/s; lockSlow %+v sampled %+v; cost %.2f%% of a CPU; answer %q; notes %q", truth, f, f.Sampled, 100*r.CostCPU, ans, r.Notes)
 	if f.Sampled == nil {
-		t.Fatalf("lockSlow at %.0f/s (pre-flight) was not sampled in bursts: skipped %q", f.PreflightPerSec, f.Skipped)
+		t.Fatalf("lockSlow at %.0f/s (pre-flight) was not sampled in bursts: skipped %q, notes %q", f.PreflightPerSec, f.Skipped, r.Notes)
 	}
+	t.Logf("truth %.0f/s, estimated %.0f ± %.0f; lockSlow %+v sampled %+v; cost %.2f%% of a CPU; answer %q; notes %q", truth, f.PerSec, f.Sampled.PerSecMargin, f, f.Sampled, 100*r.CostCPU, ans, r.Notes)
 	if s := f.Sampled; s.Bursts < minBursts || s.Duty <= 0 || s.Duty >= 1 || s.Counted == 0 {
 		t.Errorf("sampling %+v: want %d bursts or more at a duty below 1", s, minBursts)
 	}

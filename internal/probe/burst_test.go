@@ -57,7 +57,8 @@ func TestNextBurst(t *testing.T) {
 		// A low duty still gives 5 ms bursts, further apart.
 		{"short", 1e6, 2 * time.Second, 0, 40e6, 5 * time.Millisecond, 395 * time.Millisecond, 0.0125},
 		{"spent", 0.1e6, 2 * time.Second, 0, 40e6, 0, 0, 0},
-		{"affords the rest", 100e6, time.Second, 0, 40e6, time.Second, 0, 1},
+		{"affords the rest", 100e6, time.Second, 0, 40e6, period, 0, 1},
+		{"free", 1e6, time.Second, 0, 0, period, 0, 1},
 		{"window over", 18e6, time.Millisecond, 0, 40e6, 0, 0, 0},
 	}
 	for _, tt := range tests {

@@ -473,7 +473,8 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 	for _, i := range keep {
 		keepNSPerSec += rates[i] * cost(i)
 	}
-	hot, refused := planBursts(hot, rates, cost, budgetNS, keepNSPerSec, o.Duration)
+	var refused []int
+	hot, refused = planBursts(hot, rates, cost, budgetNS, keepNSPerSec, o.Duration)
 	for _, i := range refused {
 		markTooHot(stat[i], rates[i], cost(i), o.Budget, ", even in bursts")
 	}
@@ -481,70 +482,30 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 		res.Notes = append(res.Notes, "every function was too hot to probe within the budget, even in bursts")
 		return res, nil
 	}
-	var a *attached
+	costs, prates := make([]float64, len(pts)), make([]float64, len(pts))
+	for i := range pts {
+		costs[i], prates[i] = cost(i), rates[i]
+	}
+	sc := newScheduler(keep, hot, costs, prates)
+	sc.attach = func(ids []int) (*attached, error) { return pr.attach(m, pts, ids) }
+	sc.read = func() ([]uint64, error) { return readCounts(m, len(pts)) }
+	sc.budgetNS, sc.budgetNSPerSec = budgetNS, o.Budget*1e9
 	t0 := time.Now()
-	if len(keep) > 0 {
-		if a, err = pr.attach(m, pts, keep); err != nil {
-			return nil, err
-		}
+	if err := sc.attachSteady(); err != nil {
+		return nil, err
 	}
 	res.AttachMS = msSince(t0)
 	res.Mechanism = pr.mechanism()
-	// The counts of the functions probed throughout, as the window's
-	// governor last read them (the bursts plan with them).
-	var keepSpent atomicFloat
-	spent := func() (float64, bool) {
-		c, err := readCounts(m, len(pts))
-		if err != nil {
-			return 0, false
-		}
-		ns := 0.0
-		for _, i := range keep {
-			ns += float64(c[i]) * cost(i)
-		}
-		keepSpent.store(ns)
-		return ns, true
-	}
-	var b *bursts
-	stop, burstsDone := make(chan struct{}), make(chan struct{})
-	if len(hot) > 0 {
-		hcost, hrate := make([]float64, len(hot)), make([]float64, len(hot))
-		for j, i := range hot {
-			hcost[j], hrate[j] = cost(i), rates[i]
-		}
-		b = newBursts(hot, hcost, hrate)
-		b.keepSpent, b.keepNSPerSec, b.budgetNS = keepSpent.load, keepNSPerSec, budgetNS
-		b.period, b.end = burstPeriod(o.Duration), time.Now().Add(o.Duration)
-		b.attach = func() (func() ([]uint64, error), error) {
-			before, err := readCounts(m, len(pts))
-			if err != nil {
-				return nil, err
-			}
-			ba, err := pr.attach(m, pts, hot)
-			if err != nil {
-				return nil, err
-			}
-			return func() ([]uint64, error) {
-				// Closed, the link has run its last program: the
-				// counters hold every call it caught.
-				ba.close()
-				after, err := readCounts(m, len(pts))
-				if err != nil {
-					return nil, err
-				}
-				out := make([]uint64, len(hot))
-				for j, i := range hot {
-					out[j] = after[i] - before[i]
-				}
-				return out, nil
-			}, nil
-		}
+	sc.period, sc.start = burstPeriod(o.Duration), time.Now()
+	sc.end = sc.start.Add(o.Duration)
+	stop, done := make(chan struct{}), make(chan struct{})
+	if o.Budget > 0 {
 		go func() {
-			defer close(burstsDone)
-			b.run(stop)
+			defer close(done)
+			sc.run(stop)
 		}()
 	} else {
-		close(burstsDone)
+		close(done) // no governor: no bursts, nothing moves
 	}
 	if o.Attached != nil {
 		o.Attached()
@@ -553,33 +514,24 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 		if o.Budget <= 0 {
 			return 0, false // no governor: nothing to read until the end
 		}
-		ns, ok := spent()
-		if b != nil {
-			ns += b.spent()
-		}
-		return ns, ok
+		ns, err := sc.spent()
+		return ns, err == nil
 	})
-	// The bursts end first: none may stay attached.
+	// The bursts end first, then the steady link: none may stay attached.
 	close(stop)
-	<-burstsDone
-	counts, cerr := readCounts(m, len(pts))
-	t1 := time.Now()
-	if a != nil {
-		a.close()
-	}
-	res.DetachMS = msSince(t1)
+	<-done
+	took, cerr := sc.closeSteady()
+	res.DetachMS = float64(took.Microseconds()) / 1e3
 	if cerr != nil {
 		return nil, cerr
 	}
-	for _, i := range keep {
-		stat[i].Count = counts[i]
-		if res.Seconds > 0 {
-			stat[i].PerSec = float64(counts[i]) / res.Seconds
-		}
+	counts, err := readCounts(m, len(pts))
+	if err != nil {
+		return nil, err
 	}
 	if res.Seconds > 0 {
 		var ns float64
-		for _, i := range append(slices.Clone(keep), hot...) {
+		for i := range pts {
 			ns += float64(counts[i]) * cost(i)
 		}
 		res.CostCPU = ns / 1e9 / res.Seconds
@@ -590,12 +542,11 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 	if err := readArgs(m, stat); err != nil {
 		res.Notes = append(res.Notes, err.Error())
 	}
-	if b != nil {
-		b.report(stat, res.Seconds, o.Budget)
-		if b.err != nil {
-			res.Notes = append(res.Notes, "bursts: "+b.err.Error())
-		}
-		res.Notes = append(res.Notes, burstNote(stat, hot))
+	if sampled := sc.report(stat, res.Seconds, o.Budget, keep); len(sampled) > 0 {
+		res.Notes = append(res.Notes, burstNote(stat, sampled, sc.replans))
+	}
+	if sc.err != nil {
+		res.Notes = append(res.Notes, "bursts: "+sc.err.Error())
 	}
 	if slices.ContainsFunc(pts, func(p Point) bool { return p.Kind == SingleStepped }) {
 		res.Notes = append(res.Notes, "single-stepped probes (no PUSHQ BP after the stack check) cost about 10 µs a call and their stacks lack the direct caller")
@@ -610,6 +561,7 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 // window's seconds.
 func watchWindow(ctx context.Context, fs proc.FS, pid int, o Options, every time.Duration, res *Result, spent func() (float64, bool)) float64 {
 	start := time.Now()
+	res.Start = start
 	end := start.Add(o.Duration)
 	budgetNS := o.Budget * o.Duration.Seconds() * 1e9
 	exited := watchExit(fs, pid)

@@ -77,10 +77,13 @@ const (
 
 // Result is what the probes saw.
 type Result struct {
-	PID       int     `json:"pid"`
-	GoVersion string  `json:"go_version"`
-	Mechanism string  `json:"mechanism"`
-	Seconds   float64 `json:"seconds"`
+	PID       int    `json:"pid"`
+	GoVersion string `json:"go_version"`
+	Mechanism string `json:"mechanism"`
+	// Start is when the window began (its probes attached), Seconds its
+	// length.
+	Start   time.Time `json:"start"`
+	Seconds float64   `json:"seconds"`
 	// AttachMS and DetachMS are how long the window's probes took to put
 	// in place and to remove.
 	AttachMS float64 `json:"attach_ms"`
