@@ -2,9 +2,9 @@ package probe
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +18,8 @@ func pingCalls(t *testing.T, p *patient) (uint64, time.Time) {
 	io.WriteString(p.in, "\n")
 	select {
 	case l := <-p.lines:
-		n, err := strconv.ParseUint(strings.TrimPrefix(l, "calls "), 10, 64)
-		if err != nil {
+		var n uint64
+		if _, err := fmt.Sscanf(l, "calls %d", &n); err != nil {
 			t.Fatalf("patient said %q", l)
 		}
 		return n, time.Now()

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 )
@@ -136,7 +137,8 @@ func main() {
 		select {}
 	case "slowlock":
 		// Four goroutines take the slow path of one mutex at every Lock;
-		// "ping" on stdin is answered with the Lock calls so far.
+		// a line on stdin is answered with the Lock calls so far and the
+		// process's CPU time (ns, all threads).
 		for range 4 {
 			go func() {
 				buf := make([]byte, 32)
@@ -147,7 +149,9 @@ func main() {
 		}
 		in := bufio.NewScanner(os.Stdin)
 		for in.Scan() {
-			fmt.Println("calls", slowLocks.Load())
+			var ru syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+			fmt.Println("calls", slowLocks.Load(), "cpu", ru.Utime.Nano()+ru.Stime.Nano())
 		}
 	case "spawn":
 		block := make(chan struct{})
