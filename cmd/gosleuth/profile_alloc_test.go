@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,19 +52,7 @@ func allocPatient(t *testing.T, flags ...string) int {
 	bin := testbin.BuildWith(t, "../../internal/allocview/testdata/allocs", append([]string{"-trimpath=false"}, flags...)...)
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "GOGC=10")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if !bufio.NewScanner(out).Scan() {
-		t.Fatal("patient exited before it started")
-	}
-	go io.Copy(io.Discard, out)
-	return cmd.Process.Pid
+	return testbin.Start(t, cmd, testbin.Options{}).PID()
 }
 
 // TestProfileAllocsPprof: the allocs profile written with -o opens in go

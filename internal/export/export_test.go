@@ -1,7 +1,6 @@
 package export
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -88,14 +87,7 @@ func startTicker(t *testing.T) (*exec.Cmd, string) {
 	t.Helper()
 	bin, name := tickerPatient(t)
 	cmd := exec.Command(bin)
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if !bufio.NewScanner(out).Scan() {
-		t.Fatal("patient did not start")
-	}
+	testbin.Start(t, cmd, testbin.Options{})
 	return cmd, name
 }
 
@@ -320,14 +312,7 @@ func TestRuntimeSeries(t *testing.T) {
 			bin, name := tickerPatient(t)
 			cmd := exec.Command(bin)
 			cmd.Env = append(os.Environ(), tc.env...)
-			out, _ := cmd.StdoutPipe()
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { cmd.Process.Kill(); cmd.Wait() }()
-			if !bufio.NewScanner(out).Scan() {
-				t.Fatal("patient did not start")
-			}
+			testbin.Start(t, cmd, testbin.Options{})
 			e, err := New(Config{GroupBy: []string{KindExe}, Runtime: true})
 			if err != nil {
 				t.Fatal(err)

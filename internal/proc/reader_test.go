@@ -3,7 +3,6 @@
 package proc
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
@@ -323,25 +323,12 @@ func startHelper(t *testing.T, mode string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "GOSLEUTH_PROC_HELPER="+mode, "GOMAXPROCS=2")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
+	// Its input stays open while the test runs: it exits when that closes.
+	if _, err := cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "ready\n" {
-		t.Fatalf("helper %s: %q %v", mode, line, err)
+	if p := testbin.Start(t, cmd, testbin.Options{}); p.Ready() != "ready" {
+		t.Fatalf("helper %s: %q", mode, p.Ready())
 	}
 	return cmd
 }

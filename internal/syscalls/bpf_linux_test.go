@@ -13,15 +13,13 @@ import (
 func TestBPFCounterExact(t *testing.T) {
 	testenv.Require(t, testenv.Root, testenv.BPF, testenv.Tracefs)
 	p := startPatient(t, "-threads", "4", "-calls", "50000", "-late")
-	c, err := NewBPFCounter(p.cmd.Process.Pid)
+	c, err := NewBPFCounter(p.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	io.WriteString(p.in, "go\n")
-	if l, err := p.out.ReadString('\n'); err != nil || l != "done\n" {
-		t.Fatalf("patient: %q, %v", l, err)
-	}
+	p.expect(t, "done")
 	counts, err := c.Read()
 	if err != nil {
 		t.Fatal(err)

@@ -3,9 +3,7 @@
 package syscalls
 
 import (
-	"bufio"
 	"io"
-	"os"
 	"os/exec"
 	"sync"
 	"testing"
@@ -42,11 +40,11 @@ func buildPatient(t *testing.T) string {
 	return testbin.Build(t, "./testdata/patient")
 }
 
-// patient is a running testdata/patient.
+// patient is a running testdata/patient: it works when told "go" on its
+// input and answers on its output.
 type patient struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Reader
+	*testbin.Proc
+	in io.WriteCloser
 }
 
 func startPatient(t *testing.T, args ...string) *patient {
@@ -56,29 +54,18 @@ func startPatient(t *testing.T, args ...string) *patient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	p := &patient{Proc: testbin.Start(t, cmd, testbin.Options{Lines: true}), in: in}
+	if p.Ready() != "ready" {
+		t.Fatalf("patient said %q, want ready", p.Ready())
 	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &patient{cmd: cmd, in: in, out: bufio.NewReader(out)}
-	t.Cleanup(func() {
-		in.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	p.expect(t, "ready")
 	return p
 }
 
+// expect fails the test unless the patient's next line is word.
 func (p *patient) expect(t *testing.T, word string) {
 	t.Helper()
-	line, err := p.out.ReadString('\n')
-	if err != nil || line != word+"\n" {
-		t.Fatalf("patient said %q (%v), want %q", line, err, word)
+	if line := p.Next(t, 2*time.Minute); line != word {
+		t.Fatalf("patient said %q, want %q", line, word)
 	}
 }
 
@@ -102,7 +89,7 @@ func countPatient(t *testing.T, perThread bool, args ...string) (map[string]uint
 		}
 		opts.Total = &tot
 	}
-	c, err := NewCounter(p.cmd.Process.Pid, opts)
+	c, err := NewCounter(p.PID(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +99,7 @@ func countPatient(t *testing.T, perThread bool, args ...string) (map[string]uint
 	}
 	if perThread {
 		// Follow new threads the way the CLI does.
-		f := perf.NewFollower("", p.cmd.Process.Pid, false)
+		f := perf.NewFollower("", p.PID(), false)
 		defer f.Close()
 		stop := make(chan struct{})
 		var wg sync.WaitGroup

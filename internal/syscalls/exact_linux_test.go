@@ -31,7 +31,7 @@ func TestCountExact(t *testing.T) {
 				testenv.Require(t, testenv.BPF)
 			}
 			p := startPatient(t, "-threads", "4", "-calls", "50000", "-late")
-			e, err := CountExact(p.cmd.Process.Pid, ExactOptions{Names: []string{"getppid", "futex"}, Mechanism: tc.mech, Total: true})
+			e, err := CountExact(p.PID(), ExactOptions{Names: []string{"getppid", "futex"}, Mechanism: tc.mech, Total: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +64,7 @@ func TestCountExact(t *testing.T) {
 func TestCountExactFS(t *testing.T) {
 	needPerf(t)
 	p := startPatient(t, "-threads", "2", "-calls", "1000")
-	pid := p.cmd.Process.Pid
+	pid := p.PID()
 	empty := t.TempDir()
 	if _, err := CountExact(pid, ExactOptions{FS: proc.NewFS(empty)}); !errors.Is(err, unix.ESRCH) {
 		t.Errorf("counting through an empty proc mount: %v, want the process not found there", err)

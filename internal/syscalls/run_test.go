@@ -31,12 +31,12 @@ func TestRunFallsBackToTotals(t *testing.T) {
 	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
 	// The patient works once counting has started (its worker threads
 	// exit after their calls: calls made before the attach are lost).
-	pid := p.cmd.Process.Pid
+	pid := p.PID()
 	go func() {
 		waitForPerfEvents(5*time.Second, pid)
 		io.WriteString(p.in, "go\n")
 	}()
-	rep, err := countFor(t, Config{PID: p.cmd.Process.Pid}, 3*time.Second)
+	rep, err := countFor(t, Config{PID: p.PID()}, 3*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestRunFallsBackToProc(t *testing.T) {
 		t.Fatalf("cannot lower RLIMIT_NOFILE: %v", err)
 	}
 	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &old) // root may raise the hard limit again
-	rep, err := countFor(t, Config{PID: p.cmd.Process.Pid}, 300*time.Millisecond)
+	rep, err := countFor(t, Config{PID: p.PID()}, 300*time.Millisecond)
 	if err != nil {
 		t.Fatalf("auto mode failed instead of falling back: %v", err)
 	}

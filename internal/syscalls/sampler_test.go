@@ -21,7 +21,7 @@ func samplePatient(t *testing.T, latency bool, args ...string) *Sampler {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	c := &Counter{pid: p.cmd.Process.Pid}
+	c := &Counter{pid: p.PID()}
 	tids, err := c.listTasks()
 	if err != nil {
 		t.Fatal(err)
