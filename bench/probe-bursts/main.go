@@ -3,12 +3,15 @@
 // probe engine's test patient in slowlock mode: four goroutines on one
 // mutex, each Lock counted by the patient): whether the recipe names the
 // Lock's caller at its file and line within the default budget, the
-// sampled rate against the patient's own count, and the target's CPU over
-// each run of the command against an equally long window just before it
-// without gosleuth, in the same run of the patient (alternating, so that
-// the host's load drifts alike on both sides). Root is needed.
+// sampled rate against the patient's own count, and the target's CPU in
+// the command's window against the mean of equally long windows without
+// gosleuth just before and just after it, in the same run of the patient
+// (so that the host's load drifts alike on both sides; the difference
+// between those two is printed as the control, the host's noise). The
+// target's CPU and Lock calls are the patient's own figures (getrusage
+// and a counter), read every 20 ms on every side. Root is needed.
 //
-// Usage: go run ./bench/probe-bursts [-rounds 7] [-duration 2s] [-rounds-under-lock 256]
+// Usage: go run ./bench/probe-bursts [-rounds 15] [-duration 2s] [-rounds-under-lock 256]
 package main
 
 import (
@@ -17,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,7 +34,7 @@ import (
 )
 
 func main() {
-	rounds := flag.Int("rounds", 7, "rounds (medians are printed)")
+	rounds := flag.Int("rounds", 15, "rounds (medians are printed)")
 	duration := flag.Duration("duration", 2*time.Second, "the probe's window (--duration)")
 	hashRounds := flag.Int("rounds-under-lock", 256, "the patient's SHA-256 rounds under the lock (fewer: more Lock calls a second)")
 	flag.Parse()
@@ -135,8 +139,8 @@ func run(rounds int, duration time.Duration, hashRounds int) error {
 	line := slowLockLine()
 
 	type row struct {
-		offCPU, onCPU, runCPU, offRate, onRate, est, margin, duty, toolCPU, costCPU float64
-		named                                                                       bool
+		offCPU, onCPU, runCPU, offRate, onRate, est, margin, duty, toolCPU, costCPU, control float64
+		named                                                                                bool
 	}
 	var rows []row
 	for i := range rounds {
@@ -148,7 +152,7 @@ func run(rounds int, duration time.Duration, hashRounds int) error {
 		if err != nil {
 			return err
 		}
-		r.offCPU, r.offRate = over(rs[0], rs[len(rs)-1])
+		offA, offRateA := over(rs[0], rs[len(rs)-1])
 		// With it: the target read every 20 ms while the command runs,
 		// and the window its JSON reports (start, seconds) cut out of
 		// those readings; the whole run (start-up, pre-flight, detach) is
@@ -182,6 +186,15 @@ func run(rounds int, duration time.Duration, hashRounds int) error {
 		if err := json.Unmarshal(res, &pr); err != nil {
 			return fmt.Errorf("gosleuth probe's JSON: %v", err)
 		}
+		// And again without it, so that the host's drift cancels: the
+		// rise is against the mean of the windows before and after, the
+		// control the difference between those two.
+		rb, err := p.watch(after(duration))
+		if err != nil {
+			return err
+		}
+		offB, offRateB := over(rb[0], rb[len(rb)-1])
+		r.offCPU, r.offRate, r.control = (offA+offB)/2, (offRateA+offRateB)/2, offB-offA
 		r.costCPU = pr.CostCPU
 		end := pr.Start.Add(time.Duration(pr.Seconds * 1e9))
 		r.onCPU, r.onRate = over(at(rs, pr.Start), at(rs, end))
@@ -202,9 +215,9 @@ func run(rounds int, duration time.Duration, hashRounds int) error {
 			return err
 		}
 		rows = append(rows, r)
-		fmt.Printf("round %d: target CPU %.1f%% of a core without, %.1f%% with gosleuth in its window (%+.2f points; %.1f%% over the whole run); Lock slow paths %.0f/s without, %.0f/s with; "+
+		fmt.Printf("round %d: target CPU %.1f%% of a core without (mean of the windows before and after, which differ by %+.2f points), %.1f%% with gosleuth in its window (%+.2f points; %.1f%% over the whole run); Lock slow paths %.0f/s without, %.0f/s with; "+
 			"estimated %.0f ± %.0f/s (duty %.1f%%, %+.1f%% against the patient's count); probes' estimated cost %.2f%% of a core; gosleuth's own CPU %.1f%% of a core; caller named at line %d: %v; int3 left: %v\n",
-			i+1, 100*r.offCPU, 100*r.onCPU, 100*(r.onCPU-r.offCPU), 100*r.runCPU, r.offRate, r.onRate, r.est, r.margin, 100*r.duty, 100*(r.est/r.onRate-1), 100*r.costCPU, 100*r.toolCPU, line, r.named, left)
+			i+1, 100*r.offCPU, 100*r.control, 100*r.onCPU, 100*(r.onCPU-r.offCPU), 100*r.runCPU, r.offRate, r.onRate, r.est, r.margin, 100*r.duty, 100*(r.est/r.onRate-1), 100*r.costCPU, 100*r.toolCPU, line, r.named, left)
 	}
 	med := func(f func(row) float64) float64 {
 		var v []float64
@@ -225,7 +238,9 @@ func run(rounds int, duration time.Duration, hashRounds int) error {
 	off, on := med(func(r row) float64 { return r.offCPU }), med(func(r row) float64 { return r.onCPU })
 	rise := med(func(r row) float64 { return r.onCPU - r.offCPU })
 	fmt.Printf("\nmedians of %d rounds, one run of the patient:\n", len(rows))
-	fmt.Printf("target CPU: %.1f%% of a core without gosleuth, %.1f%% with (x%.3f); rise %+.2f points of a core (median of the rounds' differences; budget 1)\n", 100*off, 100*on, on/off, 100*rise)
+	control := med(func(r row) float64 { return math.Abs(r.control) })
+	fmt.Printf("target CPU: %.1f%% of a core without gosleuth, %.1f%% with (x%.3f); rise %+.2f points of a core (median of the rounds' differences; budget 1); "+
+		"control: two windows without it differ by %.2f points (median of the absolute differences), the host's noise\n", 100*off, 100*on, on/off, 100*rise, 100*control)
 	fmt.Printf("over the command's whole run (start-up, pre-flight, window, detach): %.1f%% of a core (x%.3f)\n", 100*med(func(r row) float64 { return r.runCPU }), med(func(r row) float64 { return r.runCPU })/off)
 	perCall := func(cpu, rate float64) float64 { return cpu / rate * 1e9 }
 	fmt.Printf("target CPU per slow-path Lock: %.0f ns without, %.0f ns with (x%.3f; medians)\n",

@@ -1,10 +1,13 @@
 package probe
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +109,65 @@ func TestBurstsLockRecipe(t *testing.T) {
 	}
 	if _, events := uprobeEvents(t); strings.Contains(events(), tracefsGroup(os.Getpid())+"/") {
 		t.Errorf("uprobe_events holds our definitions after Run: %q", events())
+	}
+}
+
+// TestSIGKILLDuringBursts SIGKILLs a run while one of its bursts has
+// lockSlow attached, and requires the target's code restored within 1 s
+// and the target alive: a burst's link, like the window's, is the
+// kernel's to drop with its owner.
+func TestSIGKILLDuringBursts(t *testing.T) {
+	if pid, err := strconv.Atoi(os.Getenv("GOSLEUTH_BURST_CHILD")); err == nil {
+		Run(context.Background(), proc.NewFS(""), pid, Recipes["locks"].Probes,
+			Options{Duration: time.Minute, Budget: 0.002, Attached: func() { fmt.Println("attached") }})
+		return
+	}
+	needProbes(t)
+	p := startPatient(t, nil, "-mode", "slowlock")
+	pid := p.cmd.Process.Pid
+	tg, err := Resolve(proc.NewFS(""), pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt, err := tg.Find("sync.(*Mutex).lockSlow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := probeByte(t, pid, pt.Addr)
+	child := exec.Command(os.Args[0], "-test.run=^TestSIGKILLDuringBursts$")
+	child.Env = append(os.Environ(), "GOSLEUTH_BURST_CHILD="+strconv.Itoa(pid))
+	out, _ := child.StdoutPipe()
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Wait()
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "attached" {
+		child.Process.Kill()
+		t.Fatalf("child: %q", sc.Text())
+	}
+	// Wait for a burst (the int3 in place), then kill.
+	deadline := time.Now().Add(10 * time.Second)
+	for probeByte(t, pid, pt.Addr) != 0xcc {
+		if time.Now().After(deadline) {
+			child.Process.Kill()
+			t.Fatal("no burst attached lockSlow in 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	child.Process.Kill()
+	killed := time.Now()
+	for probeByte(t, pid, pt.Addr) != orig {
+		if time.Since(killed) > time.Second {
+			t.Fatalf("1 s after SIGKILL lockSlow's probe point still holds int3")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Logf("int3 gone %v after SIGKILL during a burst", time.Since(killed).Round(time.Millisecond))
+	if err := proc.CheckTarget("", pid); err != nil {
+		t.Errorf("the target did not survive: %v", err)
+	}
+	if _, events := uprobeEvents(t); strings.Contains(events(), tracefsGroup(child.Process.Pid)+"/") {
+		t.Errorf("uprobe_events holds the killed run's definitions: %q", events())
 	}
 }
