@@ -8,8 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,18 +66,10 @@ func patientGOGC(t *testing.T, gogc string, flags []string, args ...string) (int
 	return p.PID(), p.Ready()
 }
 
+// get reads the pprof profile a patient serves at url.
 func get(t *testing.T, url string) *profile.Profile {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
-	}
-	p, err := profile.ParseData(b)
+	p, err := profile.ParseData(testbin.Fetch(t, url))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,6 @@ package gomem
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -27,20 +25,6 @@ func censusPatient(t *testing.T, flags ...string) (int, string) {
 	t.Helper()
 	testenv.Require(t, testenv.Linux, testenv.AMD64)
 	return runCensus(t, testbin.BuildWith(t, "./testdata/census", flags...))
-}
-
-func get(t *testing.T, url string) []byte {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
-	}
-	return b
 }
 
 // debug1Counts parses a goroutine profile with debug=1 into the count of
@@ -95,7 +79,7 @@ func TestCensusMatchesGoroutineProfile(t *testing.T) {
 			if cc.Total != c.Total || len(cc.Groups) != 0 {
 				t.Errorf("counts only: %d goroutines, %d groups; the census: %d", cc.Total, len(cc.Groups), c.Total)
 			}
-			theirs := debug1Counts(t, get(t, "http://"+addr+"/debug/pprof/goroutine?debug=1"))
+			theirs := debug1Counts(t, testbin.Fetch(t, "http://"+addr+"/debug/pprof/goroutine?debug=1"))
 			ours := map[string]int{}
 			for _, s := range c.Stacks {
 				for _, f := range s.Frames {
@@ -149,7 +133,7 @@ func TestCensusMatchesGoroutineProfile(t *testing.T) {
 // rtm reads the patient's runtime/metrics.
 func rtm(t *testing.T, addr string) map[string]uint64 {
 	m := map[string]uint64{}
-	if err := json.Unmarshal(get(t, "http://"+addr+"/rtm"), &m); err != nil {
+	if err := json.Unmarshal(testbin.Fetch(t, "http://"+addr+"/rtm"), &m); err != nil {
 		t.Fatal(err)
 	}
 	return m
@@ -233,7 +217,7 @@ func TestHeapProfileMatchesPprof(t *testing.T) {
 		t.Fatal(err)
 	}
 	ours := p.Pprof(h)
-	theirs, err := profile.ParseData(get(t, "http://"+addr+"/debug/pprof/heap"))
+	theirs, err := profile.ParseData(testbin.Fetch(t, "http://"+addr+"/debug/pprof/heap"))
 	if err != nil {
 		t.Fatal(err)
 	}

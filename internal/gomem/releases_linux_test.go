@@ -160,7 +160,7 @@ func TestReleases(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			theirs := debug2States(get(t, "http://"+addr+"/debug/pprof/goroutine?debug=2"))
+			theirs := debug2States(testbin.Fetch(t, "http://"+addr+"/debug/pprof/goroutine?debug=2"))
 			ours := map[string]int{}
 			for _, s := range c.Stacks {
 				for _, f := range s.Frames {
@@ -212,7 +212,7 @@ func TestReleases(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			prof, err := profile.ParseData(get(t, "http://"+addr+"/debug/pprof/heap"))
+			prof, err := profile.ParseData(testbin.Fetch(t, "http://"+addr+"/debug/pprof/heap"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -166,4 +167,21 @@ func (p *Proc) AskJSON(t testing.TB, sig os.Signal, prefix string, v any, wait t
 	if err := json.Unmarshal([]byte(rest), v); err != nil {
 		t.Fatalf("%s answered %q: %v", p.Cmd.Path, l, err)
 	}
+}
+
+// Fetch returns the body a test program serves at url (its pprof or
+// metrics endpoint), failing the test on an error or a status other than
+// 200.
+func Fetch(t testing.TB, url string) []byte {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	return b
 }

@@ -2,6 +2,9 @@ package testbin
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,4 +118,26 @@ func (f *fakeT) Cleanup(fn func()) { f.cleanups = append(f.cleanups, fn) }
 func (f *fakeT) Fatalf(format string, args ...any) {
 	f.msg = fmt.Sprintf(format, args...)
 	runtime.Goexit()
+}
+
+// TestFetch: the body of a 200 reply; any other status fails the test.
+func TestFetch(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/ok" {
+			http.NotFound(w, r)
+			return
+		}
+		io.WriteString(w, "body")
+	}))
+	defer srv.Close()
+	if b := Fetch(t, srv.URL+"/ok"); string(b) != "body" {
+		t.Errorf("body %q", b)
+	}
+	ft := &fakeT{TB: t}
+	done := make(chan struct{})
+	go func() { defer close(done); Fetch(ft, srv.URL+"/missing") }()
+	<-done
+	if !strings.Contains(ft.msg, "404") {
+		t.Errorf("failure %q, want the status", ft.msg)
+	}
 }

@@ -191,20 +191,8 @@ func startPatient(t *testing.T, env []string, args ...string) *exec.Cmd {
 	bin := testbin.Build(t, "./testdata/patient")
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "ready\n" {
-		t.Fatalf("patient: %q, %v", line, err)
+	if p := testbin.Start(t, cmd, testbin.Options{}); p.Ready() != "ready" {
+		t.Fatalf("patient: %q", p.Ready())
 	}
 	return cmd
 }
