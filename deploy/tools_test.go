@@ -48,8 +48,8 @@ func gosleuth(t *testing.T, bin string, args ...string) string {
 // names the container as podman knows it (runtime, short ID, name and
 // image, the last two from podman's own store) with the program's PID 1
 // inside: profile's text, JSON and pprof file (a comment, and labels on
-// every sample), probe's text and JSON, the dashboard's process state and
-// its list's command column.
+// every sample), the same for its heap profile, probe's text and JSON,
+// the dashboard's process state and its list's command column.
 func TestHostToolsNameContainer(t *testing.T) {
 	testenv.Require(t, testenv.Linux, testenv.Podman, testenv.Perf, testenv.BPF)
 	bin := testbin.Build(t, "../cmd/gosleuth")
@@ -102,6 +102,26 @@ func TestHostToolsNameContainer(t *testing.T) {
 		}
 		t.Logf("pprof: %d samples labelled container=%s", len(prof.Sample), id[:12])
 		checkJSON("profile's JSON", gosleuth(t, bin, "profile", "--pid", p, "--duration", "1s", "--format", "json"))
+	})
+
+	// The allocation profile, read from the program's memory across its
+	// mount namespace.
+	t.Run("heap", func(t *testing.T) {
+		pb := filepath.Join(t.TempDir(), "heap.pb.gz")
+		checkLine("the heap profile's text", gosleuth(t, bin, "profile", "--type", "heap", "--pid", p, "-o", pb))
+		f, err := os.Open(pb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		prof, err := profile.Parse(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(prof.Comments, line) {
+			t.Errorf("the heap profile's comments %q, want %q", prof.Comments, line)
+		}
+		checkJSON("the heap profile's JSON", gosleuth(t, bin, "profile", "--type", "heap", "--pid", p, "--format", "json"))
 	})
 
 	t.Run("probe", func(t *testing.T) {

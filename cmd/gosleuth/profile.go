@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -312,6 +314,7 @@ func runAllocProfile(ctx context.Context, f *profileFlags, args []string, stdout
 	if err := checkTargets(f.procRoot, f.pid); err != nil {
 		return err
 	}
+	target := profileview.TargetOf(proc.NewFS(f.procRoot), f.pid)
 	if f.typ == allocview.Allocs {
 		if fl, ok := stderr.(*os.File); ok && term.IsTerminal(int(fl.Fd())) {
 			fmt.Fprintf(stderr, "reading allocations over %s...\n", f.duration)
@@ -325,10 +328,32 @@ func runAllocProfile(ctx context.Context, f *profileFlags, args []string, stdout
 		}
 		return err
 	}
+	// The report names the target's container as the CPU profile's does:
+	// a line under the process's, container and nspid in JSON, a comment
+	// and labels in the pprof file.
 	return writeProfileOutputs(f.format, f.out, stdout, map[string]func(io.Writer) error{
-		"pprof": func(w io.Writer) error { return r.Pprof().Write(w) },
-		"json":  func(w io.Writer) error { return allocview.WriteJSON(w, r) },
-		"text":  func(w io.Writer) error { return allocview.WriteText(w, r) },
+		"pprof": func(w io.Writer) error {
+			pp := r.Pprof()
+			profileview.AnnotatePprof(pp, target)
+			return pp.Write(w)
+		},
+		"json": func(w io.Writer) error {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(struct {
+				*allocview.Report
+				NSPID     int             `json:"nspid,omitempty"`
+				Container *proc.Container `json:"container,omitempty"`
+			}{r, target.NSPID, target.Container})
+		},
+		"text": func(w io.Writer) error {
+			var b bytes.Buffer
+			if err := allocview.WriteText(&b, r); err != nil {
+				return err
+			}
+			_, err := w.Write(profileview.AddTargetLine(b.Bytes(), target))
+			return err
+		},
 	})
 }
 

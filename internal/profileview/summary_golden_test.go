@@ -81,3 +81,25 @@ func TestAnnotatePprof(t *testing.T) {
 		t.Errorf("a process on the host: comments %q, labels %v", host.Comments, host.Sample[0].Label)
 	}
 }
+
+// TestAddTargetLine: the container's line goes under the process's line
+// of another report's text, and nothing changes on the host.
+func TestAddTargetLine(t *testing.T) {
+	in := "pid 4242  /svc  go1.26.8\nlive heap\n"
+	c := Target{Container: &testContainer, NSPID: 1}
+	want := "pid 4242  /svc  go1.26.8\ncontainer podman 50e67bc3a90c name ptestc image localhost/ptest:1, PID 1 in its namespace\nlive heap\n"
+	for _, tt := range []struct {
+		in   string
+		t    Target
+		want string
+	}{
+		{in, c, want},
+		{in, Target{}, in},
+		{"pid 4242", c, "pid 4242\ncontainer podman 50e67bc3a90c name ptestc image localhost/ptest:1, PID 1 in its namespace\n"},
+		{"", Target{NSPID: 7}, "PID 7 in its namespace\n"},
+	} {
+		if got := string(AddTargetLine([]byte(tt.in), tt.t)); got != tt.want {
+			t.Errorf("AddTargetLine(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

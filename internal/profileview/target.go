@@ -1,6 +1,7 @@
 package profileview
 
 import (
+	"bytes"
 	"strconv"
 
 	"github.com/google/pprof/profile"
@@ -44,6 +45,23 @@ func (t Target) Line() string {
 		s += "PID " + strconv.Itoa(t.NSPID) + " in its namespace"
 	}
 	return s
+}
+
+// AddTargetLine puts t's line under the first line (the process's) of a
+// report's text; the text is returned as it was for a process on the host.
+func AddTargetLine(text []byte, t Target) []byte {
+	l := t.Line()
+	if l == "" {
+		return text
+	}
+	out := make([]byte, 0, len(text)+len(l)+2)
+	i := bytes.IndexByte(text, '\n') + 1
+	if i == 0 && len(text) > 0 {
+		text = append(text[:len(text):len(text)], '\n')
+		i = len(text)
+	}
+	out = append(append(append(out, text[:i]...), l...), '\n')
+	return append(out, text[i:]...)
 }
 
 // AnnotatePprof records t in a pprof profile: a comment naming the
