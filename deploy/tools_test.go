@@ -80,15 +80,7 @@ func TestHostToolsNameContainer(t *testing.T) {
 		// At 997 Hz the ticker's 1-2% of a CPU gives some 20 samples a
 		// second.
 		checkLine("profile's summary", gosleuth(t, bin, "profile", "--pid", p, "--duration", "1s", "--hz", "997", "-o", pb))
-		f, err := os.Open(pb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		prof, err := profile.Parse(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		prof := readPprof(t, pb)
 		if !slices.Contains(prof.Comments, line) {
 			t.Errorf("pprof comments %q, want %q", prof.Comments, line)
 		}
@@ -109,15 +101,7 @@ func TestHostToolsNameContainer(t *testing.T) {
 	t.Run("heap", func(t *testing.T) {
 		pb := filepath.Join(t.TempDir(), "heap.pb.gz")
 		checkLine("the heap profile's text", gosleuth(t, bin, "profile", "--type", "heap", "--pid", p, "-o", pb))
-		f, err := os.Open(pb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		prof, err := profile.Parse(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		prof := readPprof(t, pb)
 		if !slices.Contains(prof.Comments, line) {
 			t.Errorf("the heap profile's comments %q, want %q", prof.Comments, line)
 		}
@@ -347,6 +331,21 @@ func TestPrometheusContainerGroups(t *testing.T) {
 			t.Errorf("series %v: not scraped by the gosleuth job", series[0])
 		}
 	}
+}
+
+// readPprof parses the pprof file at path.
+func readPprof(t *testing.T, path string) *profile.Profile {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return p
 }
 
 func tail(s string, n int) string {
