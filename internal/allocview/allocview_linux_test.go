@@ -3,7 +3,6 @@
 package allocview
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -493,12 +492,7 @@ func TestAllocAutoSourceOwner(t *testing.T) {
 		}
 	}
 	cmd := exec.Command(bin)
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	bufio.NewScanner(out).Scan()
+	testbin.Start(t, cmd, testbin.Options{Wait: 60 * time.Second})
 	r, err := Collect(context.Background(), Options{PID: cmd.Process.Pid, Type: Heap, Src: "auto"})
 	if err != nil {
 		t.Fatal(err)
