@@ -21,9 +21,10 @@ type containerJSON struct {
 
 // TestContainerIdentity: gosleuth on the host names the podman container
 // a Go program runs in, by runtime and short ID, in the doctor's process
-// line and JSON, inspect's process line (with the container's name and
-// image, and the program's PID inside its namespace) and JSON, and top's
-// record and table; a program on the host is named in none.
+// line (with the container's name and image) and JSON, inspect's process
+// line (with the name, image and the program's PID inside its namespace)
+// and JSON, and top's record and table; a program on the host is named in
+// none.
 func TestContainerIdentity(t *testing.T) {
 	testenv.Require(t, testenv.Linux, testenv.Podman)
 	bin := testbin.Build(t, "../cmd/gosleuth")
@@ -59,16 +60,18 @@ func TestContainerIdentity(t *testing.T) {
 			t.Errorf("doctor JSON of the program on the host: container %+v, want none", pr.Container)
 		}
 	}
-	if out := run("doctor", "--pid", p, "--duration", "1s", "--max-looks", "0"); !strings.Contains(out, p+" patient") || !strings.Contains(out, "[container podman "+short+"]") {
-		t.Errorf("doctor's process line does not name container podman %s:\n%s", short, out)
+	// The doctor adds the names podman's store gives for the processes it
+	// reports.
+	named := "container podman " + short + " name " + patient.name + " image " + patient.tag
+	if out := run("doctor", "--pid", p, "--duration", "1s", "--max-looks", "0"); !strings.Contains(out, p+" patient") || !strings.Contains(out, "["+named+"]") {
+		t.Errorf("doctor's process line does not name [%s]:\n%s", named, out)
 	}
 
 	out = run("inspect", "--pid", p, "--duration", "300ms")
 	line, _, _ := strings.Cut(out, "\n")
 	// inspect reads the container through the process's facts, which add
-	// the names podman's store gives (the doctor's and top's come from
-	// the cgroup path alone).
-	named := "container podman " + short + " name " + patient.name + " image " + patient.tag
+	// the names podman's store gives (top's come from the cgroup path
+	// alone).
 	if !strings.HasPrefix(line, "process") || !strings.Contains(line, named) || !strings.Contains(line, "PID 1 in its namespace") {
 		t.Errorf("inspect's process line: %q, want %q and PID 1 inside", line, named)
 	}

@@ -180,6 +180,16 @@ func runDoctor(ctx context.Context, f *doctorFlags, args []string, stdout, stder
 	}
 	notes = append(notes, quietCPU(ws, quiet)...)
 	rep := doctor.Diagnose(ws, host, notes, len(f.pids) > 0)
+	// The windows name containers from the cgroup path at every tick;
+	// the names and image from the runtime's files are read once, for
+	// the processes the report shows.
+	for i := range rep.Processes {
+		if c := rep.Processes[i].Container; c != nil {
+			named := *c
+			named.AddNames()
+			rep.Processes[i].Container = &named
+		}
+	}
 	if f.src != "off" {
 		rep.Notes = append(rep.Notes, doctor.JoinEscapes(ctx, rep, proc.NewFS(f.procRoot), f.src)...)
 	}
