@@ -212,6 +212,9 @@ type scheduler struct {
 	spans      map[int][]span
 	replans    int
 	err        error
+	// burstAttach and burstClose are how long each burst took to attach
+	// and to close.
+	burstAttach, burstClose []time.Duration
 }
 
 func newScheduler(steady, hot []int, cost, rate []float64) *scheduler {
@@ -241,14 +244,13 @@ func (s *scheduler) attachSteady() error {
 // its functions, and returns how long the close took.
 func (s *scheduler) closeSteady() (time.Duration, error) {
 	s.mu.Lock()
-	a, at, base := s.steadyLink, s.steadyAt, s.steadyBase
+	a, base := s.steadyLink, s.steadyBase
 	s.steadyLink = nil
 	s.mu.Unlock()
 	if a == nil {
 		return 0, nil
 	}
 	t := time.Now()
-	sec := t.Sub(at).Seconds()
 	a.close() // closed, the link has run its last program
 	took := time.Since(t)
 	c, err := s.read()
@@ -256,11 +258,23 @@ func (s *scheduler) closeSteady() (time.Duration, error) {
 		return took, err
 	}
 	s.mu.Lock()
-	for _, i := range s.steady {
-		s.spans[i] = append(s.spans[i], span{sec, c[i] - base[i]})
-	}
+	s.addSpans(a, t, s.steady, base, c)
 	s.mu.Unlock()
 	return took, nil
+}
+
+// minSpan is the shortest span kept for the estimate: a burst cut short
+// by the window's end as it began holds little but its edges.
+const minSpan = time.Millisecond
+
+// addSpans records a span for each of ids, attached by a and closed at
+// closed, with the calls between the counters base and c.
+func (s *scheduler) addSpans(a *attached, closed time.Time, ids []int, base, c []uint64) {
+	for _, i := range ids {
+		if d := closed.Sub(a.since[i]); d >= minSpan {
+			s.spans[i] = append(s.spans[i], span{d.Seconds(), c[i] - base[i]})
+		}
+	}
 }
 
 // spent is what the probes have cost the target so far (ns).
@@ -409,6 +423,7 @@ func (s *scheduler) run(stop <-chan struct{}) {
 			fail(err)
 			return
 		}
+		ta := time.Now()
 		a, err := s.attach(hot)
 		if err != nil {
 			fail(err)
@@ -416,26 +431,28 @@ func (s *scheduler) run(stop <-chan struct{}) {
 		}
 		t0 := time.Now()
 		more := wait(on)
-		sec := time.Since(t0).Seconds()
+		t1 := time.Now()
 		// Closed, the link has run its last program: the counters hold
 		// every call it caught.
 		a.close()
+		s.mu.Lock()
+		s.burstAttach = append(s.burstAttach, t0.Sub(ta))
+		s.burstClose = append(s.burstClose, time.Since(t1))
+		s.mu.Unlock()
 		c, err := s.read()
 		if err != nil {
 			fail(err)
 			return
 		}
 		s.mu.Lock()
-		for _, i := range hot {
-			s.spans[i] = append(s.spans[i], span{sec, c[i] - base[i]})
-		}
+		s.addSpans(a, t1, hot, base, c)
 		s.mu.Unlock()
 		if !more {
 			return
 		}
 		// The time off is counted from the close call: its wait for the
 		// kernel to let go of the probes is part of it.
-		if !wait(time.Until(t0.Add(time.Duration(sec*1e9) + off))) {
+		if !wait(time.Until(t1.Add(off))) {
 			return
 		}
 	}
@@ -502,4 +519,10 @@ func burstNote(stat map[int]*FuncStat, sampled []int, replans int) string {
 	}
 	return fmt.Sprintf("sampled in bursts, too hot to probe throughout within the budget: %s%s; their counts are estimates scaled from the bursts, their callers and arguments the bursts'",
 		strings.Join(names, ", "), moved)
+}
+
+// medianMS is the median of ds in milliseconds.
+func medianMS(ds []time.Duration) float64 {
+	s := slices.Sorted(slices.Values(ds))
+	return float64(s[len(s)/2].Microseconds()) / 1e3
 }

@@ -59,12 +59,24 @@ func slowLockLine(t *testing.T) int {
 // second; the patient makes 20,000 or more on an idle 2-vCPU VM).
 func TestBurstsLockRecipe(t *testing.T) {
 	needProbes(t)
+	// A link over every function, and the perf events attached one by
+	// one (each function's span from its own event's attach).
+	for _, how := range []string{AttachAuto, AttachPerf} {
+		name := how
+		if name == AttachAuto {
+			name = "auto"
+		}
+		t.Run(name, func(t *testing.T) { burstsLockRecipe(t, how) })
+	}
+}
+
+func burstsLockRecipe(t *testing.T, how string) {
 	p := startPatient(t, nil, "-mode", "slowlock") // not PIE: the probe point's address is the process's
 	pid := p.cmd.Process.Pid
 	rc := Recipes["locks"]
 	var n0 uint64
 	var t0 time.Time
-	r, err := Run(context.Background(), proc.NewFS(""), pid, rc.Probes, Options{Duration: 2 * time.Second, Budget: 0.002,
+	r, err := Run(context.Background(), proc.NewFS(""), pid, rc.Probes, Options{Duration: 2 * time.Second, Budget: 0.002, Attach: how,
 		Attached: func() { n0, t0 = pingCalls(t, p) }})
 	if err != nil {
 		t.Fatal(err)

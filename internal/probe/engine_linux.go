@@ -187,6 +187,10 @@ func program(m *maps, multi bool) (*ebpf.Program, error) {
 // perf-event link per point.
 type attached struct {
 	ls []link.Link
+	// since is when each point's probe went in: the attach call's return
+	// for a link over all of them (the kernel installs the breakpoints at
+	// its end), each event's own for perf events attached one by one.
+	since map[int]time.Time
 }
 
 // close detaches every probe. Perf-event links close at once, side by
@@ -265,7 +269,12 @@ func (p *prober) attach(m *maps, pts []Point, ids []int) (*attached, error) {
 		}
 		l, err := ex.UprobeMulti(nil, p.prog, &link.UprobeMultiOptions{Addresses: addrs, Cookies: cookies, PID: uint32(p.t.kernelPID)})
 		if err == nil {
-			return &attached{ls: []link.Link{l}}, nil
+			a := &attached{ls: []link.Link{l}, since: map[int]time.Time{}}
+			now := time.Now()
+			for _, id := range ids {
+				a.since[id] = now
+			}
+			return a, nil
 		}
 		if p.how != AttachAuto || !errors.Is(err, ebpf.ErrNotSupported) {
 			return nil, wrap(err)
@@ -278,7 +287,7 @@ func (p *prober) attach(m *maps, pts []Point, ids []int) (*attached, error) {
 		p.prog.Close()
 		p.prog, p.multi = prog, false
 	}
-	a := &attached{}
+	a := &attached{since: map[int]time.Time{}}
 	for _, id := range ids {
 		// One event on the target's PID: the kernel's uprobe filter
 		// matches the process's memory, so the program runs for all of
@@ -291,6 +300,7 @@ func (p *prober) attach(m *maps, pts []Point, ids []int) (*attached, error) {
 			return nil, wrap(err)
 		}
 		a.ls = append(a.ls, l)
+		a.since[id] = time.Now()
 	}
 	return a, nil
 }
@@ -524,6 +534,10 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 	res.DetachMS = float64(took.Microseconds()) / 1e3
 	if cerr != nil {
 		return nil, cerr
+	}
+	if len(keep) == 0 && len(sc.burstAttach) > 0 {
+		// Every function was sampled: a burst's attach and detach.
+		res.AttachMS, res.DetachMS = medianMS(sc.burstAttach), medianMS(sc.burstClose)
 	}
 	counts, err := readCounts(m, len(pts))
 	if err != nil {

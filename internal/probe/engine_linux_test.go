@@ -188,10 +188,11 @@ func TestSleepArgument(t *testing.T) {
 }
 
 // TestGovernorHotFunction: a function called about a million times a
-// second would cost the target a whole CPU probed throughout. In a 2 s
-// window the 1% budget still pays for a few 5 ms bursts: it is sampled,
-// and the probes' cost stays near the budget. In a 500 ms one it pays
-// for less than two: it is too hot to probe, even in bursts.
+// second would cost the target a whole CPU probed throughout. In a 4 s
+// window the 1% budget still pays for a few 5 ms bursts (up to 3.6
+// million calls a second): it is sampled, and the probes' cost stays near
+// the budget. In a 200 ms one it pays for less than two (from 200,000
+// calls a second): it is too hot to probe, even in bursts.
 func TestGovernorHotFunction(t *testing.T) {
 	needProbes(t)
 	p := startPatient(t, []string{"-ldflags=-s -w"}, "-mode", "hot")
@@ -199,8 +200,8 @@ func TestGovernorHotFunction(t *testing.T) {
 		window  time.Duration
 		sampled bool
 	}{
-		{2 * time.Second, true},
-		{500 * time.Millisecond, false},
+		{4 * time.Second, true},
+		{200 * time.Millisecond, false},
 	} {
 		t.Run(tt.window.String(), func(t *testing.T) {
 			r, err := Run(context.Background(), proc.NewFS(""), p.cmd.Process.Pid,

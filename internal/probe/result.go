@@ -85,7 +85,8 @@ type Result struct {
 	Start   time.Time `json:"start"`
 	Seconds float64   `json:"seconds"`
 	// AttachMS and DetachMS are how long the window's probes took to put
-	// in place and to remove.
+	// in place and to remove (where every function was sampled in
+	// bursts, a burst's, the median).
 	AttachMS float64 `json:"attach_ms"`
 	DetachMS float64 `json:"detach_ms"`
 	// CostCPU is the target CPU the probes are estimated to have cost, as
