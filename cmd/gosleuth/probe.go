@@ -253,8 +253,8 @@ func writeProbeText(w io.Writer, r *probe.Result, recipes []probe.Recipe, answer
 		}
 		if s := f.Sampled; s != nil {
 			// Probed in bursts: the count is an estimate.
-			fmt.Fprintf(&b, "%s  ~%d calls, %.0f ± %.0f/s, sampled: %d bursts, attached %.1f%% of the window, %d calls counted  [%s",
-				f.Func, f.Count, f.PerSec, s.PerSecMargin, s.Bursts, 100*s.Duty, s.Counted, probeKind(f.Kind))
+			fmt.Fprintf(&b, "%s  ~%d calls, %.0f ± %.0f/s, sampled: %s, attached %.1f%% of the window, %d calls counted  [%s",
+				f.Func, f.Count, f.PerSec, s.PerSecMargin, s.BurstsText(), 100*s.Duty, s.Counted, probeKind(f.Kind))
 		} else {
 			fmt.Fprintf(&b, "%s  %d calls, %.0f/s  [%s", f.Func, f.Count, f.PerSec, probeKind(f.Kind))
 		}

@@ -316,11 +316,13 @@ func (s *scheduler) ratePerSec(i int, c []uint64) float64 {
 
 // replan moves the dearest steady functions to the bursts while the
 // steady ones, at the rates they have shown, cost more than their share
-// of the budget (see shareBudget). It waits for 100 ms of the steady
-// link, so that the rates are measured.
+// of the budget (see shareBudget). It judges after 100 ms of the steady
+// link, or as soon as the link has spent a tenth of the budget (a
+// function idle in the pre-flight and called a million times a second
+// since spends the whole budget in tens of milliseconds).
 func (s *scheduler) replan() error {
 	s.mu.Lock()
-	if s.steadyLink == nil || time.Since(s.steadyAt) < 100*time.Millisecond {
+	if s.steadyLink == nil {
 		s.mu.Unlock()
 		return nil
 	}
@@ -328,6 +330,16 @@ func (s *scheduler) replan() error {
 	if err != nil {
 		s.mu.Unlock()
 		return err
+	}
+	if time.Since(s.steadyAt) < 100*time.Millisecond {
+		var ns float64
+		for _, i := range s.steady {
+			ns += float64(c[i]-s.steadyBase[i]) * s.cost[i]
+		}
+		if ns < s.budgetNS/10 {
+			s.mu.Unlock()
+			return nil
+		}
 	}
 	rates := make([]float64, len(s.cost))
 	for _, i := range s.steady {
@@ -411,9 +423,10 @@ func (s *scheduler) run(stop <-chan struct{}) {
 		hot := slices.Clone(s.hot)
 		s.mu.Unlock()
 		if len(hot) == 0 || on <= 0 {
-			// Nothing to burst now: look again later (the steady
-			// functions may need the bursts yet).
-			if !wait(100 * time.Millisecond) {
+			// Nothing to burst now: look again soon (the steady
+			// functions may need the bursts yet; a look reads a few
+			// counters).
+			if !wait(10 * time.Millisecond) {
 				return
 			}
 			continue
@@ -511,7 +524,7 @@ func burstNote(stat map[int]*FuncStat, sampled []int, replans int) string {
 	var names []string
 	for _, i := range sampled {
 		sp := stat[i].Sampled
-		names = append(names, fmt.Sprintf("%s (%d bursts, attached %.1f%% of the window)", stat[i].Func, sp.Bursts, 100*sp.Duty))
+		names = append(names, fmt.Sprintf("%s (%s, attached %.1f%% of the window)", stat[i].Func, sp.BurstsText(), 100*sp.Duty))
 	}
 	moved := ""
 	if replans > 0 {
@@ -525,4 +538,12 @@ func burstNote(stat map[int]*FuncStat, sampled []int, replans int) string {
 func medianMS(ds []time.Duration) float64 {
 	s := slices.Sorted(slices.Values(ds))
 	return float64(s[len(s)/2].Microseconds()) / 1e3
+}
+
+// BurstsText is "1 burst" or "N bursts".
+func (sp *Sampling) BurstsText() string {
+	if sp.Bursts == 1 {
+		return "1 burst"
+	}
+	return fmt.Sprintf("%d bursts", sp.Bursts)
 }

@@ -183,3 +183,31 @@ func TestSIGKILLDuringBursts(t *testing.T) {
 		t.Errorf("uprobe_events holds the killed run's definitions: %q", events())
 	}
 }
+
+// TestSteadyMovedToBursts: a function idle through the pre-flight is put
+// on the steady link, then called hundreds of thousands of times a second
+// once the window starts: within the window it is moved to the bursts,
+// reported as sampled, and the probes' cost stays near the budget instead
+// of spending it all in the first fraction of the window.
+func TestSteadyMovedToBursts(t *testing.T) {
+	needProbes(t)
+	p := startPatient(t, []string{"-ldflags=-s -w"}, "-mode", "count", "-n", "1000000000")
+	r, err := Run(context.Background(), proc.NewFS(""), p.cmd.Process.Pid, []Probe{{Func: "main.hit", Stacks: true}},
+		Options{Duration: 2 * time.Second, Attached: func() { io.WriteString(p.in, "go\n") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := find(t, r, "main.hit")
+	t.Logf("pre-flight %.0f/s; sampled %+v, %.0f/s; cost %.2f%% of a CPU over %.2fs; notes %q", f.PreflightPerSec, f.Sampled, f.PerSec, 100*r.CostCPU, r.Seconds, r.Notes)
+	if f.PreflightPerSec != 0 || f.Sampled == nil || f.Sampled.Duty >= 1 || len(f.Callers) == 0 || f.Callers[0].Func != "main.worker" {
+		t.Errorf("main.hit: pre-flight %.0f/s, sampled %+v, callers %+v: want idle in the pre-flight, then sampled naming main.worker", f.PreflightPerSec, f.Sampled, f.Callers)
+	}
+	if !strings.Contains(strings.Join(r.Notes, "\n"), "moved to the bursts") {
+		t.Errorf("notes %q do not say the function was moved to the bursts", r.Notes)
+	}
+	// From the calls counted, not timed: the steady link runs at least
+	// 100 ms before it is judged, at whatever rate the target reaches.
+	if r.CostCPU > 0.05 {
+		t.Errorf("the probes cost %.2f%% of a CPU, budget 1%%", 100*r.CostCPU)
+	}
+}

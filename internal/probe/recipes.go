@@ -144,8 +144,8 @@ func (rc Recipe) Statements(r *Result) []string {
 		for _, f := range r.Funcs {
 			if (f.Func == p.Func || f.Symbol == p.Func) && f.Sampled != nil && f.Skipped == "" && !slices.Contains(sampled, f.Func) {
 				sampled = append(sampled, f.Func)
-				out = append(out, fmt.Sprintf("%s sampled in %d bursts, attached %.1f%% of the window (too hot to probe throughout): %.0f ± %.0f calls a second estimated from %d counted",
-					f.Func, f.Sampled.Bursts, 100*f.Sampled.Duty, f.PerSec, f.Sampled.PerSecMargin, f.Sampled.Counted))
+				out = append(out, fmt.Sprintf("%s sampled in %s, attached %.1f%% of the window (too hot to probe throughout): %.0f ± %.0f calls a second estimated from %d counted",
+					f.Func, f.Sampled.BurstsText(), 100*f.Sampled.Duty, f.PerSec, f.Sampled.PerSecMargin, f.Sampled.Counted))
 			}
 		}
 	}
