@@ -50,6 +50,13 @@ type TaskRate struct {
 	UserPct, SysPct        float64
 	VolPerSec, InvolPerSec float64
 	RunQueuePct            float64
+	// SysTicks is the thread's kernel time over the interval in clock
+	// ticks, all of it for a thread born in the interval. Unlike SysPct it
+	// is counted across a change of the times' source (the one thread of a
+	// process is read from its process's figures, which a Go program's
+	// start, one thread then several, always changes), for attributing the
+	// kernel time of a run between two readings (stacks' user-only leaf).
+	SysTicks uint64
 }
 
 // Rates turns two snapshots into rates. It is reused across refreshes.
@@ -114,7 +121,7 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 		for ti := range ct {
 			t := &ct[ti]
 			tr := &r.Tasks[int(c.taskLo)+ti]
-			*tr = TaskRate{Task: t, New: true}
+			*tr = TaskRate{Task: t, New: true, SysTicks: t.STime}
 			for k < len(pt) && pt[k].TID < t.TID {
 				k++
 			}
@@ -133,7 +140,7 @@ func (r *Rates) Compute(prev, cur *Snapshot) {
 				continue
 			}
 			o := &pt[k]
-			tr.New = false
+			tr.New, tr.SysTicks = false, Delta(o.STime, t.STime)
 			if o.procTimes == t.procTimes {
 				// Otherwise the thread gained or lost siblings and its
 				// times changed source (Task.UTime): no baseline.

@@ -1080,7 +1080,7 @@ func TestReaderSingleThread(t *testing.T) {
 
 // TestRatesThreadTimesSource: a thread whose times changed source between
 // two readings (its process gained or lost threads) gets no CPU rate for
-// that interval; its switches still count.
+// that interval; its switches and its kernel ticks (SysTicks) still count.
 func TestRatesThreadTimesSource(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
@@ -1095,13 +1095,16 @@ func TestRatesThreadTimesSource(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t0 := time.Unix(1000, 0)
 			prev := Snapshot{Time: t0, Procs: []Proc{{PID: 7, Threads: 1, taskHi: 1}},
-				Tasks: []Task{{TID: 7, UTime: 100, VolCtxsw: 10, procTimes: tc.before}}}
-			cur := Snapshot{Time: t0.Add(time.Second), Procs: []Proc{{PID: 7, Threads: 1, taskHi: 1}},
-				Tasks: []Task{{TID: 7, UTime: 150, VolCtxsw: 15, procTimes: tc.after}}}
+				Tasks: []Task{{TID: 7, UTime: 100, STime: 20, VolCtxsw: 10, procTimes: tc.before}}}
+			cur := Snapshot{Time: t0.Add(time.Second), Procs: []Proc{{PID: 7, Threads: 2, taskHi: 2}},
+				Tasks: []Task{{TID: 7, UTime: 150, STime: 27, VolCtxsw: 15, procTimes: tc.after}, {TID: 8, STime: 4}}}
 			var r Rates
 			r.Compute(&prev, &cur)
-			if got := r.Tasks[0]; got.UserPct != tc.wantUser || got.VolPerSec != tc.want || got.New {
-				t.Errorf("task rate %+v, want user %.0f%%, %.0f switches/s", got, tc.wantUser, tc.want)
+			if got := r.Tasks[0]; got.UserPct != tc.wantUser || got.VolPerSec != tc.want || got.New || got.SysTicks != 7 {
+				t.Errorf("task rate %+v, want user %.0f%%, %.0f switches/s, 7 kernel ticks", got, tc.wantUser, tc.want)
+			}
+			if born := r.Tasks[1]; !born.New || born.SysTicks != 4 {
+				t.Errorf("thread born in the interval: %+v, want all its 4 kernel ticks", born)
 			}
 		})
 	}

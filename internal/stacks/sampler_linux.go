@@ -320,8 +320,8 @@ func monotonicNS() uint64 {
 // window fills the process's CPU time between the two readings, with
 // proc.Rates' definition (the threads' schedstat run time split by the
 // clock ticks' ratio where the threads were read at both ends, else the
-// ticks), and for a user-only run adds each thread's system time as a
-// synthetic stack (a thread born in between counts in full).
+// ticks), and for a user-only run adds each thread's kernel clock ticks
+// (TaskRate.SysTicks) as a synthetic stack.
 func (s *sampler) window(first, last *proc.Snapshot) {
 	var r proc.Rates
 	r.Compute(first, last)
@@ -337,10 +337,7 @@ func (s *sampler) window(first, last *proc.Snapshot) {
 	}
 	for i := range tasks {
 		tr := &tasks[i]
-		sys := dur(tr.SysPct)
-		if tr.New {
-			sys = time.Duration(tr.Task.STime) * (time.Second / proc.ClockTicks)
-		}
+		sys := time.Duration(tr.SysTicks) * (time.Second / proc.ClockTicks)
 		n := int64(sys / s.raw.Period)
 		if n == 0 {
 			continue
