@@ -197,7 +197,12 @@ type scheduler struct {
 	read   func() ([]uint64, error)
 	// cost and rate are each point's cost in ns a call and its rate in
 	// calls a second from the pre-flight.
-	cost, rate     []float64
+	cost, rate []float64
+	// moved, when set, is told that point i moves to the bursts at rate
+	// calls a second, and returns its cost a call from then on (its
+	// stacks sampled more sparsely, where the pre-flight saw it idle).
+	moved          func(i int, rate float64) float64
+	costAdj        float64 // ns spent at costs since changed
 	budgetNS       float64 // over the window
 	budgetNSPerSec float64
 	period         time.Duration
@@ -283,7 +288,9 @@ func (s *scheduler) spent() (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var ns float64
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ns := s.costAdj
 	for i, n := range c {
 		ns += float64(n) * s.cost[i]
 	}
@@ -353,7 +360,20 @@ func (s *scheduler) replan() error {
 	if _, err := s.closeSteady(); err != nil {
 		return err
 	}
+	if c, err = s.read(); err != nil {
+		return err
+	}
 	s.mu.Lock()
+	for _, i := range hot {
+		if slices.Contains(s.steady, i) && s.moved != nil {
+			// The calls so far were dearer or cheaper: spent keeps them
+			// at their cost.
+			cost := s.moved(i, rates[i])
+			s.costAdj += float64(c[i]) * (s.cost[i] - cost)
+			s.cost[i] = cost
+			s.rate[i] = rates[i]
+		}
+	}
 	s.steady, s.hot = keep, hot
 	s.replans++
 	s.mu.Unlock()
@@ -425,8 +445,15 @@ func (s *scheduler) run(stop <-chan struct{}) {
 		if len(hot) == 0 || on <= 0 {
 			// Nothing to burst now: look again soon (the steady
 			// functions may need the bursts yet; a look reads a few
-			// counters).
-			if !wait(10 * time.Millisecond) {
+			// counters), every 2 ms while the steady link is young, as
+			// a rate the pre-flight missed spends the budget fast.
+			every := 10 * time.Millisecond
+			s.mu.Lock()
+			if s.steadyLink != nil && time.Since(s.steadyAt) < 100*time.Millisecond {
+				every = 2 * time.Millisecond
+			}
+			s.mu.Unlock()
+			if !wait(every) {
 				return
 			}
 			continue

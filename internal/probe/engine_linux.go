@@ -459,11 +459,8 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 			every = max(1, int(rates[i]/maxStacksPS))
 			stat[i].StackEvery = every
 		}
-		val := make([]byte, 8)
-		le32(val[0:], uint32(every))
-		le32(val[4:], uint32(regOffset[probeOf[i].Arg]))
-		if err := m.cfg.Put(uint32(i), val); err != nil {
-			return nil, fmt.Errorf("configure probe: %w", err)
+		if err := configure(m, i, every, probeOf[i].Arg); err != nil {
+			return nil, err
 		}
 	}
 	// A call's cost to the target: the probe's, and its share of a
@@ -500,6 +497,14 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 	sc.attach = func(ids []int) (*attached, error) { return pr.attach(m, pts, ids) }
 	sc.read = func() ([]uint64, error) { return readCounts(m, len(pts)) }
 	sc.budgetNS, sc.budgetNSPerSec = budgetNS, o.Budget*1e9
+	sc.moved = func(i int, rate float64) float64 {
+		if probeOf[i].Stacks {
+			if every := max(1, int(rate/maxStacksPS)); every != stat[i].StackEvery && configure(m, i, every, probeOf[i].Arg) == nil {
+				stat[i].StackEvery = every
+			}
+		}
+		return cost(i)
+	}
 	t0 := time.Now()
 	if err := sc.attachSteady(); err != nil {
 		return nil, err
@@ -632,6 +637,18 @@ func preflightSplit(c []uint64, sec float64, rates []float64, stat map[int]*Func
 // is not probed; why, when set, follows "too hot to probe".
 func markTooHot(s *FuncStat, rate, cost, budget float64, why string) {
 	s.Skipped = fmt.Sprintf("too hot to probe%s (≥ %.0f calls/s would cost the target %.1f%% of a CPU, budget %.1f%%)", why, rate, 100*rate*cost/1e9, 100*budget)
+}
+
+// configure sets what the program takes at each call of probe i: a stack
+// one call in every (0: none), and the register arg's value.
+func configure(m *maps, i, every int, arg Reg) error {
+	val := make([]byte, 8)
+	le32(val[0:], uint32(every))
+	le32(val[4:], uint32(regOffset[arg]))
+	if err := m.cfg.Put(uint32(i), val); err != nil {
+		return fmt.Errorf("configure probe: %w", err)
+	}
+	return nil
 }
 
 func le32(b []byte, v uint32) { b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24) }
