@@ -35,10 +35,12 @@ var probeRecipes = []string{"timers", "locks", "goroutines", "gcassist", "exec",
 
 // lookSkips are recipe functions the look leaves out. Mutex.lockSlow runs
 // at every failed fast path of Lock, spinning included: 300,000-750,000
-// calls a second in a program contending on one RWMutex, always too hot
-// to probe, and counting it in the pre-flight slows the target enough to
+// calls a second in a program contending on one RWMutex, far too hot to
+// probe through the window (bursts would sample it at a duty of a few
+// percent), and counting it in the pre-flight slows the target enough to
 // change what the other functions show. The rules read the mutex parks
-// instead (the Semacquire functions), which are what contention costs.
+// instead (the Semacquire functions), which are what contention costs,
+// sampled in bursts where they are too hot themselves.
 var lookSkips = map[string]bool{"sync.(*Mutex).lockSlow": true}
 
 // Look implements Look.
