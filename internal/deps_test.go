@@ -130,24 +130,54 @@ func procLiteral(t *testing.T, f string) bool {
 	return found
 }
 
-// procDeltas returns the places in the Go file f that call proc.Delta.
-func procDeltas(t *testing.T, f string) []string {
+// procDeltas returns the places in the Go file f (src, when not nil, is
+// its text) that call proc.Delta, under whatever name the file imports
+// internal/proc.
+func procDeltas(t *testing.T, f string, src any) []string {
 	fset := token.NewFileSet()
-	af, err := parser.ParseFile(fset, f, nil, 0)
+	af, err := parser.ParseFile(fset, f, src, 0)
 	if err != nil {
 		t.Errorf("%s: %v", f, err)
 		return nil
 	}
+	name := ""
+	for _, im := range af.Imports {
+		if p, _ := strconv.Unquote(im.Path.Value); p == module+"internal/proc" {
+			name = "proc"
+			if im.Name != nil {
+				name = im.Name.Name
+			}
+		}
+	}
 	var out []string
 	ast.Inspect(af, func(n ast.Node) bool {
 		if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "Delta" {
-			if id, ok := sel.X.(*ast.Ident); ok && id.Name == "proc" {
+			if id, ok := sel.X.(*ast.Ident); ok && id.Name == name {
 				out = append(out, fset.Position(sel.Pos()).String())
 			}
 		}
 		return true
 	})
 	return out
+}
+
+// TestProcDeltas: the counter check finds proc.Delta however proc is
+// imported, and nothing else.
+func TestProcDeltas(t *testing.T) {
+	for _, tc := range []struct {
+		name, imp, body string
+		found           int
+	}{
+		{"a subtraction", `"` + module + `internal/proc"`, `_ = proc.Delta(a, b)`, 1},
+		{"under another name", `p "` + module + `internal/proc"`, `_ = p.Delta(a, b) + p.Delta(b, a)`, 2},
+		{"a window's", `"` + module + `internal/window"`, `_ = window.Between(x, y)`, 0},
+		{"another package's Delta", `proc "example.com/proc"`, `_ = proc.Delta(a, b)`, 0},
+	} {
+		src := "package p\nimport " + tc.imp + "\nfunc f() {\n" + tc.body + "\n}\n"
+		if got := procDeltas(t, "x.go", src); len(got) != tc.found {
+			t.Errorf("%s: found %v, want %d", tc.name, got, tc.found)
+		}
+	}
 }
 
 // fileAccess are the functions that open, list or resolve a path.
@@ -327,7 +357,7 @@ func checkPackage(t *testing.T, dir, pkg string) {
 		readsProc = readsProc || procLiteral(t, f)
 		rel := filepath.Join(pkg, filepath.Base(f))
 		if !slices.Contains(counterSubtractors, pkg) && !slices.Contains(deltaFiles, rel) {
-			for _, d := range procDeltas(t, f) {
+			for _, d := range procDeltas(t, f, nil) {
 				t.Errorf("%s: %s subtracts counters itself: take a window (window.Builder, Between, StepOf) instead", pkg, d)
 			}
 		}
