@@ -544,15 +544,11 @@ func Run(ctx context.Context, fs proc.FS, pid int, probes []Probe, o Options) (*
 		// Every function was sampled: a burst's attach and detach.
 		res.AttachMS, res.DetachMS = medianMS(sc.burstAttach), medianMS(sc.burstClose)
 	}
-	counts, err := readCounts(m, len(pts))
+	ns, err := sc.spent() // every call at the cost it had
 	if err != nil {
 		return nil, err
 	}
 	if res.Seconds > 0 {
-		var ns float64
-		for i := range pts {
-			ns += float64(counts[i]) * cost(i)
-		}
 		res.CostCPU = ns / 1e9 / res.Seconds
 	}
 	if err := readCallers(fs, t, m, stat); err != nil {
