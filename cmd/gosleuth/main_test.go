@@ -25,9 +25,7 @@ func TestMain(m *testing.M) {
 	if args := os.Getenv("GOSLEUTH_CLI_ARGS"); args != "" {
 		os.Exit(mainExit(strings.Split(args, "\n")))
 	}
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
+	testbin.Main(m)
 }
 
 func TestRunCommands(t *testing.T) {
