@@ -46,7 +46,10 @@ generator achieved less than 99% of the target rate or its lag p99 exceeded
 1 ms, so a slow client is never reported as a slow server.
 
 The process listening on the URL's port (when local), or --watch PID, is
-sampled every second: CPU user/sys, RSS, threads, context switches.
+sampled every second: CPU user/sys, RSS, threads, context switches. A Go
+target's GC clock is read from its memory every --gc-poll (10ms; reads
+only, no stop), and a line says when the P99 spikes fall within its GC
+cycles beyond chance, with mark assists' share of the GC's CPU there.
 
 With --sla and --step, it ramps until the SLA fails (or errors exceed 1%, or
 a step is invalid), then bisects between the last passing and the first
@@ -83,6 +86,7 @@ offline).`,
 			fs.StringVar(&f.procRoot, "proc", "/proc", "procfs mount `path` the watched target is read through")
 			fs.StringVar(&f.metricsURL, "metrics-url", "", "the target's Prometheus /metrics `URL` (client_golang go_* metrics), for GC cycles and pauses")
 			fs.DurationVar(&f.maxLag, "max-lag", time.Millisecond, "a step whose generator lag p99 exceeds this `duration` is invalid")
+			fs.DurationVar(&f.gcPoll, "gc-poll", load.DefaultGCPoll, "read the watched Go target's GC clock from its memory every `period`, to tie P99 spikes to GC cycles (0: off)")
 			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return runLoad(ctx, fs, f, args, stdout, stderr)
 			}
@@ -115,6 +119,7 @@ type loadFlags struct {
 	procRoot   string
 	metricsURL string
 	maxLag     time.Duration
+	gcPoll     time.Duration
 }
 
 // runLoad is "gosleuth load" once its flags are parsed; fs parses the
@@ -178,6 +183,9 @@ func runLoad(ctx context.Context, fs *flag.FlagSet, f *loadFlags, args []string,
 	if f.warmup < 0 {
 		return usagef("--warmup must not be negative")
 	}
+	if f.gcPoll < 0 || f.gcPoll > 0 && f.gcPoll < time.Millisecond || f.gcPoll > time.Second {
+		return usagef("--gc-poll must be 0 (off) or 1ms..1s, got %s", f.gcPoll)
+	}
 	plan := load.Plan{Rate: r, Duration: d}
 	if f.step != "" {
 		if plan.Step, err = load.ParseStep(f.step); err != nil {
@@ -198,7 +206,10 @@ func runLoad(ctx context.Context, fs *flag.FlagSet, f *loadFlags, args []string,
 	}
 	cfg := load.Config{ProcRoot: f.procRoot, URL: u, Method: strings.ToUpper(f.method), Headers: f.headers,
 		Connections: f.conns, Timeout: f.timeout, Proto: load.Proto(f.proto), Insecure: f.insecure,
-		Warmup: f.warmup, MaxLag: f.maxLag}
+		Warmup: f.warmup, MaxLag: f.maxLag, GCPoll: f.gcPoll}
+	if f.gcPoll == 0 {
+		cfg.GCPoll = -1
+	}
 	if f.bodyFile != "" {
 		b, err := os.ReadFile(f.bodyFile)
 		if err != nil {

@@ -81,6 +81,12 @@ type Config struct {
 	// pprof or a /metrics endpoint, see goruntime.Connect), read once per
 	// tick for GC cycles and pauses. The engine does not close it.
 	GC goruntime.Source
+	// GCPoll is the period at which the watched process's GC clock is read
+	// from its memory (package gomem: no agent, no stop, reads only), to
+	// set the latency's P99 spikes beside its GC cycles (0:
+	// DefaultGCPoll; negative: off). It needs a Go target whose memory
+	// gosleuth may read.
+	GCPoll time.Duration
 	// OnTick, when set, is called after every tick (for a live line).
 	OnTick func(Tick)
 }
@@ -104,6 +110,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.MaxLag == 0 {
 		d.MaxLag = time.Millisecond
+	}
+	if d.GCPoll == 0 {
+		d.GCPoll = DefaultGCPoll
 	}
 	return d
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/gosleuth/gosleuth/internal/gomem"
 )
 
 // closedLoopTicket tells a worker to send back to back until the step ends.
@@ -59,6 +61,12 @@ type Engine struct {
 	pacerLag *hdr.Histogram
 	watch    *watcher
 	tick     *sample // scratch: the current tick's merged sample
+	// clock polls the watched target's GC clock, and fine cuts the
+	// latency into short windows to set beside its cycles; both nil
+	// without a readable Go target. clockNote says why there is no clock.
+	clock     *gcClock
+	fine      *fineSeries
+	clockNote string
 
 	ticks []Tick
 	hlog  []hlogLine
@@ -88,10 +96,17 @@ func NewEngine(cfg Config) (*Engine, error) {
 			return nil, err
 		}
 		e.watch = w
+		if c.GCPoll > 0 {
+			if ck, err := openGCClock(c.ProcRoot, c.Watch, c.GCPoll, e.now); err == nil {
+				e.clock = ck
+			} else if !errors.Is(err, gomem.ErrNotGo) {
+				e.clockNote = "P99 spikes are not set beside GC cycles: no GC clock: " + err.Error()
+			}
+		}
 	}
 	nsh := min(c.Connections, 4*runtime.GOMAXPROCS(0))
 	for range nsh {
-		e.shards = append(e.shards, &shard{cur: newSample()})
+		e.shards = append(e.shards, &shard{cur: newSample(), fine: e.clock != nil})
 		e.spare = append(e.spare, newSample())
 	}
 	for i := range c.Connections {
@@ -188,6 +203,9 @@ func (e *Engine) Close() {
 		e.client.CloseIdleConnections()
 	}
 	e.sleeper.close()
+	if e.clock != nil {
+		e.clock.close()
+	}
 	if e.watch != nil {
 		e.watch.close()
 	}

@@ -19,11 +19,54 @@ type series struct {
 
 // svgChart draws a line chart from 0 up. xfmt labels the x ticks.
 func svgChart(title, xlabel, ylabel string, ss []series, xmin, xmax float64, xticks []float64, xfmt func(float64) string) string {
-	c := svgplot.Chart{Title: title, XLabel: xlabel, YLabel: ylabel, XMin: xmin, XMax: xmax, XTicks: xticks, XFmt: xfmt}
+	return chartOf(title, xlabel, ylabel, ss, xmin, xmax, xticks, xfmt).SVG()
+}
+
+func chartOf(title, xlabel, ylabel string, ss []series, xmin, xmax float64, xticks []float64, xfmt func(float64) string) *svgplot.Chart {
+	c := &svgplot.Chart{Title: title, XLabel: xlabel, YLabel: ylabel, XMin: xmin, XMax: xmax, XTicks: xticks, XFmt: xfmt}
 	for _, s := range ss {
 		c.Series = append(c.Series, svgplot.Series{Name: s.name, Points: s.pts})
 	}
-	return c.SVG()
+	return c
+}
+
+// maxFinePoints bounds the fine series drawn: longer runs are drawn as
+// the highest window of each group.
+const maxFinePoints = 3000
+
+// gcLatencyChart adds to c the GC cycles as bands, the P99 of the short
+// windows (the highest of each group where they are too many to draw) and
+// the spikes as dots.
+func (r *Report) gcLatencyChart(c *svgplot.Chart) {
+	g := r.GCSpikes
+	if g == nil {
+		return
+	}
+	for _, cy := range r.cycles {
+		c.Bands = append(c.Bands, svgplot.Band{From: float64(cy.start) / 1e9, To: float64(cy.end) / 1e9})
+	}
+	c.BandName = "GC cycles"
+	group := (len(r.fine) + maxFinePoints - 1) / maxFinePoints
+	var fine svgplot.Series
+	fine.Name = fmt.Sprintf("p99 per %g ms", g.WindowMS)
+	fine.Color = 8
+	for i := 0; i < len(r.fine); i += max(group, 1) {
+		var top fineWin
+		for _, w := range r.fine[i:min(i+max(group, 1), len(r.fine))] {
+			if w.p99 >= top.p99 {
+				top = w
+			}
+		}
+		fine.Points = append(fine.Points, [2]float64{float64(top.start+r.fineWidth/2) / 1e9, float64(top.p99) / 1e3})
+	}
+	spikes := svgplot.Series{Name: "P99 spikes", Dots: true, Color: 6}
+	for _, s := range g.List {
+		spikes.Points = append(spikes.Points, [2]float64{(s.Start + s.End) / 2, s.P99MS})
+	}
+	c.Series = append(c.Series, fine)
+	if len(spikes.Points) > 0 {
+		c.Series = append(c.Series, spikes)
+	}
 }
 
 func timeTicks(xmax float64) []float64 { return svgplot.Ticks(xmax, 8) }
@@ -66,8 +109,13 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		}
 	}
 	b.WriteString("<h2>Over time</h2>\n")
-	b.WriteString(svgChart("Latency (corrected from the intended send time)", "time", "ms",
-		[]series{p50, p99, p999, up99, lag}, 0, xmax, xt, sec))
+	lc := chartOf("Latency (corrected from the intended send time)", "time", "ms",
+		[]series{p50, p99, p999, up99, lag}, 0, xmax, xt, sec)
+	r.gcLatencyChart(lc)
+	b.WriteString(lc.SVG())
+	if g := r.GCSpikes; g != nil {
+		fmt.Fprintf(&b, "<p>Target GC: %s.</p>\n", html.EscapeString(gcSpikesText(g)))
+	}
 	b.WriteString(svgChart("Request rate", "time", "requests/s", []series{target, rate}, 0, xmax, xt, sec))
 	if len(rss.pts) > 0 {
 		b.WriteString(svgChart("Target CPU", "time", "cores", []series{cpuU, cpuS}, 0, xmax, xt, sec))

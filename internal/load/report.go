@@ -25,6 +25,11 @@ func (r *Report) WriteJSON(w io.Writer, withTicks bool) error {
 	c := *r
 	if !withTicks {
 		c.Ticks = nil
+		if g := c.GCSpikes; g != nil {
+			gc := *g
+			gc.GCCycles = nil
+			c.GCSpikes = &gc
+		}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -115,6 +120,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		} else if t != nil && t.GCNote != "" && r.Notes == nil {
 			fmt.Fprintf(&b, "step %d target GC: %s\n", s.Index, t.GCNote)
 		}
+	}
+	if g := r.GCSpikes; g != nil && g.Tied {
+		fmt.Fprintf(&b, "target GC: %s\n", g.Summary)
 	}
 	if s := r.SLA; s != nil {
 		fmt.Fprintf(&b, "\nSLA %s: ", s.SLA)

@@ -66,9 +66,17 @@ type Report struct {
 	Notes          []string `json:"notes,omitempty"`
 	// Ticks is the time series, one point per tick.
 	Ticks []Tick `json:"ticks,omitempty"`
+	// GCSpikes sets the P99 spikes beside the watched target's GC cycles,
+	// read from its memory; nil without a GC clock (Config.GCPoll).
+	GCSpikes *GCSpikes `json:"gc_spikes,omitempty"`
 
 	hlog []hlogLine
 	tick time.Duration
+	// The fine latency windows and the GC cycles behind GCSpikes, for the
+	// HTML page.
+	fine      []fineWin
+	fineWidth int64
+	cycles    []gcCycle
 }
 
 func newReport(e *Engine) *Report {
@@ -97,6 +105,22 @@ func (e *Engine) finish(r *Report) {
 		if s.Interrupted {
 			r.Interrupted = true
 		}
+	}
+	if e.clock != nil {
+		e.clock.close()
+		cycles, polls, fails, err := e.clock.snapshot()
+		if e.fine != nil {
+			g := analyzeGCSpikes(e.fine.wins, e.fine.width, cycles, e.cfg.GCPoll)
+			g.Polls, g.PollFailures, g.LateRequests = polls, fails, e.fine.late
+			if err != nil {
+				g.Note = fmt.Sprintf("%d of %d reads of the GC clock failed, the last: %v", fails, polls+fails, err)
+			}
+			r.GCSpikes = g
+			r.fine, r.fineWidth, r.cycles = e.fine.wins, e.fine.width, cycles
+		}
+	}
+	if e.clockNote != "" {
+		r.Notes = append(r.Notes, e.clockNote)
 	}
 	if e.watch != nil && e.cfg.GC == nil {
 		r.Notes = append(r.Notes, "GC cycles and pauses of the target are not reported: no runtime metrics source "+
@@ -339,7 +363,9 @@ func (e *Engine) countUnanswered(rep *Report) {
 	}
 	n := e.inFlight.Load()
 	last.Unanswered = n
-	last.ErrorKinds[ErrTimeout.String()] += n
+	if n > 0 {
+		last.ErrorKinds[ErrTimeout.String()] += n
+	}
 	last.Errors += failed + n
 	if failed+n > 0 {
 		last.invalid(fmt.Sprintf("%d of the %d requests in flight at the end failed or got no answer within %s (counted as errors)",

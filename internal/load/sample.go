@@ -24,14 +24,12 @@ func newHist() *hdr.Histogram { return hdr.New(histLowest, histHighest, histDigi
 
 // recordUS records a duration in nanoseconds as microseconds, clamped into
 // the histogram's range.
-func recordUS(h *hdr.Histogram, ns int64) {
-	us := ns / 1000
-	if us < histLowest {
-		us = histLowest
-	} else if us > histHighest {
-		us = histHighest
-	}
-	h.RecordValue(us)
+func recordUS(h *hdr.Histogram, ns int64) { h.RecordValue(int64(clampUS(ns))) }
+
+// clampUS is a duration in nanoseconds as microseconds within the
+// histogram's range.
+func clampUS(ns int64) uint32 {
+	return uint32(min(max(ns/1000, histLowest), histHighest))
 }
 
 // ErrKind classifies a failed request.
@@ -86,6 +84,9 @@ type sample struct {
 	done                        int64
 	errs                        [numErrKinds]int64
 	status                      [600]int64
+	// fine holds each answered request's intended time and latency when
+	// the engine keeps the fine latency series (see fine.go).
+	fine []finePoint
 }
 
 func newSample() *sample {
@@ -106,6 +107,7 @@ func (s *sample) add(o *sample) {
 	for i, n := range o.status {
 		s.status[i] += n
 	}
+	s.fine = append(s.fine, o.fine...)
 }
 
 func (s *sample) reset() {
@@ -121,6 +123,7 @@ func (s *sample) reset() {
 	s.done = 0
 	s.errs = [numErrKinds]int64{}
 	s.status = [600]int64{}
+	s.fine = s.fine[:0]
 }
 
 func (s *sample) errors() int64 {
@@ -139,7 +142,10 @@ func (s *sample) errors() int64 {
 type shard struct {
 	mu  sync.Mutex
 	cur *sample
-	_   [64]byte // keep shards on separate cache lines
+	// fine: record each request's intended time and latency in the
+	// sample's fine list too.
+	fine bool
+	_    [64]byte // keep shards on separate cache lines
 }
 
 // record adds one finished request. All times are nanoseconds on the
@@ -156,6 +162,11 @@ func (sh *shard) record(intended, ready, sent, done int64, status int, err error
 	} else {
 		recordUS(s.corrected, done-intended)
 		recordUS(s.uncorrected, done-sent)
+		if sh.fine {
+			// The corrected latency less the generator's own lateness:
+			// what the server and the wait for a free connection took.
+			s.fine = append(s.fine, finePoint{at: intended, us: clampUS(done - intended - lag)})
+		}
 		if status >= 0 && status < len(s.status) {
 			s.status[status]++
 		}

@@ -165,6 +165,12 @@ func (e *Engine) Step(ctx context.Context, phase string, rate float64, dur time.
 	stop := make(chan struct{})
 	pacerDone := make(chan struct{})
 	t0 := e.now()
+	if e.clock != nil {
+		if e.fine == nil {
+			e.fine = newFineSeries(fineWidth(rate, c.Tick), c.Tick)
+		}
+		e.fine.startStep(res.Index, t0, wt)
+	}
 	span := int64(nt) * int64(c.Tick)
 	var n int64
 	interval := 0.0
@@ -228,6 +234,11 @@ func (e *Engine) Step(ctx context.Context, phase string, rate float64, dur time.
 		}
 		e.collect()
 		s := e.tick
+		if e.fine != nil {
+			// Windows close a tick after their end: the requests due in
+			// them have had a tick to answer.
+			e.fine.add(s.fine, t0+int64(k-1)*int64(c.Tick))
+		}
 		cpu := selfCPU()
 		sent := e.sent.Load()
 		sec := float64(now-tPrev) / 1e9
@@ -279,6 +290,10 @@ func (e *Engine) Step(ctx context.Context, phase string, rate float64, dur time.
 	close(stop)
 	e.closedRun.Store(false)
 	<-pacerDone
+	if e.fine != nil {
+		// The step's last windows close with the answers in so far.
+		e.fine.close(t0 + int64(k-1)*int64(c.Tick))
+	}
 	if e.pacerLag.TotalCount() > 0 {
 		res.PacerLag = Lag{P99: float64(e.pacerLag.ValueAtQuantile(99)) / 1e3, Max: float64(e.pacerLag.Max()) / 1e3}
 	}

@@ -40,6 +40,37 @@ type Chart struct {
 	// FitY fits the y axis to the data's range (with a margin) instead of
 	// starting it at 0: for values that differ by a few percent.
 	FitY bool
+	// Bands shade spans of the x axis behind the series (GC cycles on a
+	// latency chart), at least a pixel wide; BandName labels them in the
+	// legend.
+	Bands    []Band
+	BandName string
+}
+
+// Band is a span of the x axis, [From, To].
+type Band struct{ From, To float64 }
+
+// bandFill is the colour of the bands.
+const bandFill = "#f2c14e"
+
+// bandRects returns the bands as pixel spans within [lo, hi], each at
+// least a pixel wide, those less than a pixel apart merged (so a chart of
+// thousands of short bands stays small).
+func bandRects(bands []Band, px func(float64) float64, lo, hi float64) [][2]float64 {
+	var out [][2]float64
+	for _, b := range bands {
+		a, z := max(px(b.From), lo), min(px(b.To), hi)
+		if math.IsNaN(a) || math.IsNaN(z) || z < lo || a > hi || z < a {
+			continue
+		}
+		z = max(z, a+1)
+		if n := len(out); n > 0 && a <= out[n-1][1]+1 {
+			out[n-1][1] = max(out[n-1][1], z)
+			continue
+		}
+		out = append(out, [2]float64{a, z})
+	}
+	return out
 }
 
 // NiceMax rounds v up to 1, 2 or 5 times a power of ten.
@@ -107,6 +138,9 @@ func (c *Chart) SVG() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`, w, h)
 	fmt.Fprintf(&b, `<text x="%.0f" y="18" font-size="14" font-weight="bold">%s</text>`, l, html.EscapeString(c.Title))
+	for _, rc := range bandRects(c.Bands, px, l, w-r) {
+		fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="%.0f" fill="%s" fill-opacity="0.45"/>`, rc[0], t, rc[1]-rc[0], h-t-bm, bandFill)
+	}
 	fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="%.0f" height="%.0f" fill="none" stroke="#999"/>`, l, t, w-l-r, h-t-bm)
 	for i := 0; i <= 4; i++ {
 		y := ymin + (ymax-ymin)*float64(i)/4
@@ -160,6 +194,11 @@ func (c *Chart) SVG() string {
 			fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="%s" stroke-width="3"/>`, w-r+10, w-r+28, ly, ly, col)
 		}
 		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">%s</text>`, w-r+32, ly+4, html.EscapeString(s.Name))
+	}
+	if len(c.Bands) > 0 && c.BandName != "" {
+		ly := t + 14*float64(len(c.Series)) + 8
+		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="18" height="8" fill="%s" fill-opacity="0.45"/>`, w-r+10, ly-4, bandFill)
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">%s</text>`, w-r+32, ly+4, html.EscapeString(c.BandName))
 	}
 	b.WriteString("</svg>\n")
 	return b.String()

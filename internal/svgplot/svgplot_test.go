@@ -53,3 +53,41 @@ func TestSVG(t *testing.T) {
 		t.Errorf("the median is not drawn in the first colour: %s", s)
 	}
 }
+
+// TestBands: bands are drawn behind the series, at least a pixel wide,
+// those less than a pixel apart merged into one, those outside the axis
+// left out, and named in the legend.
+func TestBands(t *testing.T) {
+	px := func(x float64) float64 { return x }
+	for _, tc := range []struct {
+		name  string
+		bands []Band
+		want  [][2]float64
+	}{
+		{"one", []Band{{10, 20}}, [][2]float64{{10, 20}}},
+		{"a pixel at least", []Band{{10, 10.1}}, [][2]float64{{10, 11}}},
+		{"close ones merged", []Band{{10, 10.2}, {10.5, 10.6}, {30, 31}}, [][2]float64{{10, 11.5}, {30, 31}}},
+		{"clipped to the axis", []Band{{-5, 3}, {95, 120}, {150, 160}}, [][2]float64{{0, 3}, {95, 100}}},
+	} {
+		got := bandRects(tc.bands, px, 0, 100)
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+				break
+			}
+		}
+	}
+	c := Chart{Series: []Series{{Name: "p99", Points: [][2]float64{{0, 1}, {10, 2}}}}, XMax: 10,
+		Bands: []Band{{2, 3}, {5, 6}}, BandName: "GC cycles"}
+	s := c.SVG()
+	if n := strings.Count(s, bandFill); n != 3 { // two bands and the legend's
+		t.Errorf("%d shapes in the band colour, want 3: %s", n, s)
+	}
+	if !strings.Contains(s, "GC cycles") || strings.Index(s, bandFill) > strings.Index(s, "<path") {
+		t.Errorf("bands not named, or drawn over the series: %s", s)
+	}
+}
