@@ -43,6 +43,8 @@ func TestLoadBadInput(t *testing.T) {
 		{"bad header", []string{"load", u, "--rate", "10", "--duration", "1s", "--header", "nocolon"}, "want \"Name: value\""},
 		{"bad connections", []string{"load", u, "--rate", "10", "--duration", "1s", "--connections", "0"}, "connections must be"},
 		{"bad protocol", []string{"load", u, "--rate", "10", "--duration", "1s", "--http", "spdy"}, "protocol must be"},
+		{"negative gc poll", []string{"load", u, "--rate", "10", "--duration", "1s", "--gc-poll", "-1ms"}, "--gc-poll must be 0 (off) or 1ms..1s"},
+		{"gc poll too fine", []string{"load", u, "--rate", "10", "--duration", "1s", "--gc-poll", "100us"}, "--gc-poll must be"},
 		{"bad flag", []string{"load", u, "--bogus"}, "flag provided but not defined"},
 	}
 	for _, tt := range tests {
