@@ -61,7 +61,9 @@ type gcClock struct {
 	lastPoll int64 // engine clock of the last good poll
 	polls    int
 	fails    int
-	err      error // the last failed read
+	// failsInRow counts the failed reads since the last good one.
+	failsInRow int
+	err        error // the last failed read
 
 	stop, done chan struct{}
 }
@@ -121,7 +123,9 @@ func (c *gcClock) run() {
 		case <-c.stop:
 			return
 		case <-t.C:
-			c.poll()
+			if !c.poll() {
+				return
+			}
 		}
 	}
 }
@@ -136,19 +140,25 @@ func (c *gcClock) close() {
 	<-c.done
 }
 
+// maxFailsInRow is how many reads in a row may fail before the polling
+// stops: the target has exited.
+const maxFailsInRow = 50
+
 // poll reads the clock once and records the cycles that ended since the
 // last poll: their ends from the runtime's ring, their starts where a
 // poll saw them (the cycle under way at the last poll, or the latest one
-// read now), else bounded by the last poll.
-func (c *gcClock) poll() {
+// read now), else bounded by the last poll. It reports whether to go on.
+func (c *gcClock) poll() bool {
 	cur, err := c.r.Read()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
 		c.fails++
+		c.failsInRow++
 		c.err = err
-		return
+		return c.failsInRow < maxFailsInRow
 	}
+	c.failsInRow = 0
 	c.polls++
 	prev, prevPoll := c.last, c.lastPoll
 	now := c.toEngine(cur.Now)
@@ -156,6 +166,7 @@ func (c *gcClock) poll() {
 		c.ended(prev, cur, prevPoll, now)
 	}
 	c.last, c.lastPoll = cur, now
+	return true
 }
 
 // ended records the cycles prev.Cycles .. cur.Cycles-1.

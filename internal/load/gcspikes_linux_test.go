@@ -165,3 +165,24 @@ func BenchmarkGCClockIdle(b *testing.B) {
 	b.ReportMetric(float64(with)/1e6/float64(b.N), "polling-cpu-ms/s")
 	b.ReportMetric(float64(without)/1e6/float64(b.N), "idle-cpu-ms/s")
 }
+
+// TestGCClockTargetExits: when the target exits during the run, the GC
+// clock stops after maxFailsInRow failed reads and the figures say so.
+func TestGCClockTargetExits(t *testing.T) {
+	pid, u := spiky(t, "lock")
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		if p, err := os.FindProcess(pid); err == nil {
+			p.Kill()
+		}
+	}()
+	rep, err := Run(context.Background(), Config{URL: u, Connections: 4, Watch: pid, Timeout: time.Second},
+		Plan{Rate: 100, Duration: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := rep.GCSpikes
+	if g == nil || g.Polls == 0 || g.PollFailures != maxFailsInRow || !strings.Contains(g.Note, "reads of the GC clock failed") {
+		t.Errorf("GC figures after the target exited: %+v", g)
+	}
+}
