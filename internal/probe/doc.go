@@ -21,8 +21,9 @@
 // each function's call rate; one whose projected cost through the window
 // exceeds the budget is probed in bursts instead (attached and detached in
 // turn, the duty cycle chosen from the budget left), its count scaled from
-// the bursts and reported as sampled (FuncStat.Sampled); one too hot even
-// for two short bursts is reported as too hot to probe; stacks are sampled
-// one call in N when calls are frequent; the window ends early when the
-// budget is spent.
+// the bursts and reported as sampled (FuncStat.Sampled); one probed
+// throughout whose calls rise past its share of the budget is moved to the
+// bursts during the window; one too hot even for two short bursts is
+// reported as too hot to probe; stacks are sampled one call in N when
+// calls are frequent; the window ends early when the budget is spent.
 package probe
