@@ -38,6 +38,16 @@
 // With Config.Watch, the target process is read once per tick through
 // package proc (CPU user/sys, RSS, threads, context switches) and, with
 // Config.GC (a goruntime.Source: the gosleuth agent, a pprof or a /metrics
-// endpoint), its GC cycles and pauses. [FindListener] finds the local
-// process listening on a port.
+// endpoint, or its memory), its GC cycles and pauses. [FindListener] finds
+// the local process listening on a port.
+//
+// # P99 spikes and GC cycles
+//
+// For a Go target, the runtime's GC clock is read from its memory every
+// Config.GCPoll (package gomem: reads only, no stop), giving each cycle's
+// start and end; the answers are cut into short windows by their intended
+// send time. [GCSpikes] says how many P99 spikes begin within a GC cycle,
+// how many would by chance, and mark assists' share of the GC's CPU there;
+// the text report prints a line only when the spikes are tied to GC
+// (gcspikes.go states the rules).
 package load
