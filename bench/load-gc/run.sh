@@ -48,7 +48,7 @@ for r in $(seq "$rounds"); do
 				[$p, $r, $poll,
 				 ($g.spikes // "-"), ($g.spikes_in_gc // "-"),
 				 (if $g then ($g.expected_in_gc_by_chance*10|round/10) else "-" end),
-				 (if $g then ($g.p_value*1e6|round/1e6) else "-" end),
+				 (if $g == null then "-" elif $g.p_value < 0.001 then ($g.p_value|tostring|sub("(?<m>[0-9]\\.[0-9])[0-9]*e"; "\(.m)e")) else ($g.p_value*1000|round/1000) end),
 				 (if $g then $g.tied else "-" end),
 				 (if $g.assist_share_in_spike_cycles then ($g.assist_share_in_spike_cycles*100|round) else "-" end),
 				 ($s.generator_cpu_cores*1000|round/10),

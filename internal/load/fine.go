@@ -16,7 +16,11 @@ type finePoint struct {
 // fineWin is one window of the fine latency series: the requests due in
 // it (by their intended send time), their P99 and max.
 type fineWin struct {
-	start    int64 // engine clock, ns
+	start int64 // engine clock, ns
+	// tail is the intended time of the first request due in the window
+	// whose latency reached its P99: where, within a slow window, the
+	// slowness began.
+	tail     int64
 	n        int32
 	p99, max uint32 // µs
 	step     int
@@ -122,8 +126,16 @@ func (f *fineSeries) close(upTo int64) {
 		}
 		slices.Sort(f.scratch)
 		n := len(f.scratch)
+		p99 := f.scratch[(99*n+99)/100-1]
+		tail := start
+		for k := i; k < j; k++ {
+			if f.pending[k].us >= p99 {
+				tail = f.pending[k].at
+				break
+			}
+		}
 		if len(f.wins) < maxFineWindows {
-			f.wins = append(f.wins, fineWin{start: start, n: int32(n), p99: f.scratch[(99*n+99)/100-1],
+			f.wins = append(f.wins, fineWin{start: start, tail: tail, n: int32(n), p99: p99,
 				max: f.scratch[n-1], step: f.step, warmup: int((start-f.t0)/f.tick) < f.wt})
 		}
 		i = j

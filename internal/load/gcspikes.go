@@ -45,10 +45,10 @@ type GCSpikes struct {
 	Windows   int     `json:"windows"`
 	// Spikes counts spikes (runs of spike windows, with the windows
 	// without any answer between or just before them; windows hold the
-	// requests due in them), InGC those whose onset (the first spike
-	// window, with the answerless windows just before it) meets a GC cycle
-	// widened by PollMS on each side: a cycle can cause a spike that
-	// begins in it, not one that began before.
+	// requests due in them), InGC those whose onset (the first request of
+	// the first spike window to reach its P99, or the answerless windows
+	// just before) meets a GC cycle widened by PollMS on each side: a
+	// cycle can cause a spike that begins in it, not one that began before.
 	// Expected is how many would by chance (each onset placed anywhere in
 	// its step), PValue the probability of InGC or more by chance.
 	Spikes   int     `json:"spikes"`
@@ -63,7 +63,10 @@ type GCSpikes struct {
 	CyclesStartRead int `json:"gc_cycles_start_read"`
 	// AssistShare is mark assists' share of the GC's CPU in the cycles
 	// that spikes fall within; AssistShareAll in every cycle measured.
-	AssistShare    *float64 `json:"assist_share_in_spike_cycles,omitempty"`
+	AssistShare *float64 `json:"assist_share_in_spike_cycles,omitempty"`
+	// GCCores is the GC's CPU in those cycles over their length: how many
+	// cores it kept busy while they ran (its idle-time workers included).
+	GCCores        *float64 `json:"gc_cores_in_spike_cycles,omitempty"`
 	AssistShareAll *float64 `json:"assist_share_all_cycles,omitempty"`
 	// Tied says the spikes are tied to GC cycles (see the tie rule in
 	// docs/load.md); Summary is then the report's line.
@@ -84,6 +87,8 @@ type GCSpikes struct {
 type Spike struct {
 	Start float64 `json:"start_s"`
 	End   float64 `json:"end_s"`
+	// Onset is where the slowness began (see GCSpikes.InGC).
+	Onset float64 `json:"onset_s"`
 	Step  int     `json:"step"`
 	// P99MS is the highest window P99 in the spike, MedianMS the step's
 	// median window P99.
@@ -139,13 +144,16 @@ type stepSpan struct {
 	median      uint32
 }
 
-// spikeRun is a run of spike windows, from a to b; its onset is from a
-// to the end of its first spike window.
+// spikeRun is a run of spike windows, from a to b. Its onset is where
+// the slowness began: the first slow request of its first spike window,
+// or, where windows without any answer come just before (a stall too long
+// for any answer to close with its window), from the first of them.
 type spikeRun struct {
-	a, b, onset int64
-	step        int
-	peak        uint32
-	in          bool
+	a, b   int64
+	oa, ob int64 // the onset, [oa, ob)
+	step   int
+	peak   uint32
+	in     bool
 }
 
 // analyzeGCSpikes finds the P99 spikes in wins (windows of width ns) and
@@ -200,7 +208,12 @@ func analyzeGCSpikes(wins []fineWin, width int64, cycles []gcCycle, poll time.Du
 			r := &runs[len(runs)-1]
 			r.b, r.peak = w.start+width, max(r.peak, w.p99)
 		case spike:
-			runs = append(runs, spikeRun{a: max(prevEnd, sp.first), b: w.start + width, onset: w.start + width, step: w.step, peak: w.p99})
+			r := spikeRun{a: max(prevEnd, sp.first), b: w.start + width, oa: w.tail, ob: w.tail + 1, step: w.step, peak: w.p99}
+			if r.a < w.start {
+				r.oa = r.a
+			}
+			r.ob = max(r.ob, r.oa+1)
+			runs = append(runs, r)
 			open = true
 		default:
 			open = false
@@ -261,45 +274,55 @@ func analyzeGCSpikes(wins []fineWin, width int64, cycles []gcCycle, poll time.Du
 	probs := make([]float64, 0, len(runs))
 	chance := map[[2]int64]float64{}
 	var assist, gcCPU time.Duration
-	cpu := false
+	var gcWall int64
+	counted := map[int]bool{} // cycles whose CPU is summed
 	for i := range runs {
 		r := &runs[i]
-		r.in = overlaps(wide, r.a, r.onset)
+		r.in = overlaps(wide, r.oa, r.ob)
 		if r.in {
 			g.InGC++
-			for _, c := range cycles {
-				if c.hasCPU && c.end+m > r.a && c.start-m < r.onset {
-					cpu = true
+			for k, c := range cycles {
+				if c.hasCPU && !counted[k] && c.end+m > r.oa && c.start-m < r.ob {
+					counted[k] = true
 					assist += c.assist
 					gcCPU += c.total
+					gcWall += c.end - c.start
 				}
 			}
 		}
 		sp := spans[r.step]
-		key := [2]int64{int64(r.step), r.onset - r.a}
+		key := [2]int64{int64(r.step), r.ob - r.oa}
 		p, ok := chance[key]
 		if !ok {
-			p = placeChance(wide, sp.first, sp.last+width, width, r.onset-r.a)
+			p = placeChance(wide, sp.first, sp.last+width, r.ob-r.oa)
 			chance[key] = p
 		}
 		probs = append(probs, p)
 		g.Expected += p
 		if len(g.List) < maxSpikesListed {
-			g.List = append(g.List, Spike{Start: float64(r.a) / 1e9, End: float64(r.b) / 1e9, Step: r.step,
+			g.List = append(g.List, Spike{Start: float64(r.a) / 1e9, End: float64(r.b) / 1e9, Onset: float64(r.oa) / 1e9, Step: r.step,
 				P99MS: float64(r.peak) / 1e3, MedianMS: float64(sp.median) / 1e3, InGC: r.in})
 		}
 	}
 	g.Spikes = len(runs)
 	g.PValue = tailAtLeast(probs, g.InGC)
-	if cpu && gcCPU > 0 {
+	if gcCPU > 0 {
 		v := float64(assist) / float64(gcCPU)
 		g.AssistShare = &v
+		if gcWall > 0 {
+			c := float64(gcCPU) / float64(gcWall)
+			g.GCCores = &c
+		}
 	}
 	g.Tied = g.InGC >= tieMin && 2*g.InGC >= g.Spikes && g.PValue <= tieP
 	if g.Tied {
 		g.Summary = fmt.Sprintf("%d of %d P99 spikes fall within GC cycles", g.InGC, g.Spikes)
 		if g.AssistShare != nil {
-			g.Summary += fmt.Sprintf(" (assist %.0f%% of GC CPU in those intervals)", 100**g.AssistShare)
+			g.Summary += fmt.Sprintf(" (assist %.0f%% of GC CPU in those intervals", 100**g.AssistShare)
+			if g.GCCores != nil {
+				g.Summary += fmt.Sprintf(", the GC running on %.1f cores there", *g.GCCores)
+			}
+			g.Summary += ")"
 		}
 		g.Summary += fmt.Sprintf("; %.1f would by chance: GC cycles cover %.0f%% of the time (p = %.2g); GC clock read from the target's memory every %g ms, spikes in %g ms windows",
 			g.Expected, 100*g.GCTimeShare, g.PValue, g.PollMS, g.WindowMS)
@@ -307,20 +330,19 @@ func analyzeGCSpikes(wins []fineWin, width int64, cycles []gcCycle, poll time.Du
 	return g
 }
 
-// placeChance is the probability that a span of length n placed at a
-// window boundary within [a, b) (windows of width) overlaps u.
-func placeChance(u []interval, a, b, width, n int64) float64 {
-	var hit, all int
-	for x := a; x+n <= b; x += width {
-		all++
-		if overlaps(u, x, x+n) {
-			hit++
-		}
-	}
-	if all == 0 {
+// placeChance is the probability that a span of length n placed anywhere
+// within [a, b) meets u: the share of the places x in [a, b-n] where
+// [x, x+n) does, that is where x lies in u with each interval reaching n
+// earlier.
+func placeChance(u []interval, a, b, n int64) float64 {
+	if b-n <= a {
 		return 1
 	}
-	return float64(hit) / float64(all)
+	grown := make([]interval, len(u))
+	for i, iv := range u {
+		grown[i] = interval{iv.a - n, iv.b}
+	}
+	return float64(covered(union(grown), a, b-n)) / float64(b-n-a)
 }
 
 // tailAtLeast is P(X >= k) where X counts successes of independent trials

@@ -11,11 +11,12 @@ import (
 const msNS = int64(time.Millisecond)
 
 // windows makes a step of n windows of width w from 0, each with p99 base
-// µs, except the windows at the indices in slow, with p99 high.
+// µs, except the windows at the indices in slow, with p99 high; each
+// window's first tail request is due a fifth into it.
 func windows(n int, w int64, base, high uint32, slow ...int) []fineWin {
 	out := make([]fineWin, n)
 	for i := range out {
-		out[i] = fineWin{start: int64(i) * w, n: 50, p99: base, max: base, step: 1}
+		out[i] = fineWin{start: int64(i) * w, tail: int64(i)*w + w/5, n: 50, p99: base, max: base, step: 1}
 	}
 	for _, i := range slow {
 		out[i].p99, out[i].max = high, high
@@ -35,7 +36,8 @@ func cyclesAt(startsMS ...int64) []gcCycle {
 
 // TestAnalyzeGCSpikes: spikes that fall where the cycles are tie; spikes
 // elsewhere, too few spikes, or cycles covering most of the time do not;
-// the assist share is that of the cycles the spikes fall within.
+// the assist share and the GC's cores are those of the cycles the spikes
+// fall within.
 func TestAnalyzeGCSpikes(t *testing.T) {
 	const w = 50 * msNS
 	poll := 10 * time.Millisecond
@@ -49,7 +51,9 @@ func TestAnalyzeGCSpikes(t *testing.T) {
 		assistPct float64 // -1: none
 	}{
 		{"spikes at the cycles", windows(200, w, 1000, 30000, 20, 60, 100, 140, 180),
-			append(cyclesAt(1010, 3020, 5000, 7040, 9010), cyclesAt(2000, 4000)...), 5, 5, true, 30},
+			append(cyclesAt(1010, 3020, 5000, 7015, 9010), cyclesAt(2000, 4000)...), 5, 5, true, 30},
+		{"a cycle after the slowness began is not its cause", windows(200, w, 1000, 30000, 20, 60, 100, 140, 180),
+			cyclesAt(1025, 3025, 5025, 7025, 9025), 5, 0, false, -1},
 		{"spikes away from the cycles", windows(200, w, 1000, 30000, 20, 60, 100, 140, 180),
 			cyclesAt(500, 2500, 4500, 6500, 8500), 5, 0, false, -1},
 		{"two spikes are not enough", windows(200, w, 1000, 30000, 20, 60),
@@ -79,6 +83,9 @@ func TestAnalyzeGCSpikes(t *testing.T) {
 				t.Errorf("assist share %v, want none", *g.AssistShare)
 			case tc.assistPct >= 0 && (g.AssistShare == nil || math.Abs(100**g.AssistShare-tc.assistPct) > 0.01):
 				t.Errorf("assist share %v, want %v%%", g.AssistShare, tc.assistPct)
+			case tc.assistPct >= 0 && (g.GCCores == nil || math.Abs(*g.GCCores-2) > 1e-9):
+				// 10 ms of GC CPU in each 5 ms cycle.
+				t.Errorf("GC cores %v, want 2", g.GCCores)
 			}
 			if g.Tied != strings.Contains(g.Summary, "P99 spikes fall within GC cycles") {
 				t.Errorf("tied %v, summary %q", g.Tied, g.Summary)
@@ -158,7 +165,9 @@ func TestFineSeries(t *testing.T) {
 	if len(f.wins) != 1 || f.late != 1 || len(f.pending) != 2 {
 		t.Fatalf("after the first tick: %d windows, %d late, %d pending; want 1, 1, 2", len(f.wins), f.late, len(f.pending))
 	}
-	if w := f.wins[0]; w.n != 100 || w.p99 != 99 || w.max != 100 || !w.warmup || w.start != t0 {
+	// The tail (latency at the P99 or more) begins with the request of 99
+	// µs, due 9.8 ms into the window.
+	if w := f.wins[0]; w.n != 100 || w.p99 != 99 || w.max != 100 || !w.warmup || w.start != t0 || w.tail != t0+98*100_000 {
 		t.Errorf("window 0: %+v", w)
 	}
 	f.close(t0 + 2*int64(tick))
