@@ -18,11 +18,7 @@ import (
 	"github.com/gosleuth/gosleuth/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // spiky starts testdata/spiky, a server whose P99 spikes come from cause
 // (gc, lock or sleep), and returns its PID and URL.
