@@ -108,6 +108,19 @@ func TestHeapHolders(t *testing.T) {
 		{"pointer-rich, GC costly", booksWin(0.5, cache(250*MB), gcStacks(0.45)), Warn, "6.0 M small pointer-rich objects allocated at main.fill hold the live heap"},
 		{"pointer-rich, GC quiet", booksWin(0.5, cache(250*MB), gcStacks(0.01)), Info, "6.0 M small pointer-rich objects allocated at main.fill hold the live heap"},
 		{"pointer-free", booksWin(0.5, cache(MB), gcStacks(0.45)), Info, "the live heap (336 MB) is held by main.fill"},
+		// The GC costly but running 30 times a second: the program
+		// allocates its live heap again every 33 ms, which gc-pressure
+		// names; the holder is information.
+		{"pointer-rich, cycles driven by allocation", booksWin(0.5, func() *window.Books {
+			b := cache(250 * MB)
+			b.Start.Cycles, b.End.Cycles = 100, 220
+			return b
+		}(), gcStacks(0.45)), Info, "6.0 M small pointer-rich objects allocated at main.fill hold the live heap"},
+		{"pointer-rich, GC costly, cycles slow", booksWin(0.5, func() *window.Books {
+			b := cache(250 * MB)
+			b.Start.Cycles, b.End.Cycles = 100, 108
+			return b
+		}(), gcStacks(0.45)), Warn, "6.0 M small pointer-rich objects allocated at main.fill hold the live heap"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := checkHeapHolders(tc.w, &Host{CPUs: 2})
