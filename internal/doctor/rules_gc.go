@@ -141,8 +141,7 @@ func gcBooksEvidence(ev EvidenceList, b *window.Books) EvidenceList {
 	}
 	// How often cycles would come under GOGC alone: one per GOGC% of the
 	// marked heap allocated.
-	if b.Seconds > 0 && e.GOGC > 0 && e.HeapMarked > 0 && e.AllocBytes >= b.Start.AllocBytes {
-		alloc := float64(e.AllocBytes-b.Start.AllocBytes) / b.Seconds
+	if alloc, ok := b.AllocPerSec(); ok && e.GOGC > 0 && e.HeapMarked > 0 {
 		ev = append(ev, Evidence{"alloc_mb_per_s", round(alloc/1e6, 1), "MB/s"})
 		if want := alloc / (float64(e.HeapMarked) * float64(e.GOGC) / 100); want > 0 && b.CyclesPerSec() > 0 {
 			ev = append(ev, Evidence{"cycles_vs_gogc_alone", round(b.CyclesPerSec()/want, 1), "x"})

@@ -173,6 +173,15 @@ func (b *Books) CyclesPerSec() float64 {
 	return PerSec(float64(b.End.Cycles-min(b.Start.Cycles, b.End.Cycles)), b.Seconds)
 }
 
+// AllocPerSec is the bytes the program allocated per second between the
+// reads (the runtime's own count), and false when it was not read.
+func (b *Books) AllocPerSec() (float64, bool) {
+	if b.Seconds <= 0 || !b.End.Time.After(b.Start.Time) || b.End.AllocBytes < b.Start.AllocBytes {
+		return 0, false
+	}
+	return float64(b.End.AllocBytes-b.Start.AllocBytes) / b.Seconds, true
+}
+
 // CreatedPerSec is the goroutines created per second, and false when the
 // runtime's count was not read.
 func (b *Books) CreatedPerSec() (float64, bool) {
