@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -88,12 +89,32 @@ func TestFlagNamed(t *testing.T) {
 	}
 }
 
-// outside are the marks of a reference to something outside the
-// repository: the project's shared notes, its design sketch and reviews.
-// The design lives in docs/design.md (lower case, so it does not match).
-// The notes' folder is joined rather than written out, so that this list
-// is not itself a reference to it.
-var outside = []string{filepath.Join("..", "shared"), "DESIGN.md", "-study.md", "code-review-", "CASES.md"}
+// outside are the marks of a reference to documents kept outside the
+// repository: the design sketch, studies, reviews and case summaries. The
+// design lives in docs/design.md (lower case, so it does not match). A
+// relative path to anything else outside is caught by relPaths.
+var outside = []string{"DESIGN.md", "-study.md", "code-review-", "CASES.md"}
+
+// relPath is a path that climbs with "../" in a comment or page: at the
+// start of a word, so that an elided path (".../debug/pprof") is not one.
+var relPath = regexp.MustCompile(`(?:^|[\s("'\x60\[])((?:\.\./)+[A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)*)`)
+
+// relPaths returns the "../" paths in text that, taken from dir (the
+// folder of the file that holds them), lead nowhere in the repository: out
+// of it, or to nothing there.
+func relPaths(dir, text string) []string {
+	var out []string
+	for _, m := range relPath.FindAllStringSubmatch(text, -1) {
+		p := strings.TrimRight(m[1], ".")
+		target := filepath.Join(dir, p)
+		if r := rel(target); r == ".." || strings.HasPrefix(r, "../") {
+			out = append(out, p)
+		} else if _, err := os.Stat(target); err != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // TestDocsStayInRepo fails when the README, a page under docs/ or a Go
 // comment anywhere in the tree points outside the repository, and when a
@@ -133,6 +154,9 @@ func TestDocsStayInRepo(t *testing.T) {
 					t.Errorf("%s:%d: a comment points outside the repository (%q): point to docs/ instead", rel(path), c.line, mark)
 				}
 			}
+			for _, p := range relPaths(filepath.Dir(path), c.text) {
+				t.Errorf("%s:%d: a comment names %s, which leads nowhere in the repository: point to docs/ instead", rel(path), c.line, p)
+			}
 		}
 	}
 	var pages []string
@@ -154,6 +178,9 @@ func TestDocsStayInRepo(t *testing.T) {
 				if strings.Contains(line, mark) {
 					t.Errorf("%s:%d: points outside the repository (%q)", rel(path), i+1, mark)
 				}
+			}
+			for _, p := range relPaths(filepath.Dir(path), line) {
+				t.Errorf("%s:%d: names %s, which leads nowhere in the repository", rel(path), i+1, p)
 			}
 		}
 		for _, l := range mdLinks(text) {
@@ -352,4 +379,25 @@ func rel(path string) string {
 		return path
 	}
 	return filepath.ToSlash(r)
+}
+
+// TestRelPaths: a "../" path that leaves the repository or leads to
+// nothing is caught, one that resolves inside it is not, nor an elided
+// path.
+func TestRelPaths(t *testing.T) {
+	docs := filepath.Join(repoRoot, "docs")
+	for _, tc := range []struct {
+		dir, text string
+		want      []string
+	}{
+		{repoRoot, "the plan is in ../notes/plan.md.", []string{"../notes/plan.md"}},
+		{filepath.Join(repoRoot, "internal", "window"), "see (../../../notes/plan.md)", []string{"../../../notes/plan.md"}},
+		{filepath.Join(repoRoot, "internal", "window"), "see ../doctor/missing.go", []string{"../doctor/missing.go"}},
+		{docs, "back to [the README](../README.md)", nil},
+		{filepath.Join(repoRoot, "internal", "window"), "served at .../debug/pprof and /sys/.../schedstat", nil},
+	} {
+		if got := relPaths(tc.dir, tc.text); !slices.Equal(got, tc.want) {
+			t.Errorf("relPaths(%s, %q) = %q, want %q", rel(tc.dir), tc.text, got, tc.want)
+		}
+	}
 }
