@@ -1,6 +1,7 @@
 package load
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -98,15 +99,7 @@ func (f *fineSeries) close(upTo int64) {
 	if len(f.pending) == 0 {
 		return
 	}
-	slices.SortFunc(f.pending, func(a, b finePoint) int {
-		switch {
-		case a.at < b.at:
-			return -1
-		case a.at > b.at:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(f.pending, func(a, b finePoint) int { return cmp.Compare(a.at, b.at) })
 	i := 0
 	for i < len(f.pending) && f.pending[i].at < f.t0 {
 		i++

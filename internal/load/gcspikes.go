@@ -1,6 +1,7 @@
 package load
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -102,15 +103,7 @@ type interval struct{ a, b int64 }
 
 // union sorts and merges ivs.
 func union(ivs []interval) []interval {
-	slices.SortFunc(ivs, func(x, y interval) int {
-		switch {
-		case x.a < y.a:
-			return -1
-		case x.a > y.a:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(ivs, func(x, y interval) int { return cmp.Compare(x.a, y.a) })
 	var out []interval
 	for _, iv := range ivs {
 		if n := len(out); n > 0 && iv.a <= out[n-1].b {

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -53,7 +54,7 @@ func burstPeriod(window time.Duration) time.Duration {
 func shareBudget(keep, hot []int, rates []float64, cost func(int) float64, budgetNSPerSec float64) ([]int, []int) {
 	keep, hot = slices.Clone(keep), slices.Clone(hot)
 	dear := func(i int) float64 { return rates[i] * cost(i) }
-	slices.SortStableFunc(keep, func(a, b int) int { return cmpFloat(dear(a), dear(b)) })
+	slices.SortStableFunc(keep, func(a, b int) int { return cmp.Compare(dear(a), dear(b)) })
 	for len(keep) > 0 {
 		limit := burstShare * budgetNSPerSec
 		if len(hot) > 0 {
@@ -74,16 +75,6 @@ func shareBudget(keep, hot []int, rates []float64, cost func(int) float64, budge
 	return keep, hot
 }
 
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // planBursts decides which of the hot functions (indices, with their
 // rates in calls a second and cost(i) in ns a call) are probed in bursts:
 // all of them together while the budget (budgetNS over the window, less
@@ -93,7 +84,7 @@ func cmpFloat(a, b float64) int {
 func planBursts(hot []int, rates []float64, cost func(int) float64, budgetNS, keepNSPerSec float64, window time.Duration) (burst, refused []int) {
 	burst = slices.Clone(hot)
 	// Hottest (dearest a second) last, to be refused first.
-	slices.SortStableFunc(burst, func(a, b int) int { return cmpFloat(rates[a]*cost(a), rates[b]*cost(b)) })
+	slices.SortStableFunc(burst, func(a, b int) int { return cmp.Compare(rates[a]*cost(a), rates[b]*cost(b)) })
 	avail := burstShare*budgetNS - keepNSPerSec*window.Seconds()
 	for len(burst) > 0 {
 		var ns float64
