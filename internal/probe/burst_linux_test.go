@@ -1,12 +1,10 @@
 package probe
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -146,36 +144,18 @@ func TestSIGKILLDuringBursts(t *testing.T) {
 		t.Fatal(err)
 	}
 	orig := probeByte(t, pid, pt.Addr)
-	child := exec.Command(os.Args[0], "-test.run=^TestSIGKILLDuringBursts$")
-	child.Env = append(os.Environ(), "GOSLEUTH_BURST_CHILD="+strconv.Itoa(pid))
-	out, _ := child.StdoutPipe()
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer child.Wait()
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() || sc.Text() != "attached" {
-		child.Process.Kill()
-		t.Fatalf("child: %q", sc.Text())
-	}
+	child := startAttachedChild(t, "TestSIGKILLDuringBursts", "GOSLEUTH_BURST_CHILD="+strconv.Itoa(pid))
 	// Wait for a burst (the int3 in place), then kill.
 	deadline := time.Now().Add(10 * time.Second)
 	for probeByte(t, pid, pt.Addr) != 0xcc {
 		if time.Now().After(deadline) {
-			child.Process.Kill()
 			t.Fatal("no burst attached lockSlow in 10 s")
 		}
 		time.Sleep(time.Millisecond)
 	}
 	child.Process.Kill()
-	killed := time.Now()
-	for probeByte(t, pid, pt.Addr) != orig {
-		if time.Since(killed) > time.Second {
-			t.Fatalf("1 s after SIGKILL lockSlow's probe point still holds int3")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Logf("int3 gone %v after SIGKILL during a burst", time.Since(killed).Round(time.Millisecond))
+	gone := waitRestored(t, pid, pt.Addr, orig)
+	t.Logf("int3 gone %v after SIGKILL during a burst", gone)
 	if err := proc.CheckTarget("", pid); err != nil {
 		t.Errorf("the target did not survive: %v", err)
 	}

@@ -67,34 +67,12 @@ func sigkillLeavesNothing(t *testing.T, how string) {
 	if orig != 0x55 {
 		t.Fatalf("the probe point holds %#x before attaching, want PUSHQ BP (0x55)", orig)
 	}
-	child := exec.Command(os.Args[0], "-test.run=^TestSIGKILLLeavesNothing$")
-	child.Env = append(os.Environ(), "GOSLEUTH_PROBE_CHILD="+strconv.Itoa(p.cmd.Process.Pid), "GOSLEUTH_PROBE_ATTACH="+how)
-	out, _ := child.StdoutPipe()
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer child.Wait()
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() || sc.Text() != "attached" {
-		child.Process.Kill()
-		t.Fatalf("child: %q", sc.Text())
-	}
+	child := startAttachedChild(t, "TestSIGKILLLeavesNothing", "GOSLEUTH_PROBE_CHILD="+strconv.Itoa(p.cmd.Process.Pid), "GOSLEUTH_PROBE_ATTACH="+how)
 	if b := probeByte(t, p.cmd.Process.Pid, pt.Addr); b != 0xcc {
 		t.Errorf("while attached the probe point holds %#x, want int3 (0xcc)", b)
 	}
 	child.Process.Kill()
-	killed := time.Now()
-	for {
-		b := probeByte(t, p.cmd.Process.Pid, pt.Addr)
-		if b == orig {
-			t.Logf("int3 gone %v after SIGKILL", time.Since(killed).Round(time.Millisecond))
-			break
-		}
-		if time.Since(killed) > time.Second {
-			t.Fatalf("1 s after SIGKILL the probe point still holds %#x", b)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	t.Logf("int3 gone %v after SIGKILL", waitRestored(t, p.cmd.Process.Pid, pt.Addr, orig))
 	if err := proc.CheckTarget("", p.cmd.Process.Pid); err != nil {
 		t.Errorf("the target did not survive: %v", err)
 	}
@@ -222,5 +200,43 @@ func uprobeEvents(t *testing.T) (string, func() string) {
 			t.Fatal(err)
 		}
 		return string(b)
+	}
+}
+
+// startAttachedChild runs test again in a child process of this test
+// binary with env added (the child attaches probes and prints "attached")
+// and returns once it has said so; the child is killed and reaped when the
+// test ends.
+func startAttachedChild(t *testing.T, test string, env ...string) *exec.Cmd {
+	t.Helper()
+	child := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	child.Env = append(os.Environ(), env...)
+	out, _ := child.StdoutPipe()
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "attached" {
+		t.Fatalf("child: %q", sc.Text())
+	}
+	return child
+}
+
+// waitRestored waits until the byte at addr in process pid holds orig
+// again after a SIGKILL of the prober (the kernel removing its int3), at
+// most a second, and returns how long it took.
+func waitRestored(t *testing.T, pid int, addr uint64, orig byte) time.Duration {
+	t.Helper()
+	killed := time.Now()
+	for {
+		b := probeByte(t, pid, addr)
+		if b == orig {
+			return time.Since(killed).Round(time.Millisecond)
+		}
+		if time.Since(killed) > time.Second {
+			t.Fatalf("1 s after SIGKILL the probe point still holds %#x", b)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
