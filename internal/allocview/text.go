@@ -46,10 +46,10 @@ func WriteText(w io.Writer, r *Report) error {
 	secs := r.Window.Seconds()
 	if r.Type == Allocs {
 		if secs > 0 {
-			fmt.Fprintf(&b, "total %s/s, %s objects/s\n", units.Bytes(uint64(float64(r.TotalBytes)/secs)), count(float64(r.TotalObjects)/secs))
+			fmt.Fprintf(&b, "total %s/s, %s objects/s\n", units.Bytes(uint64(float64(r.TotalBytes)/secs)), units.Count(float64(r.TotalObjects)/secs))
 		}
 	} else {
-		fmt.Fprintf(&b, "total %s live in %s objects (sampled sites)\n", units.Bytes(uint64(r.TotalBytes)), count(float64(r.TotalObjects)))
+		fmt.Fprintf(&b, "total %s live in %s objects (sampled sites)\n", units.Bytes(uint64(r.TotalBytes)), units.Count(float64(r.TotalObjects)))
 	}
 	if e := r.Escape; e != nil {
 		if e.Err != "" {
@@ -97,12 +97,12 @@ func writeTop(b *strings.Builder, r *Report, title string, sites []Site, val fun
 	for _, s := range sites {
 		v := val(s)
 		sum += v
-		bs, os := units.Bytes(uint64(max(s.Bytes, 0))), count(float64(s.Objects))
+		bs, os := units.Bytes(uint64(max(s.Bytes, 0))), units.Count(float64(s.Objects))
 		if r.Type == Allocs && secs > 0 {
-			bs, os = units.Bytes(uint64(max(s.BytesPerSec, 0)))+"/s", count(s.ObjectsPerSec)+"/s"
+			bs, os = units.Bytes(uint64(max(s.BytesPerSec, 0)))+"/s", units.Count(s.ObjectsPerSec)+"/s"
 		}
 		if r.Sampled != nil {
-			os = count(s.SpansPerSec) + "/s"
+			os = units.Count(s.SpansPerSec) + "/s"
 		}
 		fmt.Fprintf(tw, "  %s\t%.1f%%\t%.1f%%\t%s\t%s %s:%d\n", bs, pct(v, total), pct(sum, total), os,
 			termsafe.String(s.Func), termsafe.String(s.File), s.Line)
@@ -148,17 +148,4 @@ func pct(v, total int64) float64 {
 		return 0
 	}
 	return 100 * float64(v) / float64(total)
-}
-
-// count formats a count or rate for people: 950, 12.3k, 4.56M.
-func count(v float64) string {
-	switch {
-	case v >= 1e9:
-		return fmt.Sprintf("%.2fG", v/1e9)
-	case v >= 1e6:
-		return fmt.Sprintf("%.2fM", v/1e6)
-	case v >= 1e4:
-		return fmt.Sprintf("%.1fk", v/1e3)
-	}
-	return fmt.Sprintf("%.0f", v)
 }

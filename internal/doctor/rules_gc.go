@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gosleuth/gosleuth/internal/units"
 	"github.com/gosleuth/gosleuth/internal/window"
 )
 
@@ -254,7 +255,7 @@ func allocSites(w *Window, ev EvidenceList, code []CodeRef) (EvidenceList, []Cod
 		}
 		rate, objs := float64(s.AllocBytes)/b.AllocSeconds, float64(s.AllocObjects)/b.AllocSeconds
 		parts = append(parts, fmt.Sprintf("%s %.1f MB/s (%.0f%%)", siteText(s.Own), rate/1e6, 100*share))
-		ref := siteRef(s, fmt.Sprintf("allocates %.1f MB/s (%s objects/s), %.0f%% of what the program allocates", rate/1e6, countText(objs), 100*share))
+		ref := siteRef(s, fmt.Sprintf("allocates %.1f MB/s (%s objects/s), %.0f%% of what the program allocates", rate/1e6, units.Count(objs), 100*share))
 		if !slices.ContainsFunc(code, func(c CodeRef) bool { return c.Func == ref.Func && c.Line == ref.Line && c.From == ref.From }) {
 			code = append(code, ref)
 		}
@@ -263,17 +264,6 @@ func allocSites(w *Window, ev EvidenceList, code []CodeRef) (EvidenceList, []Cod
 		ev = append(ev, Evidence{"top_alloc_sites", strings.Join(parts, ", "), fmt.Sprintf("(heap profile, over %.1f s)", b.AllocSeconds)})
 	}
 	return ev, code
-}
-
-// countText writes a count with a k or M suffix.
-func countText(n float64) string {
-	switch {
-	case n >= 1e6:
-		return fmt.Sprintf("%.1f M", n/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%.0f k", n/1e3)
-	}
-	return fmt.Sprintf("%.0f", n)
 }
 
 func checkGCAssist(w *Window, h *Host) *Finding {

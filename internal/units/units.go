@@ -2,7 +2,10 @@
 // an RSS reads the same in top, doctor, inspect and load.
 package units
 
-import "strconv"
+import (
+	"fmt"
+	"strconv"
+)
 
 // Bytes prints a byte count in binary units with one letter, as top and
 // ps do: "512" (bytes), "12.3M", "123M", "1.5G". Below 10 of a unit it
@@ -23,4 +26,18 @@ func Bytes(n uint64) string {
 		}
 	}
 	return ""
+}
+
+// Count prints a count (or a rate) with a decimal letter: "950", "12.5k",
+// "1.23M", "4.56G". Below 10,000 it prints the whole number.
+func Count(v float64) string {
+	switch {
+	case v >= 1e9:
+		return fmt.Sprintf("%.2fG", v/1e9)
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e4:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
 }

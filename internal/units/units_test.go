@@ -24,3 +24,20 @@ func TestBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestCount(t *testing.T) {
+	for _, tc := range []struct {
+		in   float64
+		want string
+	}{
+		{0, "0"},
+		{9999, "9999"},
+		{12_500, "12.5k"},
+		{1_234_000, "1.23M"},
+		{4_560_000_000, "4.56G"},
+	} {
+		if got := Count(tc.in); got != tc.want {
+			t.Errorf("Count(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
