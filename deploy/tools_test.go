@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/pprof/profile"
-
 	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
 )
@@ -80,7 +78,7 @@ func TestHostToolsNameContainer(t *testing.T) {
 		// At 997 Hz the ticker's 1-2% of a CPU gives some 20 samples a
 		// second.
 		checkLine("profile's summary", gosleuth(t, bin, "profile", "--pid", p, "--duration", "1s", "--hz", "997", "-o", pb))
-		prof := readPprof(t, pb)
+		prof := testbin.ReadPprof(t, pb)
 		if !slices.Contains(prof.Comments, line) {
 			t.Errorf("pprof comments %q, want %q", prof.Comments, line)
 		}
@@ -101,7 +99,7 @@ func TestHostToolsNameContainer(t *testing.T) {
 	t.Run("heap", func(t *testing.T) {
 		pb := filepath.Join(t.TempDir(), "heap.pb.gz")
 		checkLine("the heap profile's text", gosleuth(t, bin, "profile", "--type", "heap", "--pid", p, "-o", pb))
-		prof := readPprof(t, pb)
+		prof := testbin.ReadPprof(t, pb)
 		if !slices.Contains(prof.Comments, line) {
 			t.Errorf("the heap profile's comments %q, want %q", prof.Comments, line)
 		}
@@ -331,21 +329,6 @@ func TestPrometheusContainerGroups(t *testing.T) {
 			t.Errorf("series %v: not scraped by the gosleuth job", series[0])
 		}
 	}
-}
-
-// readPprof parses the pprof file at path.
-func readPprof(t *testing.T, path string) *profile.Profile {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := profile.Parse(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return p
 }
 
 func tail(s string, n int) string {

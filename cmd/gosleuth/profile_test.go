@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
 
 	"github.com/google/pprof/profile"
@@ -121,15 +122,7 @@ func TestProfileCommand(t *testing.T) {
 
 func checkProfileFile(t *testing.T, path string) *profile.Profile {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := profile.Parse(f)
-	if err != nil {
-		t.Fatalf("parse %s: %v", path, err)
-	}
+	p := testbin.ReadPprof(t, path)
 	if len(p.Sample) == 0 {
 		t.Errorf("%s has no samples", path)
 	}
