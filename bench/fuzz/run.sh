@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for a while, one after the other (two at a time would
 # starve the tests on a 2-core machine). CI runs it for ~15 s each; for the
-# long campaign (10 minutes each) run: bench/fuzz/run.sh 10m
+# long campaign (10 minutes each) run: bench/fuzz/run.sh 10m; a second
+# argument keeps the targets whose line matches it (grep -E), e.g.
+# bench/fuzz/run.sh 10m gomem for the runtime books' decoders.
 # New crashers are written under the package's testdata/fuzz/ by go test:
 # commit them with the fix, so they stay in the corpus.
 set -euo pipefail
@@ -13,7 +15,10 @@ targets=(
   "./internal/stacks FuzzImage"         # another process's binary, for GOMAXPROCS's address
   "./internal/goruntime FuzzRipLoads32" # that binary's code, for the load of runtime.gomaxprocs
   "./internal/gomem FuzzRipRefs"        # a binary's code, for the runtime's variables in a stripped binary
-  "./internal/gomem FuzzDecoders"       # another process's memory: goroutines, heap profile buckets, GC and timers
+  "./internal/gomem FuzzCensus"         # another process's memory: goroutines (allgs and each g)
+  "./internal/gomem FuzzStats"          # another process's memory: GC, memory, scheduler, each P's timers
+  "./internal/gomem FuzzGCClock"        # another process's memory: the GC clock and its ring of cycles
+  "./internal/gomem FuzzHeapProfile"    # another process's memory: the heap profile's buckets
   "./internal/proc FuzzContainer"       # cgroup paths and mountinfo lines, for a process's container
   "./internal/escape FuzzParse"         # the compiler's escape-analysis diagnostics
   "./internal/stacks FuzzParseSample"   # perf sample records
@@ -26,8 +31,10 @@ targets=(
   "./internal/probe FuzzProbePoint"     # function prologues of any binary
   "./internal/probe FuzzStaleEvents"    # tracefs uprobe_events, shared with every tracer
 )
+only=${2:-.}
 fail=0
 for t in "${targets[@]}"; do
+  grep -Eq -- "$only" <<<"$t" || continue
   set -- $t
   echo "== fuzz $2 ($1) for $time"
   out=$(mktemp)
