@@ -105,7 +105,7 @@ func TestTUI(t *testing.T) {
 	if !strings.Contains(scr, "gosleuth top") || !strings.Contains(scr, "gosleuth: cpu") {
 		t.Errorf("header missing:\n%s", scr)
 	}
-	s.waitFor("1.26") // this test binary's own row shows its Go version
+	s.waitFor("go1.26") // this test binary's own row shows its Go version, as every command writes it
 	// Threads as rows.
 	s.keys("H")
 	s.waitFor("view threads")

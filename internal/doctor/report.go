@@ -32,7 +32,9 @@ type Report struct {
 // HostSummary describes the run and adds the cost of each finding up over
 // all processes.
 type HostSummary struct {
-	CPUs            int       `json:"cpus"`
+	CPUs int `json:"cpus"`
+	// Processes and Threads count what the window watched: the host's, or
+	// with PIDs named, theirs.
 	Processes       int       `json:"processes"`
 	Threads         int       `json:"threads"`
 	Start           time.Time `json:"start"`
@@ -92,6 +94,14 @@ func Diagnose(ws []*Window, h *Host, notes []string, all bool) *Report {
 		Processes: []ProcessReport{},
 		Unchecked: []UncheckedRule{},
 		Notes:     append([]string{}, notes...),
+	}
+	if all {
+		// The processes named are what was watched: the header counts
+		// them, not the host's.
+		rep.Host.Processes, rep.Host.Threads = len(ws), 0
+		for _, w := range ws {
+			rep.Host.Threads += w.Threads()
+		}
 	}
 	costs := map[string]*Cost{}
 	unchecked := map[[2]string]*UncheckedRule{}
@@ -282,7 +292,7 @@ var sevColour = [...]string{"\x1b[36m", "\x1b[33m", "\x1b[1;31m"}
 func (r *Report) WriteText(w io.Writer, colour bool) error {
 	var b strings.Builder
 	h := r.Host
-	fmt.Fprintf(&b, "gosleuth doctor: %d processes, %d threads, %d CPUs, %.1f s window\n", h.Processes, h.Threads, h.CPUs, h.DurationSeconds)
+	fmt.Fprintf(&b, "gosleuth doctor: %s, %s, %s, %.1f s window\n", units.Plural(h.Processes, "process"), units.Plural(h.Threads, "thread"), units.Plural(h.CPUs, "CPU"), h.DurationSeconds)
 	if len(r.Processes) == 0 {
 		b.WriteString("\nNo findings.\n")
 	}
@@ -433,8 +443,8 @@ func alikeKey(p ProcessReport) string {
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	h := r.Host
-	fmt.Fprintf(&b, "# gosleuth doctor\n\n%d processes, %d threads, %d CPUs, %.1f s window from %s.\n",
-		h.Processes, h.Threads, h.CPUs, h.DurationSeconds, h.Start.UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "# gosleuth doctor\n\n%s, %s, %s, %.1f s window from %s.\n",
+		units.Plural(h.Processes, "process"), units.Plural(h.Threads, "thread"), units.Plural(h.CPUs, "CPU"), h.DurationSeconds, h.Start.UTC().Format(time.RFC3339))
 	if len(r.Processes) == 0 {
 		b.WriteString("\nNo findings.\n")
 	}
@@ -451,8 +461,8 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		if p.Container != nil {
 			fmt.Fprintf(&b, " in container %s", p.Container)
 		}
-		fmt.Fprintf(&b, "\n\nCPU %.1f%% (sys %.1f%%), %.0f wake-ups/s, %d threads, RSS %s. Sources: %s.\n",
-			p.CPUPct, p.SysPct, p.WakeupsPerSec, p.Threads, units.Bytes(p.RSSBytes), joinSources(p.Sources))
+		fmt.Fprintf(&b, "\n\nCPU %.1f%% (sys %.1f%%), %.0f wake-ups/s, %s, RSS %s. Sources: %s.\n",
+			p.CPUPct, p.SysPct, p.WakeupsPerSec, units.Plural(p.Threads, "thread"), units.Bytes(p.RSSBytes), joinSources(p.Sources))
 		for _, f := range p.Findings {
 			kind := ""
 			if f.Kind == "symptom" {

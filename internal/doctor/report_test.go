@@ -50,8 +50,22 @@ func goldenReport() *Report {
 		}
 	})
 	t0 := time.Unix(1000, 0)
-	h := &Host{CPUs: 2, Procs: 4, Tasks: 26, Start: t0, End: t0.Add(10 * time.Second), Root: true}
+	h := &Host{CPUs: 2, Procs: 312, Tasks: 900, Start: t0, End: t0.Add(10 * time.Second), Root: true}
 	return Diagnose([]*Window{ticker, evil, gone, locked}, h, []string{"tracefs mounted by gosleuth"}, true)
+}
+
+// TestHeaderCounts: with PIDs named (all) the header counts the processes
+// watched and their threads, not the host's; on the whole host, the host's.
+func TestHeaderCounts(t *testing.T) {
+	named := goldenReport()
+	if named.Host.Processes != 4 || named.Host.Threads != 24 {
+		t.Errorf("PIDs named: header counts %d processes, %d threads; want the 4 watched and their 24 threads", named.Host.Processes, named.Host.Threads)
+	}
+	h := &Host{CPUs: 2, Procs: 312, Tasks: 900}
+	host := Diagnose([]*Window{win(10, func(w *Window) { w.PID = 7 })}, h, nil, false)
+	if host.Host.Processes != 312 || host.Host.Threads != 900 {
+		t.Errorf("whole host: header counts %d processes, %d threads; want the host's 312 and 900", host.Host.Processes, host.Host.Threads)
+	}
 }
 
 func TestReportGolden(t *testing.T) {

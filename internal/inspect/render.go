@@ -168,8 +168,8 @@ func (r *Report) WriteText(out io.Writer) error {
 		if p.FDLimit > 0 {
 			fd += fmt.Sprintf("/%d", p.FDLimit)
 		}
-		fmt.Fprintf(w, "/proc\tover %.1fs: CPU %.1f%% user + %.1f%% sys, RSS %s, %d threads, fds %s, wake-ups %.0f/s\n",
-			p.Seconds, p.UserPct, p.SysPct, units.Bytes(p.RSSBytes), p.Threads, fd, p.WakeupsPerSec)
+		fmt.Fprintf(w, "/proc\tover %.1fs: CPU %.1f%% user + %.1f%% sys, RSS %s, %s, fds %s, wake-ups %.0f/s\n",
+			p.Seconds, p.UserPct, p.SysPct, units.Bytes(p.RSSBytes), units.Plural(p.Threads, "thread"), fd, p.WakeupsPerSec)
 	}
 	if r.Window != nil {
 		r.writeWindow(w)
@@ -233,7 +233,7 @@ func (r *Report) writeWindow(w io.Writer) {
 	if k.Has(goruntime.KnownThreads) || k.Has(goruntime.KnownGOMAXPROCS) {
 		th := "? threads"
 		if k.Has(goruntime.KnownThreads) {
-			th = fmt.Sprintf("%d threads", win.Threads)
+			th = units.Plural(int(win.Threads), "thread")
 			if r.Source != "agent" && !k.Has(goruntime.KnownGoroutineStates) {
 				// The runtime counts the threads it created, some of
 				// which may have exited: /proc says how many live.

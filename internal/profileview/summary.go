@@ -13,6 +13,7 @@ import (
 	"github.com/gosleuth/gosleuth/internal/proc"
 	"github.com/gosleuth/gosleuth/internal/stacks"
 	"github.com/gosleuth/gosleuth/internal/termsafe"
+	"github.com/gosleuth/gosleuth/internal/units"
 )
 
 // WriteSummaryJSON writes s as one JSON object, with t's container
@@ -36,9 +37,9 @@ func WriteSummaryText(w io.Writer, s *stacks.Summary, t Target) error {
 	if l := t.Line(); l != "" {
 		b.WriteString(l + "\n")
 	}
-	fmt.Fprintf(&b, "%.1fs at %d Hz, %d threads, %d samples, %d lost\n", s.Seconds, s.Hz, s.Threads, s.Samples, s.Lost)
+	fmt.Fprintf(&b, "%.1fs at %d Hz, %s, %s, %d lost\n", s.Seconds, s.Hz, units.Plural(s.Threads, "thread"), units.Plural(int(s.Samples), "sample"), s.Lost)
 	if s.NewThreads > 0 {
-		fmt.Fprintf(&b, "%d threads started during the run, each sampled within %.0f ms of its start\n", s.NewThreads, s.PickupMaxMS)
+		fmt.Fprintf(&b, "%s started during the run, each sampled within %.0f ms of its start\n", units.Plural(s.NewThreads, "thread"), s.PickupMaxMS)
 	}
 	if s.Coverage != nil {
 		fmt.Fprintf(&b, "sampled CPU %.2fs of %.2fs utime+stime from /proc (user %.2fs, sys %.2fs): coverage %.1f%%\n",

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/syscalls"
+	"github.com/gosleuth/gosleuth/internal/units"
 )
 
 // Options say how the report is shown.
@@ -43,7 +44,7 @@ func Run(ctx context.Context, cfg syscalls.Config, o Options, stdout, stderr io.
 	// kernel's grace periods) is left to a releaser process.
 	defer s.Detach()
 	t := s.Target()
-	fmt.Fprintf(stderr, "gosleuth: counting syscalls of pid %d (%d threads), %s\n", t.PID, t.Threads, t.Mode)
+	fmt.Fprintf(stderr, "gosleuth: counting syscalls of pid %d (%s), %s\n", t.PID, units.Plural(t.Threads, "thread"), t.Mode)
 	var deadline <-chan time.Time
 	if cfg.Duration > 0 {
 		tm := time.NewTimer(cfg.Duration)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gosleuth/gosleuth/internal/syscalls"
 	"github.com/gosleuth/gosleuth/internal/termsafe"
+	"github.com/gosleuth/gosleuth/internal/units"
 )
 
 // WriteJSON writes r as one JSON object and a newline.
@@ -39,7 +40,7 @@ func WriteText(w io.Writer, r *syscalls.Report) error {
 	if r.Reason != "" {
 		fmt.Fprintf(&b, "why: %s\n", r.Reason)
 	}
-	fmt.Fprintf(&b, "window %.2fs, %d threads at attach, %d found later, %d events lost", r.DurationS, r.Threads, r.ThreadsLater, r.Lost)
+	fmt.Fprintf(&b, "window %.2fs, %s at attach, %d found later, %d events lost", r.DurationS, units.Plural(r.Threads, "thread"), r.ThreadsLater, r.Lost)
 	if r.Exited {
 		b.WriteString(", target exited")
 		if r.ExitCode != nil {

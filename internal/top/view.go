@@ -61,7 +61,7 @@ var columns = [numColumns]columnInfo{
 	// RWSC/s is read- and write-class syscalls per second (syscr+syscw of
 	// /proc/PID/io): not every syscall, and named so.
 	ColSyscalls: {"sysc", "RWSC/s", 7, false},
-	ColGo:       {"go", "GO", 7, true},
+	ColGo:       {"go", "GO", 9, true},
 	ColCommand:  {"command", "COMMAND", 0, true},
 }
 
@@ -401,7 +401,7 @@ func (v *View) text(r Row, c Column) string {
 		if p.Known&proc.KnownExe == 0 {
 			return "-"
 		}
-		return strings.TrimPrefix(p.GoVersion, "go")
+		return p.GoVersion // go1.26.8, as every command writes it
 	case ColCommand:
 		// Any user names their process and writes its command line.
 		if r.Task != nil {

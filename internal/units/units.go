@@ -41,3 +41,16 @@ func Count(v float64) string {
 	}
 	return fmt.Sprintf("%.0f", v)
 }
+
+// Plural prints a whole count with its noun, singular for one: "1 thread",
+// "12 threads". The noun takes an s for the plural (every noun the views
+// count: thread, process, CPU, sample, goroutine, call).
+func Plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if noun == "process" {
+		return strconv.Itoa(n) + " processes"
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}

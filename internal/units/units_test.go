@@ -41,3 +41,22 @@ func TestCount(t *testing.T) {
 		}
 	}
 }
+
+func TestPlural(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		noun string
+		want string
+	}{
+		{0, "thread", "0 threads"},
+		{1, "thread", "1 thread"},
+		{2, "thread", "2 threads"},
+		{1, "process", "1 process"},
+		{3, "process", "3 processes"},
+		{2, "CPU", "2 CPUs"},
+	} {
+		if got := Plural(tc.n, tc.noun); got != tc.want {
+			t.Errorf("Plural(%d, %q) = %q, want %q", tc.n, tc.noun, got, tc.want)
+		}
+	}
+}
