@@ -160,6 +160,15 @@ func runExporter(ctx context.Context, f *exporterFlags, stderr io.Writer, ready 
 		}
 		go e.RunDoctor(ctx, dc)
 	}
+	// Scrapes wait in the listen backlog until the first sample is
+	// published: one before it would get an error page.
+	select {
+	case <-e.Published():
+	case err := <-sampled:
+		return err
+	case <-ctx.Done():
+		return nil
+	}
 	hs := &http.Server{Handler: e.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "gosleuth exporter: serving http://%s/metrics\n", ln.Addr())
 	if ready != nil {

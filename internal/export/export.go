@@ -199,6 +199,7 @@ type Exporter struct {
 	last          *Snapshot
 	lastScrape    time.Time       // when Last was last called (a scrape)
 	scraped       chan struct{}   // wakes an idle Run at a scrape
+	published     chan struct{}   // closed once the first snapshot is published
 	newFindings   []FindingSeries // a doctor run not yet taken by the sampler
 	doctorRuns    uint64
 	doctorErrors  uint64
@@ -237,7 +238,7 @@ func New(cfg Config) (*Exporter, error) {
 	}
 	e := &Exporter{cfg: cfg, reader: r, groups: map[groupKey]*GroupStats{}, procGroup: map[procID]groupKey{},
 		prev: &proc.Snapshot{}, cur: &proc.Snapshot{}, rt: map[groupKey]*rtGroup{}, rtProcs: map[procID]*rtProc{},
-		scraped: make(chan struct{}, 1)}
+		scraped: make(chan struct{}, 1), published: make(chan struct{})}
 	// The short-lived group's series exist from the first scrape.
 	e.group(shortGroup, time.Now())
 	return e, nil
@@ -521,9 +522,17 @@ func (e *Exporter) publish(now time.Time) {
 	})
 	e.mu.Lock()
 	s.DoctorRuns, s.DoctorErrors, s.DoctorSeconds = e.doctorRuns, e.doctorErrors, e.doctorSeconds
+	if e.last == nil {
+		close(e.published)
+	}
 	e.last = s
 	e.mu.Unlock()
 }
+
+// Published is closed once the first sample is published: a scrape
+// before it gets an error (Last), so a server waits for it before it
+// serves.
+func (e *Exporter) Published() <-chan struct{} { return e.published }
 
 // Last returns the last published snapshot, or an error before the first.
 func (e *Exporter) Last() (*Snapshot, error) {
