@@ -54,6 +54,9 @@ const (
 	// Podman is Debian's podman with runc, as root: the image's tests run
 	// gosleuth in real containers.
 	Podman Feature = "podman"
+	// Git is a git checkout of gosleuth with git on PATH: the go command
+	// stamps a build with its commit (the version command's test).
+	Git Feature = "git"
 )
 
 // EnvRequire is the variable that lists the features whose absence fails a
@@ -169,6 +172,11 @@ func probe(f Feature) string {
 		}
 		if _, err := os.Stat("/usr/sbin/runc"); err != nil {
 			return "no /usr/sbin/runc (apt-get install runc)"
+		}
+		return ""
+	case Git:
+		if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err != nil || len(strings.TrimSpace(string(out))) != 40 {
+			return "not in a git checkout with git on PATH"
 		}
 		return ""
 	case NodeExporter:
