@@ -131,39 +131,15 @@ func runDoctor(ctx context.Context, f *doctorFlags, args []string, stdout, stder
 	cfg := window.CollectConfig{Triage: doctor.Triage,
 		PIDs: f.pids, Duration: f.duration, ProcRoot: f.procRoot,
 		MaxLooks: f.maxLooks, Looks: doctorLooks(f.procRoot, f.pprofURL, f.metricsURL),
+		// The report gives the targets' CPU as it is without gosleuth:
+		// measured before and after the close looks, with a note.
+		QuietCPU: true,
 	}
 	if f.maxLooks == 0 {
 		cfg.Looks = nil // /proc only
 	}
 	if isTerminal(stderr) {
 		cfg.Progress = func(s string) { fmt.Fprintf(stderr, "\r\x1b[K%s", termsafe.String(s)) }
-	}
-	// The processes named get their close looks from the start of the
-	// window: their CPU is measured first, with nothing attached. On the
-	// whole host, the processes triage picks have their windows up to
-	// then, before any look.
-	var quiet map[int]*window.Window
-	if len(f.pids) == 0 && cfg.Looks != nil {
-		cfg.Triage = func(cands []*window.Window, h *window.Host, n int) []*window.Window {
-			chosen := doctor.Triage(cands, h, n)
-			quiet = map[int]*window.Window{}
-			for _, w := range chosen {
-				c := *w
-				quiet[w.PID] = &c
-			}
-			return chosen
-		}
-	}
-	if len(f.pids) > 0 && cfg.Looks != nil {
-		span := quietSpan(f.duration)
-		if cfg.Progress != nil {
-			cfg.Progress(fmt.Sprintf("measuring CPU with nothing attached: %.1f s", span.Seconds()))
-		}
-		var err error
-		if quiet, err = quietWindows(ctx, f.procRoot, f.pids, span); err != nil {
-			return fmt.Errorf("doctor: %w", err)
-		}
-		cfg.Duration -= span
 	}
 	ws, host, notes, err := window.Collect(ctx, cfg)
 	if cfg.Progress != nil {
@@ -178,7 +154,6 @@ func runDoctor(ctx context.Context, f *doctorFlags, args []string, stdout, stder
 	if tracefs.MountedByUs() {
 		notes = append(notes, "tracefs was not mounted: gosleuth mounted it at "+tracefsRoot()+" to count syscalls (it stays mounted)")
 	}
-	notes = append(notes, quietCPU(ws, quiet)...)
 	rep := doctor.Diagnose(ws, host, notes, len(f.pids) > 0)
 	// The windows name containers from the cgroup path at every tick;
 	// the names and image from the runtime's files are read once, for
@@ -223,70 +198,15 @@ func runDoctor(ctx context.Context, f *doctorFlags, args []string, stdout, stder
 
 // minLookWindow is the shortest window in which the close looks run: they
 // need a second at least, and start on the whole host after triage (at 2 s
-// or 30% of the window), with --pid after the quiet stretch and the first
-// /proc reading. A shorter window would drop them and change the verdict
+// or 30% of the window), with --pid after the first stretch in which the
+// targets' CPU is measured with nothing attached (window.QuietSpan), and
+// leave room for a second one after them. A shorter window would drop them and change the verdict
 // (a contended mutex read as idle wake-ups).
 func minLookWindow(pids bool) time.Duration {
 	if pids {
 		return 2 * time.Second
 	}
 	return 4 * time.Second
-}
-
-// quietSpan is the start of a --pid window in which the targets' CPU is
-// measured with nothing of gosleuth attached: a fifth of it, 250 ms to 2 s.
-func quietSpan(d time.Duration) time.Duration {
-	return min(2*time.Second, max(d/5, 250*time.Millisecond))
-}
-
-// quietWindows reads the processes pids through /proc at the start and
-// the end of span, with nothing attached to them.
-func quietWindows(ctx context.Context, procRoot string, pids []int, span time.Duration) (map[int]*window.Window, error) {
-	pr, err := proc.NewReader(proc.Options{Root: procRoot, PIDs: pids})
-	if err != nil {
-		return nil, err
-	}
-	defer pr.Close()
-	wb := window.NewBuilder(pr, window.Config{PIDs: pids, ProcRoot: procRoot, NoFacts: true})
-	if _, err := wb.Read(); err != nil {
-		return nil, err
-	}
-	t := time.NewTimer(span)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-	if _, err := wb.Read(); err != nil {
-		return nil, err
-	}
-	out := map[int]*window.Window{}
-	for _, w := range wb.Windows(0) {
-		out[w.PID] = w
-	}
-	return out, nil
-}
-
-// quietCPU gives each window whose process was measured in the quiet
-// stretch the CPU it used there, at that rate over the window, and returns
-// a note for each saying both figures: the close looks' tracepoints,
-// samplers and probes run in the target and cost it CPU of their own (a
-// 1 ms ticker: 2.5-3.6% of a core alone, 5-7% with them on), which is
-// gosleuth's, not the target's. Wake-ups are left as counted: the looks
-// add none.
-func quietCPU(ws []*window.Window, quiet map[int]*window.Window) []string {
-	var notes []string
-	for _, w := range ws {
-		q := quiet[w.PID]
-		if q == nil || q.Exited || q.Seconds() <= 0 || w.Seconds() <= 0 {
-			continue
-		}
-		looked, scale := w.Cores(), w.Seconds()/q.Seconds()
-		w.UserSec, w.SysSec = q.UserSec*scale, q.SysSec*scale
-		notes = append(notes, fmt.Sprintf("CPU of pid %d: %.1f%% of a core (sys %.1f%%), measured over the first %.1f s with nothing of gosleuth attached; %.1f%% during the close looks, whose tracepoints and samplers run in the target",
-			w.PID, 100*q.Cores(), 100*q.SysSec/q.Seconds(), q.Seconds(), 100*looked))
-	}
-	return notes
 }
 
 func ruleIDs() string {

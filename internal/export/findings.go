@@ -46,8 +46,10 @@ func (e *Exporter) RunDoctor(ctx context.Context, cfg DoctorConfig) {
 
 func (e *Exporter) diagnose(ctx context.Context, cfg DoctorConfig) {
 	start := time.Now()
+	// The findings' CPU is the processes' own, measured before and after
+	// the close looks, as the doctor command's is (QuietCPU).
 	ws, host, notes, err := window.Collect(ctx, window.CollectConfig{Duration: cfg.Window, ProcRoot: e.cfg.ProcRoot, Triage: doctor.Triage,
-		Looks: cfg.Looks, MaxLooks: cfg.MaxLooks})
+		Looks: cfg.Looks, MaxLooks: cfg.MaxLooks, QuietCPU: true})
 	if err != nil {
 		if ctx.Err() == nil {
 			e.mu.Lock()

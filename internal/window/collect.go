@@ -47,9 +47,30 @@ type CollectConfig struct {
 	// judges them by its rules). Nil looks at none of them: close looks
 	// then run only on PIDs named.
 	Triage func(ws []*Window, h *Host, n int) []*Window
+	// QuietCPU measures the CPU of the processes looked at with nothing of
+	// gosleuth attached to them, in a stretch before the looks and one
+	// after them (QuietSpan), and gives their windows that CPU: the looks'
+	// tracepoints, samplers and probes run in the target and cost it CPU
+	// that is gosleuth's, not the target's. A note per process gives both
+	// figures.
+	QuietCPU bool
 	// Progress, when set, receives one-line progress messages.
 	Progress func(string)
 }
+
+// QuietSpan is how long each of the two stretches with nothing attached
+// lasts in a window of d with QuietCPU: a fifth of it, 250 ms to 2 s. On a
+// whole-host run the first stretch is the part of the window before
+// triage, which is longer.
+func QuietSpan(d time.Duration) time.Duration {
+	return min(2*time.Second, max(d/5, 250*time.Millisecond))
+}
+
+// releaseWait bounds how long Collect waits, after the looks, for their
+// events to be released before it measures the second quiet stretch:
+// releasing a syscall counter's tracepoints takes about 30 ms each (1.7 s
+// for a ticker's 46 syscalls), and the target pays for them until then.
+const releaseWait = 5 * time.Second
 
 // ErrNoProcess reports that none of the requested processes exists.
 var ErrNoProcess = errors.New("process not found")
@@ -106,12 +127,17 @@ func Collect(ctx context.Context, cfg CollectConfig) ([]*Window, *Host, []string
 	self := os.Getpid()
 
 	end := start.Add(cfg.Duration)
+	quiet := cfg.QuietCPU && len(cfg.Looks) > 0
+	span := QuietSpan(cfg.Duration)
 	// On a whole-host run the first part of the window picks who gets a
 	// close look (Triage); processes named with --pid get theirs from the
-	// first tick.
+	// first tick, or after the first quiet stretch with QuietCPU.
 	pick := start.Add(max(2*time.Second, cfg.Duration*3/10))
 	if !whole {
 		pick = start
+		if quiet {
+			pick = start.Add(span)
+		}
 	}
 	if pick.After(end) {
 		pick = end
@@ -126,9 +152,18 @@ func Collect(ctx context.Context, cfg CollectConfig) ([]*Window, *Host, []string
 		w   *Window
 	}
 	var parts []part
-	lookCtx, cancelLooks := context.WithDeadline(ctx, end)
-	defer cancelLooks()
+	// With QuietCPU, the windows of the processes looked at when the looks
+	// began and once the looks had ended and released their events: the
+	// CPU before the first and after the second is measured with nothing
+	// attached.
+	var before, after map[int]*Window
+	var releases sync.WaitGroup
+	cancelLooks := context.CancelFunc(func() {})
+	defer func() { cancelLooks() }()
+	lookEnd := end
+	var tail time.Duration // the quiet stretch after the looks
 	picked := false
+	var lookEndC <-chan time.Time // fires at lookEnd when a quiet stretch follows the looks
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for done := false; !done; {
@@ -136,15 +171,30 @@ func Collect(ctx context.Context, cfg CollectConfig) ([]*Window, *Host, []string
 		case <-ctx.Done():
 			done = true
 			notes = append(notes, "interrupted: the report covers what was observed until then")
+		case <-lookEndC:
+			// The looks have ended: once they have released their
+			// events, the second quiet stretch begins.
+			lookEndC = nil
+			progress("measuring CPU with nothing attached")
+			cancelLooks()
+			looksWG.Wait()
+			if waitTimeout(&releases, releaseWait) {
+				snap, err := wb.Read()
+				if err != nil {
+					return nil, nil, nil, fmt.Errorf("collect: %w", err)
+				}
+				after = windowsOf(wb, before)
+				end = later(end, snap.Time.Add(tail))
+			} // else still attached: the first stretch alone
 		case now := <-tick.C:
 			snap, err := wb.Read()
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("collect: %w", err)
 			}
+			progress(fmt.Sprintf("observing %d processes: %.0f of %.0f s", len(snap.Procs), now.Sub(start).Seconds(), cfg.Duration.Seconds()))
 			if !now.Before(end) {
 				done = true
 			}
-			progress(fmt.Sprintf("observing %d processes: %.0f of %.0f s", len(snap.Procs), now.Sub(start).Seconds(), cfg.Duration.Seconds()))
 			if !picked && !now.Before(pick) && len(cfg.Looks) > 0 && end.Sub(now) >= time.Second {
 				picked = true
 				var cands []*Window
@@ -160,6 +210,25 @@ func Collect(ctx context.Context, cfg CollectConfig) ([]*Window, *Host, []string
 						chosen = cfg.Triage(cands, wb.Host(), maxLooks)
 					}
 				}
+				if quiet {
+					// The second quiet stretch leaves the looks a
+					// second at least.
+					if tail = min(span, end.Sub(now)-time.Second); tail < 100*time.Millisecond {
+						tail = 0
+					}
+					lookEnd = end.Add(-tail)
+					before = map[int]*Window{}
+					for _, w := range chosen {
+						before[w.PID] = w
+					}
+				}
+				lookCtx, cancel := context.WithDeadline(withReleases(ctx, &releases), lookEnd)
+				cancelLooks = cancel
+				if tail > 0 && len(chosen) > 0 {
+					lookEndTimer := time.NewTimer(time.Until(lookEnd))
+					defer lookEndTimer.Stop()
+					lookEndC = lookEndTimer.C
+				}
 				for _, w := range chosen {
 					for _, l := range cfg.Looks {
 						lw := &Window{PID: w.PID, GoVersion: w.GoVersion}
@@ -167,7 +236,7 @@ func Collect(ctx context.Context, cfg CollectConfig) ([]*Window, *Host, []string
 						looksWG.Add(1)
 						go func(l Look, pid int) {
 							defer looksWG.Done()
-							err := l.Look(lookCtx, pid, end.Sub(time.Now()), lw)
+							err := l.Look(lookCtx, pid, time.Until(lookEnd), lw)
 							if err != nil {
 								looksMu.Lock()
 								notes = append(notes, fmt.Sprintf("pid %d: %s: %v", pid, l.Source(), err))
@@ -225,7 +294,96 @@ func Collect(ctx context.Context, cfg CollectConfig) ([]*Window, *Host, []string
 			}
 		}
 		w.NotLooked = picked && len(cfg.Looks) > 0 && !looked
+		if looked {
+			if n := quietCPU(w, before[w.PID], after[w.PID]); n != "" {
+				notes = append(notes, n)
+			}
+		}
 		out = append(out, w)
 	}
 	return out, host, notes, nil
+}
+
+// quietCPU gives w, the window of a process looked at, the CPU it used with
+// nothing attached: over b, its window up to the looks, and from a, its
+// window once they had ended and released their events (nil when there
+// was no such stretch), to w's end, at that rate over the whole window. It
+// returns a note giving both figures, "" when nothing was measured quiet
+// (the process exited, or was not seen before the looks). Wake-ups are left
+// as counted: the looks add none.
+func quietCPU(w, b, a *Window) string {
+	if b == nil || b.Exited || w.Exited || b.Seconds() <= 0 || w.Seconds() <= 0 {
+		return ""
+	}
+	sec, user, sys := b.Seconds(), b.UserSec, b.SysSec
+	during := Between(b, w)
+	stretches := fmt.Sprintf("the first %.1f s", b.Seconds())
+	if a != nil && !a.Exited {
+		if t := Between(a, w); t.Seconds() > 0 {
+			sec, user, sys = sec+t.Seconds(), user+t.UserSec, sys+t.SysSec
+			stretches = fmt.Sprintf("the first %.1f s and the last %.1f s", b.Seconds(), t.Seconds())
+		}
+		during = Between(b, a)
+	}
+	scale := w.Seconds() / sec
+	w.UserSec, w.SysSec, w.QuietSec = user*scale, sys*scale, sec
+	return fmt.Sprintf("CPU of pid %d: %.1f%% of a core (sys %.1f%%), measured over %s of the window with nothing of gosleuth attached; %.1f%% while the close looks ran and released their events (their tracepoints, samplers and probes run in the target)",
+		w.PID, 100*(user+sys)/sec, 100*sys/sec, stretches, 100*during.Cores())
+}
+
+// windowsOf returns the builder's current windows of the processes in pids.
+func windowsOf(wb *Builder, pids map[int]*Window) map[int]*Window {
+	out := map[int]*Window{}
+	for _, w := range wb.Windows(0) {
+		if pids[w.PID] != nil {
+			out[w.PID] = w
+		}
+	}
+	return out
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// waitTimeout waits for wg for at most d and reports whether it finished.
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// releasesKey is the context key of the WaitGroup that looks add their
+// background releases to (withReleases).
+type releasesKey struct{}
+
+// withReleases returns ctx carrying wg, to which looks that release their
+// events in the background add (holdRelease).
+func withReleases(ctx context.Context, wg *sync.WaitGroup) context.Context {
+	return context.WithValue(ctx, releasesKey{}, wg)
+}
+
+// holdRelease records a release that goes on after a look returns, for a
+// Collect waiting for it, and returns the func that says it has ended.
+func holdRelease(ctx context.Context) func() {
+	wg, _ := ctx.Value(releasesKey{}).(*sync.WaitGroup)
+	if wg == nil {
+		return func() {}
+	}
+	wg.Add(1)
+	return wg.Done
 }

@@ -32,7 +32,9 @@ func (l SyscallsLook) Look(ctx context.Context, pid int, d time.Duration, w *Win
 		}
 		e = a.e
 	case <-ctx.Done():
+		release := holdRelease(ctx)
 		go func() {
+			defer release()
 			if a := <-done; a.e != nil {
 				a.e.Close()
 			}
@@ -45,8 +47,14 @@ func (l SyscallsLook) Look(ctx context.Context, pid int, d time.Duration, w *Win
 	sec := time.Since(start).Seconds()
 	// Release in the background: the verdict need not wait for the
 	// kernel's grace periods, and the descriptors are close-on-exec and
-	// freed with the process in any case.
-	go e.Close()
+	// freed with the process in any case. A Collect measuring the target's
+	// CPU after the looks (QuietCPU) waits for the release, which the
+	// target pays for until it ends.
+	release := holdRelease(ctx)
+	go func() {
+		defer release()
+		e.Close()
+	}()
 	if rerr != nil {
 		return rerr
 	}

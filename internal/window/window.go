@@ -77,6 +77,12 @@ type Window struct {
 	// window (clock ticks: a reaped child has no threads left to read).
 	UserSec, SysSec           float64
 	ChildUserSec, ChildSysSec float64
+	// QuietSec, when positive, is the time over which UserSec and SysSec
+	// were measured with nothing of gosleuth attached to the process
+	// (CollectConfig.QuietCPU): they are that CPU at its rate over the
+	// whole window, not what the process used while gosleuth's close looks
+	// ran in it.
+	QuietSec float64
 	// TickUserSec and TickSysSec are the clock-tick counters' user and
 	// kernel time: the kernel charges a whole 10 ms tick to one or the
 	// other by where it lands, so they tell the split, not the amount.
