@@ -31,6 +31,9 @@ type state struct {
 	Unchecked  []unchkOut `json:"unchecked"`
 	EvalFrom   float64    `json:"eval_from,omitempty"`
 	EvalTo     float64    `json:"eval_to,omitempty"`
+	// CPUNote says how the CPU behind the findings was measured, when
+	// exact syscall counting (which costs the process CPU) was on.
+	CPUNote string `json:"cpu_note,omitempty"`
 	// NSPID is the process's PID in its own PID namespace (a container's
 	// view of it), there only when it differs from PID.
 	NSPID int `json:"nspid,omitempty"`
@@ -68,7 +71,7 @@ func (w *watch) stateLocked() []byte {
 		Runtime:  srcState{From: w.runtimeFrom, Why: w.runtimeWhy},
 		Syscalls: sysState{Mode: "proc", Why: w.exactWhy, CanExact: os.Geteuid() == 0},
 		Interval: w.s.cfg.Interval.Seconds(), Capacity: w.ring.capacity(), Viewers: w.viewers,
-		Findings: w.findings.List, EvalFrom: w.findings.From, EvalTo: w.findings.To,
+		Findings: w.findings.List, EvalFrom: w.findings.From, EvalTo: w.findings.To, CPUNote: w.findings.CPUNote,
 	}
 	if w.facts.NSPID != w.pid && w.facts.NSPID > 0 {
 		st.NSPID = w.facts.NSPID

@@ -31,7 +31,15 @@ func (w *watch) readExact(sm *sampler, pt *point, now time.Time) {
 	w.mu.Unlock()
 	if !want {
 		if sm.exact != nil {
-			go sm.exact.Close()
+			e, released, prev := sm.exact, make(chan struct{}), sm.released
+			go func() {
+				defer close(released)
+				e.Close()
+				if prev != nil {
+					<-prev // counters turned off before are released too
+				}
+			}()
+			sm.released = released
 			sm.exact, sm.exactBase, sm.exactLast = nil, nil, nil
 			w.mu.Lock()
 			w.exactOn = false

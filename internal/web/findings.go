@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -25,6 +26,9 @@ type finding struct {
 type findings struct {
 	List      []finding          `json:"findings"`
 	Unchecked []doctor.Unchecked `json:"unchecked"`
+	// CPUNote says how the CPU the rules judged was measured, when exact
+	// syscall counting was on in part of the history.
+	CPUNote string `json:"-"`
 	// From and To bound the history the verdict covers.
 	From, To float64 `json:"-"`
 	began    map[string]float64
@@ -37,6 +41,9 @@ type mark struct {
 	seq uint64
 	run int // the sampler's run: each has a Builder of its own
 	win *window.Window
+	// quiet is the run's rows without exact counters attached, summed up
+	// to this one.
+	quiet quietBooks
 }
 
 // marks are the windows at the rows a doctor's window may start or end at:
@@ -57,8 +64,8 @@ func (m *marks) begin() int {
 
 // add records win at row seq of run, and forgets marks the doctor's
 // windows no longer need, oldest being the oldest row the ring holds.
-func (m *marks) add(seq uint64, run int, win *window.Window, oldest uint64) {
-	m.list = append(m.list, mark{seq, run, win})
+func (m *marks) add(seq uint64, run int, win *window.Window, quiet quietBooks, oldest uint64) {
+	m.list = append(m.list, mark{seq, run, win, quiet})
 	kept := m.list[:0]
 	for i, k := range m.list {
 		runEdge := i == 0 || m.list[i-1].run != k.run || i == len(m.list)-1 || m.list[i+1].run != k.run
@@ -74,7 +81,7 @@ func (m *marks) add(seq uint64, run int, win *window.Window, oldest uint64) {
 // w.mu is held.
 func (w *watch) markLocked(sm *sampler, win *window.Window) {
 	if win != nil {
-		w.marks.add(w.ring.seq, sm.run, win, w.ring.oldest())
+		w.marks.add(w.ring.seq, sm.run, win, sm.quiet, w.ring.oldest())
 	}
 }
 
@@ -87,8 +94,9 @@ func (s *Server) sliceRows() uint64 {
 // (both held): its counters are the window layer's (window.Between of the
 // marks of each run, window.Join of the runs), its series the levels the
 // rows recorded. w.mu is held.
-func (w *watch) windowLocked(sm *sampler, a, b uint64) *doctor.Window {
+func (w *watch) windowLocked(sm *sampler, a, b uint64) (*doctor.Window, string) {
 	var parts []*doctor.Window
+	var quiet quietBooks
 	var from *mark
 	l := w.marks.list
 	for i := 0; i < len(l); i++ {
@@ -104,6 +112,8 @@ func (w *watch) windowLocked(sm *sampler, a, b uint64) *doctor.Window {
 		}
 		if j > i {
 			parts = append(parts, window.Between(l[i].win, l[j].win))
+			q := l[j].quiet.minus(l[i].quiet)
+			quiet.sec, quiet.user, quiet.sys = quiet.sec+q.sec, quiet.user+q.user, quiet.sys+q.sys
 		}
 		i = j
 	}
@@ -115,6 +125,24 @@ func (w *watch) windowLocked(sm *sampler, a, b uint64) *doctor.Window {
 	win := window.Join(parts...)
 	if win == nil {
 		win = &doctor.Window{End: end, IOCalls: -1}
+	}
+	// Exact counting's tracepoints run in the target and cost it CPU of
+	// their own: where they were attached in part of the window, the CPU
+	// is the rows' without them, at their rate over the rows sampled (a
+	// gap between runs adds nothing, as to every other counter).
+	var sampled float64
+	for _, p := range parts {
+		sampled += p.Seconds()
+	}
+	note := ""
+	if attached := sampled - quiet.sec; attached > 1e-3 {
+		if quiet.sec > 0 {
+			scale := sampled / quiet.sec
+			win.UserSec, win.SysSec, win.QuietSec = quiet.user*scale, quiet.sys*scale, quiet.sec
+			note = fmt.Sprintf("CPU measured over the %.0f s of the history without exact syscall counting, whose tracepoints run in the process and cost it CPU (on for %.0f s)", quiet.sec, attached)
+		} else {
+			note = fmt.Sprintf("CPU includes exact syscall counting's cost: its tracepoints run in the process and were on for the whole %.0f s (turn them off for a while to measure without)", attached)
+		}
 	}
 	// From the first mark's row, though its run may have added nothing
 	// (a run with one row in the range): the series starts there too.
@@ -154,7 +182,7 @@ func (w *watch) windowLocked(sm *sampler, a, b uint64) *doctor.Window {
 	if n := len(sm.rtHist); n > 0 && sm.rtFirst != nil && sm.rtFirst != sm.rtHist[n-1] {
 		win.Runtime, win.Go = window.RuntimeOf(w.runtimeFrom, sm.rtFirst, sm.rtHist[n-1], win.Go)
 	}
-	return win
+	return win, note
 }
 
 // evaluate runs the doctor's rules over the whole history and over its
@@ -170,10 +198,10 @@ func (w *watch) evaluate(sm *sampler, _ bool) {
 	// between runs lengthens the window but adds nothing to its counters,
 	// so rates over a history with gaps read low.
 	first, last := r.oldest(), r.seq
-	whole := w.windowLocked(sm, first, last)
+	whole, cpuNote := w.windowLocked(sm, first, last)
 	sliceRows := w.s.sliceRows()
 	sliceFrom := max(first, last-min(last, sliceRows)+1)
-	recent := w.windowLocked(sm, sliceFrom, last)
+	recent, _ := w.windowLocked(sm, sliceFrom, last)
 	host := &doctor.Host{CPUs: w.s.cpus, Procs: 1, Start: whole.Start, End: whole.End, Root: os.Geteuid() == 0}
 	w.mu.Unlock()
 
@@ -203,6 +231,7 @@ func (w *watch) evaluate(sm *sampler, _ bool) {
 		f.List = append(f.List, finding{Finding: x, Began: b})
 	}
 	f.Unchecked = unchecked
+	f.CPUNote = cpuNote
 	f.From, f.To = float64(whole.Start.UnixMilli())/1e3, float64(whole.End.UnixMilli())/1e3
 	slices.SortStableFunc(f.List, func(a, b finding) int { return int(b.Severity - a.Severity) })
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func TestDoctorWindowFromMarks(t *testing.T) {
 	for i := 1; i <= 9; i++ {
 		row(uint64(3*i), 0, false)
 	}
-	win := w.windowLocked(sm, w.ring.oldest(), w.ring.seq)
+	win, _ := w.windowLocked(sm, w.ring.oldest(), w.ring.seq)
 	// The ring holds rows 1-40: run one from row 1 (29 intervals), run two
 	// from its gap row (9 intervals).
 	if win.VolCtxsw != 7*29+3*9 || win.IOCalls != 29 {
@@ -59,7 +60,7 @@ func TestDoctorWindowFromMarks(t *testing.T) {
 		t.Errorf("series of %d points (the gap row has none), pid %d: want 39 and 7", len(win.Series), win.PID)
 	}
 	// From the gap row, where the second run's builder read first.
-	slice := w.windowLocked(sm, w.ring.seq-9, w.ring.seq)
+	slice, _ := w.windowLocked(sm, w.ring.seq-9, w.ring.seq)
 	if slice.VolCtxsw != 3*9 {
 		t.Errorf("last slice: %d wake-ups, want 27", slice.VolCtxsw)
 	}
@@ -71,9 +72,62 @@ func TestDoctorWindowFromMarks(t *testing.T) {
 	if n := len(w.marks.list); n > capacity/10+12 {
 		t.Errorf("%d marks kept for a ring of %d rows", n, capacity)
 	}
-	win = w.windowLocked(sm, w.ring.oldest(), w.ring.seq)
+	win, _ = w.windowLocked(sm, w.ring.oldest(), w.ring.seq)
 	rows := uint64(win.End.Sub(win.Start) / time.Second)
 	if rows > capacity-1 || rows < capacity-10 || win.VolCtxsw != 3*rows {
 		t.Errorf("after eviction: %d wake-ups over %d s, want 3 a second over %d-%d s", win.VolCtxsw, rows, capacity-10, capacity-1)
+	}
+}
+
+// TestDoctorWindowQuietCPU: where exact syscall counting (whose
+// tracepoints cost the process CPU) was on in part of the history, the
+// doctor's window has the CPU of the rows without it, at their rate over
+// the rows sampled, and a note says so; with counting on throughout the
+// CPU is as counted and the note says it includes the counters' cost;
+// with it never on, the window is as counted, without a note.
+func TestDoctorWindowQuietCPU(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, tc := range []struct {
+		name     string
+		attached func(row int) bool // rows 1-20
+		wantUser float64            // CPU seconds over the 20 rows
+		note     string
+	}{
+		{"never", func(int) bool { return false }, 20 * 0.02, ""},
+		{"rows 6-15", func(r int) bool { return r > 5 && r <= 15 }, 20 * 0.02, "without exact syscall counting"},
+		{"throughout", func(int) bool { return true }, 20 * 0.05, "includes exact syscall counting's cost"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &watch{pid: 7, facts: &goruntime.Facts{}, ring: newRing(64), marks: marks{dense: 10, sparse: 10}}
+			sm := &sampler{}
+			sm.run = w.marks.begin()
+			var user float64
+			for r := 0; r <= 20; r++ {
+				if r > 0 {
+					// 2% of a core with nothing attached, 5% with the
+					// counters.
+					cpu := 0.02
+					if tc.attached(r) {
+						cpu = 0.05
+					}
+					prev := user
+					user += cpu
+					if !tc.attached(r) {
+						sm.quiet.add(&window.Window{Start: t0.Add(time.Duration(r-1) * time.Second), End: t0.Add(time.Duration(r) * time.Second), UserSec: user - prev})
+					}
+				}
+				pt := blank(float64(t0.Unix() + int64(r)))
+				pt[colThreads] = 1
+				w.ring.add(&pt)
+				w.markLocked(sm, &window.Window{Start: t0, End: t0.Add(time.Duration(r) * time.Second), TickUserSec: user, IOCalls: -1})
+			}
+			win, note := w.windowLocked(sm, w.ring.oldest(), w.ring.seq)
+			if d := win.UserSec - tc.wantUser; d > 1e-9 || d < -1e-9 {
+				t.Errorf("CPU %.4f s over %.0f s, want %.4f", win.UserSec, win.Seconds(), tc.wantUser)
+			}
+			if (tc.note == "") != (note == "") || !strings.Contains(note, tc.note) {
+				t.Errorf("note %q, want one saying %q", note, tc.note)
+			}
+		})
 	}
 }

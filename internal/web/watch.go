@@ -78,8 +78,15 @@ type sampler struct {
 	exactBase  map[string]uint64 // counts when exact counting started
 	exactT0    time.Time
 	exactLastT time.Time
-	ticks      int
-	run        int // the run's number in the watch's marks
+	// released is closed once the counters turned off last have been
+	// released (the target pays for them until then); nil when none is
+	// being released.
+	released chan struct{}
+	// quiet is what the process did in this run's rows with no exact
+	// counters attached, summed: the doctor's CPU comes from it.
+	quiet quietBooks
+	ticks int
+	run   int // the run's number in the watch's marks
 }
 
 // run samples the process every Config.Interval until stopc is closed or
@@ -159,6 +166,9 @@ func (w *watch) step(sm *sampler) (gone bool) {
 	win := sm.wb.Window(w.pid)
 	if sm.last != nil && win != nil {
 		d := window.Between(sm.last, win)
+		if !sm.attached() {
+			sm.quiet.add(d)
+		}
 		if sec := d.Seconds(); sec > 0 {
 			pct := func(s float64) float64 { return 100 * s / sec }
 			// The CPU is the window's (schedstat nanoseconds): a steady
@@ -318,6 +328,40 @@ func (sm *sampler) close() {
 		// periods: not on the way out of a request.
 		go sm.exact.Close()
 	}
+}
+
+// attached reports whether exact counters were attached to the process at
+// any time since the last row: on, or turned off and not yet released.
+func (sm *sampler) attached() bool {
+	if sm.exact != nil {
+		return true
+	}
+	if sm.released == nil {
+		return false
+	}
+	select {
+	case <-sm.released:
+		// Released since the last row, or before it: this row is
+		// counted as attached either way.
+		sm.released = nil
+	default:
+	}
+	return true
+}
+
+// quietBooks sums the CPU of rows with nothing of gosleuth attached.
+type quietBooks struct {
+	sec, user, sys float64
+}
+
+func (q *quietBooks) add(d *window.Window) {
+	q.sec += d.Seconds()
+	q.user += d.UserSec
+	q.sys += d.SysSec
+}
+
+func (q quietBooks) minus(o quietBooks) quietBooks {
+	return quietBooks{q.sec - o.sec, q.user - o.user, q.sys - o.sys}
 }
 
 // setExact asks the sampler to start or stop exact syscall counting.

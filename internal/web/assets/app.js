@@ -256,6 +256,7 @@ function procPage() {
     h.textContent = s.findings.length
       ? "The doctor's findings over " + (s.eval_to ? Math.round(s.eval_to - s.eval_from) + " s" : "the history") + " (numbered marks on the charts show where each began):"
       : s.eval_to ? "No findings over " + Math.round(s.eval_to - s.eval_from) + " s of history." : "The doctor looks once a few seconds have been recorded.";
+    if (s.cpu_note) h.textContent += " " + s.cpu_note + ".";
     frag.appendChild(h);
     s.findings.forEach((f, i) => {
       const d = document.createElement("div");
