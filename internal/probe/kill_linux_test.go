@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,6 +72,11 @@ func sigkillLeavesNothing(t *testing.T, how string) {
 	if b := probeByte(t, p.cmd.Process.Pid, pt.Addr); b != 0xcc {
 		t.Errorf("while attached the probe point holds %#x, want int3 (0xcc)", b)
 	}
+	_, events := uprobeEvents(t)
+	group := tracefsGroup(child.Process.Pid) + "/"
+	if how == AttachTracefs && !strings.Contains(events(), group) {
+		t.Fatalf("while attached uprobe_events lacks %s: %q", group, events())
+	}
 	child.Process.Kill()
 	t.Logf("int3 gone %v after SIGKILL", waitRestored(t, p.cmd.Process.Pid, pt.Addr, orig))
 	if err := proc.CheckTarget("", p.cmd.Process.Pid); err != nil {
@@ -79,21 +85,13 @@ func sigkillLeavesNothing(t *testing.T, how string) {
 	if how != AttachTracefs {
 		return
 	}
-	// A killed gosleuth cannot remove its tracefs definitions (inert
-	// without an event on them, the int3 is gone): the janitor of the next
-	// run removes them.
+	// A killed gosleuth cannot remove its tracefs definitions: its guard
+	// does, within a second.
 	child.Wait()
-	root, events := uprobeEvents(t)
-	group := tracefsGroup(child.Process.Pid) + "/"
-	if !strings.Contains(events(), group) {
-		t.Fatalf("no definition of %s left after SIGKILL: %q", group, events())
-	}
-	n, err := janitor(root)
-	if err != nil || n == 0 {
-		t.Fatalf("janitor removed %d definitions: %v", n, err)
-	}
-	if e := events(); strings.Contains(e, group) {
-		t.Errorf("after the janitor uprobe_events still holds %s: %q", group, e)
+	for start := time.Now(); strings.Contains(events(), group); time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > time.Second {
+			t.Fatalf("1 s after SIGKILL uprobe_events still holds %s: %q", group, events())
+		}
 	}
 }
 
@@ -171,6 +169,9 @@ func TestNextRunRemovesStaleGroup(t *testing.T) {
 		child.Wait()
 		t.Fatalf("child: %q", sc.Text())
 	}
+	// Its guard killed first, as a SIGKILL of every process of gosleuth's
+	// would: the definitions stay.
+	killGuard(t, child.Process.Pid)
 	child.Process.Kill()
 	child.Wait()
 	_, events := uprobeEvents(t)
@@ -185,6 +186,33 @@ func TestNextRunRemovesStaleGroup(t *testing.T) {
 	if e := events(); strings.Contains(e, group) {
 		t.Errorf("after the next run uprobe_events still holds %s: %q", group, e)
 	}
+}
+
+// killGuard SIGKILLs the guard of gosleuth process pid and waits until it
+// is gone.
+func killGuard(t *testing.T, pid int) {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !strings.Contains(string(env), "\x00"+guardEnv+"="+strconv.Itoa(pid)+" ") {
+			continue
+		}
+		g, _ := strconv.Atoi(e.Name())
+		if err := syscall.Kill(g, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		// Gone, or a zombie its parent (which never waits for it) keeps.
+		for {
+			st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if err != nil || strings.Contains(string(st), ") Z ") {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return
+	}
+	t.Fatalf("no guard of process %d", pid)
 }
 
 // uprobeEvents returns tracefs's root and a reader of its uprobe_events.

@@ -28,8 +28,9 @@ import (
 // than one event for the target's PID, which follows its main thread
 // alone. A sample costs more than a BPF counter and the ring can overflow
 // at high rates: lost samples are counted and reported. Definitions are
-// removed at the end; ones left by a gosleuth that was killed (its PID
-// gone) are removed by the janitor at the next start.
+// removed at the end; ones left by a gosleuth that was killed are removed
+// by its guard (guard_linux.go) or, where none ran, by the janitor at the
+// next start.
 
 // traceRingBytes is the memory all of one attach's rings may take: it is
 // shared out over its functions and CPUs (tracePages), so that a few hot
@@ -68,11 +69,17 @@ func tracefsGroup(pid int) string { return "gosleuth_" + strconv.Itoa(pid) }
 // janitor removes the uprobe definitions of gosleuth processes that no
 // longer run (killed before they could remove them), and reports how many.
 func janitor(root string) (int, error) {
+	return removeStale(root, func(pid int) bool { return !errors.Is(unix.Kill(pid, 0), unix.ESRCH) })
+}
+
+// removeStale removes the uprobe definitions of the gosleuth processes
+// alive says are gone, and reports how many.
+func removeStale(root string, alive func(pid int) bool) (int, error) {
 	b, err := os.ReadFile(filepath.Join(root, "uprobe_events"))
 	if err != nil {
 		return 0, fmt.Errorf("read uprobe_events: %w", err)
 	}
-	stale := staleEvents(b, func(pid int) bool { return !errors.Is(unix.Kill(pid, 0), unix.ESRCH) })
+	stale := staleEvents(b, alive)
 	for _, ev := range stale {
 		if err := removeUprobe(root, ev); err != nil {
 			return 0, err
@@ -120,6 +127,7 @@ func traceAttach(t *Target, pts []Point, ids []int) (tp *traceProbes, err error)
 	if _, err := janitor(root); err != nil {
 		return nil, err
 	}
+	startGuard(root)
 	// The definition names ROOT/PID/exe itself: the kernel follows the
 	// magic link to the inode the process runs. The path it points to is
 	// the target's, which gosleuth's mount namespace may not have (a
