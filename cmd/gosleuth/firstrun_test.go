@@ -23,6 +23,10 @@ import (
 // own source files, a Go stack trace, a temporary file's name.
 var internalWords = regexp.MustCompile(`\.go:\d|internal/|goroutine \d|panic|runtime error|\.tmp-|\.gosleuth-check-|/tmp/gosleuth|0x[0-9a-f]{6,}`)
 
+// askRoot is output asking for root, a contradiction when gosleuth runs
+// as root.
+var askRoot = regexp.MustCompile(`(?i)\b(run|rerun|try)( it)? as root|\bneeds? root|without root|with sudo`)
+
 // TestFirstRun is a new user's first run of every command: its --help,
 // one real run against a real target (servers started and stopped), and
 // three bad inputs. Help and a real run exit 0 with output; a bad input
@@ -115,6 +119,16 @@ func TestFirstRun(t *testing.T) {
 				}
 			}
 			clean(t, "the real run's stderr", stderr)
+			// A run that worked prints no error, and does not ask root
+			// for root.
+			for _, l := range strings.Split(stderr, "\n") {
+				if strings.HasPrefix(l, "gosleuth: ") && !strings.HasPrefix(l, "gosleuth: note: ") && !strings.HasPrefix(l, "gosleuth "+row.cmd+": serving ") {
+					t.Errorf("the real run printed an error line and exited 0: %q", l)
+				}
+			}
+			if m := askRoot.FindString(stdout + stderr); root && m != "" {
+				t.Errorf("the real run, as root, says %q:\n%s%s", m, stdout, stderr)
+			}
 			for _, b := range row.bad {
 				what := strings.Join(b.args, " ")
 				stdout, stderr, code := runChild(t, os.Args[0], nil, b.args...)

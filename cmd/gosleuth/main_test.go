@@ -90,7 +90,7 @@ func TestRunCommands(t *testing.T) {
 func runChild(t *testing.T, bin string, cred *syscall.Credential, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(bin, "-test.run=^$")
-	cmd.Env = append(os.Environ(), "GOSLEUTH_CLI_ARGS="+strings.Join(args, "\n"))
+	cmd.Env = childEnv(args)
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		cmd.Dir = "/"
@@ -105,6 +105,14 @@ func runChild(t *testing.T, bin string, cred *syscall.Credential, args ...string
 		t.Fatal(err)
 	}
 	return out.String(), errb.String(), code
+}
+
+// childEnv is the environment of a CLI child running args: this test
+// binary's, without the race detector's sleep at exit (its
+// atexit_sleep_ms, 1 s by default, would add a second to every child).
+func childEnv(args []string, extra ...string) []string {
+	return append(os.Environ(), append([]string{"GOSLEUTH_CLI_ARGS=" + strings.Join(args, "\n"),
+		"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")}, extra...)...)
 }
 
 func TestTopNotFound(t *testing.T) {

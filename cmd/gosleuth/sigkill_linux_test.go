@@ -64,7 +64,7 @@ func TestSIGKILLEveryMechanism(t *testing.T) {
 		// (its allocations are then sampled by probes), else the probe
 		// patient's 1 ms sleep loop.
 		noprof bool
-		args   []string // after --pid PID
+		args   []string // --pid PID goes after the command's name
 		want   int      // the evidence that says it is attached
 		// exit, when set, is how long the killed CLI's exit may take:
 		// the kernel releases the perf events it held there, and the
@@ -85,6 +85,9 @@ func TestSIGKILLEveryMechanism(t *testing.T) {
 		{"probe auto", false, []string{"probe", "--duration", "1m", "--attach", "auto", "time.Sleep"}, evBPF | evProg | evLink | evText, 0},
 		{"allocs sampled", true, []string{"profile", "--type", "allocs", "--duration", "1m", "-o", os.DevNull}, evBPF | evProg | evLink | evText, 0},
 		{"doctor", false, []string{"doctor", "--duration", "1m"}, evPerf | evBPF | evProg | evLink | evText, 10 * time.Second},
+		// The exporter watches the whole host (no --pid): one BPF task
+		// iterator.
+		{"exporter bpf", false, []string{"exporter", "--bpf", "--listen", "127.0.0.1:0"}, evBPF | evProg | evLink, 0},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
@@ -99,7 +102,11 @@ func TestSIGKILLEveryMechanism(t *testing.T) {
 			pid := testbin.Start(t, target, testbin.Options{}).PID()
 			k := newKillCheck(t, pid)
 			start := time.Now()
-			cli := k.startCLI(append([]string{row.args[0], "--pid", strconv.Itoa(pid)}, row.args[1:]...))
+			args := row.args
+			if args[0] != "exporter" {
+				args = append([]string{args[0], "--pid", strconv.Itoa(pid)}, args[1:]...)
+			}
+			cli := k.startCLI(args)
 			got := k.waitEvidence(row.want, 20*time.Second)
 			attached := time.Since(start)
 			if got&row.want != row.want {
@@ -174,7 +181,7 @@ func (k *killCheck) startCLI(args []string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "GOSLEUTH_CLI_ARGS="+strings.Join(args, "\n"), k.mark)
+	cmd.Env = childEnv(args, k.mark)
 	cmd.Stdout, cmd.Stderr = out, k.errf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

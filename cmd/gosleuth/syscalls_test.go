@@ -133,7 +133,7 @@ func parseSyscalls(t *testing.T, stdout string) *syscallsJSON {
 func cliChild(t *testing.T, cred *syscall.Credential, bin string, args ...string) (*exec.Cmd, *bytes.Buffer, *bufio.Reader) {
 	t.Helper()
 	cmd := exec.Command(bin, "-test.run=^$")
-	cmd.Env = append(os.Environ(), "GOSLEUTH_CLI_ARGS="+strings.Join(args, "\n"))
+	cmd.Env = childEnv(args)
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		cmd.Dir = "/"

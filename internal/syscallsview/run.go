@@ -44,7 +44,9 @@ func Run(ctx context.Context, cfg syscalls.Config, o Options, stdout, stderr io.
 	// kernel's grace periods) is left to a releaser process.
 	defer s.Detach()
 	t := s.Target()
-	fmt.Fprintf(stderr, "gosleuth: counting syscalls of pid %d (%s), %s\n", t.PID, units.Plural(t.Threads, "thread"), t.Mode)
+	// "gosleuth syscalls:", as other commands' progress lines: "gosleuth:"
+	// starts an error.
+	fmt.Fprintf(stderr, "gosleuth syscalls: counting syscalls of pid %d (%s), %s\n", t.PID, units.Plural(t.Threads, "thread"), t.Mode)
 	var deadline <-chan time.Time
 	if cfg.Duration > 0 {
 		tm := time.NewTimer(cfg.Duration)
