@@ -139,7 +139,7 @@ type killCheck struct {
 	target int
 	mark   string // GOSLEUTH_SIGKILL_MARK=<value> in the environment of the CLI and its children
 	progs  map[ebpf.ProgramID]bool
-	links  map[ebpflink.ID]string
+	links  map[ebpflink.ID]bpfLink
 	text   []textRange
 	events string // tracefs uprobe_events
 	errf   *os.File
@@ -248,9 +248,9 @@ func (k *killCheck) evidence() (int, []string) {
 			add(evProg, "BPF program %d (%s) loaded since the CLI started", id, desc)
 		}
 	}
-	for id, info := range links {
-		if _, old := k.links[id]; !old && info != "" {
-			add(evLink, "BPF link %d (%s) made since the CLI started", id, info)
+	for id, l := range links {
+		if _, old := k.links[id]; !old && l.desc != "" && !k.foreign(l.prog) {
+			add(evLink, "BPF link %d (%s) made since the CLI started", id, l.desc)
 		}
 	}
 	if n := k.textChanged(); n > 0 {
@@ -298,8 +298,8 @@ func (k *killCheck) waitClean(wait time.Duration, ignore int) []string {
 
 // ownProgram says whether the new program id can be the CLI's: one of the
 // types gosleuth loads (tracing kinds: kprobe for uprobes, tracepoint,
-// perf_event, tracing), held by none of the processes that run outside the
-// CLI's (another test loading its own at the same time), and describes it.
+// perf_event, tracing), not foreign (another test loading its own at the
+// same time), and describes it.
 func (k *killCheck) ownProgram(id ebpf.ProgramID) (string, bool) {
 	p, err := ebpf.NewProgramFromID(id)
 	if err != nil {
@@ -315,13 +315,18 @@ func (k *killCheck) ownProgram(id ebpf.ProgramID) (string, bool) {
 	default:
 		return "", false
 	}
-	desc := fmt.Sprintf("%s %q", info.Type, info.Name)
+	return fmt.Sprintf("%s %q", info.Type, info.Name), !k.foreign(id)
+}
+
+// foreign says whether a process outside the CLI's holds BPF program id
+// or a link of it.
+func (k *killCheck) foreign(id ebpf.ProgramID) bool {
 	for _, h := range progHolders(id) {
 		if h != os.Getpid() && h != k.target && !slices.Contains(k.marked(), h) {
-			return desc, false
+			return true
 		}
 	}
-	return desc, true
+	return false
 }
 
 // marked returns the live processes with the CLI's mark in their
@@ -404,9 +409,15 @@ func targetText(t *testing.T, pid int) []textRange {
 	return rs
 }
 
-// bpfIDs returns the IDs of every BPF program and, with a description
-// ("" for kinds gosleuth does not make), of every BPF link.
-func bpfIDs() (map[ebpf.ProgramID]bool, map[ebpflink.ID]string, error) {
+// bpfLink is a BPF link's program and description ("" for kinds
+// gosleuth does not make).
+type bpfLink struct {
+	prog ebpf.ProgramID
+	desc string
+}
+
+// bpfIDs returns the IDs of every BPF program and of every BPF link.
+func bpfIDs() (map[ebpf.ProgramID]bool, map[ebpflink.ID]bpfLink, error) {
 	progs := map[ebpf.ProgramID]bool{}
 	var id ebpf.ProgramID
 	for {
@@ -419,7 +430,7 @@ func bpfIDs() (map[ebpf.ProgramID]bool, map[ebpflink.ID]string, error) {
 		}
 		progs[next], id = true, next
 	}
-	links := map[ebpflink.ID]string{}
+	links := map[ebpflink.ID]bpfLink{}
 	it := new(ebpflink.Iterator)
 	defer it.Close()
 	for it.Next() {
@@ -427,12 +438,12 @@ func bpfIDs() (map[ebpf.ProgramID]bool, map[ebpflink.ID]string, error) {
 		if err != nil {
 			continue
 		}
+		l := bpfLink{prog: info.Program}
 		switch info.Type {
 		case ebpflink.UprobeMultiType, ebpflink.PerfEventType, ebpflink.RawTracepointType, ebpflink.TracingType, ebpflink.KprobeMultiType, ebpflink.IterType:
-			links[it.ID] = fmt.Sprintf("type %d, program %d", info.Type, info.Program)
-		default:
-			links[it.ID] = ""
+			l.desc = fmt.Sprintf("type %d, program %d", info.Type, info.Program)
 		}
+		links[it.ID] = l
 	}
 	if err := it.Err(); err != nil {
 		return nil, nil, fmt.Errorf("list BPF links: %w", err)
