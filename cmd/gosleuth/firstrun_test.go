@@ -29,10 +29,11 @@ var askRoot = regexp.MustCompile(`(?i)\b(run|rerun|try)( it)? as root|\bneeds? r
 
 // TestFirstRun is a new user's first run of every command: its --help,
 // one real run against a real target (servers started and stopped), and
-// three bad inputs. Help and a real run exit 0 with output; a bad input
-// exits non-zero (2 for bad usage) with one line on stderr (and, for bad
-// usage, the pointer to the command's help), and nothing anywhere names
-// gosleuth's own files or shows a stack.
+// three bad inputs. Help and a real run exit 0 with output, no error line
+// and, as root, no request for root; a bad input exits non-zero (2 for
+// bad usage) with one error line on stderr, last (notes may come before
+// it; after bad usage, the pointer to the command's help follows), and no
+// error names gosleuth's own files or shows a stack.
 func TestFirstRun(t *testing.T) {
 	testenv.Require(t, testenv.Linux)
 	p := testbin.Start(t, exec.Command(testbin.Build(t, "../../internal/probe/testdata/patient"), "-mode", "sleep"), testbin.Options{})
@@ -47,7 +48,7 @@ func TestFirstRun(t *testing.T) {
 	}
 	rows := []struct {
 		cmd  string
-		real []string // "" for a server: started, asked for a page, stopped
+		real []string // nil for a server: started, asked for its page, stopped
 		root bool     // the real run needs root
 		bad  []bad
 	}{
