@@ -215,7 +215,7 @@ func testInspectWithoutSource(t *testing.T, bin string) {
 		// A Go program with no agent and no endpoint: its runtime is read
 		// from its memory.
 		{cmd.Process.Pid, []string{"GOMAXPROCS", "/proc", "from memory at", "runtime books", "goroutines by stack"}},
-		{sleeper.Process.Pid, []string{"not a Go program", "/proc", "threads"}},
+		{sleeper.Process.Pid, []string{"not a Go program", "/proc", "1 thread,"}}, // sleep is one thread
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer
