@@ -211,9 +211,8 @@ func TestDoctorFreshMachine(t *testing.T) {
 // is with nothing of gosleuth attached, not raised by its own syscall
 // tracepoints, stack sampler and probes: within 30% of the CPU the ticker
 // used over windows before and after the doctor's run, with nothing
-// attached, and a note says so. On the whole host (where triage picks the
-// ticker for a close look on a quiet machine) the figure is the window's
-// before the looks, below the run's with them.
+// attached, with --pid and on the whole host (where triage picks the
+// ticker for a close look on a quiet machine), and a note says so.
 func TestDoctorCPUWithoutLooks(t *testing.T) {
 	testenv.Require(t, testenv.Linux, testenv.Root, testenv.Tracefs, testenv.Perf)
 	bin := testbin.Build(t, "../../internal/doctor/testdata/patient")
@@ -271,15 +270,8 @@ func TestDoctorCPUWithoutLooks(t *testing.T) {
 			got := rep.Processes[i].CPUPct
 			t.Logf("ticker CPU with nothing attached %.2f%% and %.2f%% of a core, over the doctor's run %.2f%%; the doctor reports %.2f%% (ratio to nothing attached %.2f); sources %v",
 				100*before, 100*after, 100*during, got, got/ref, rep.Processes[i].Sources)
-			switch {
-			case tc.name == "pid" && (got < 0.7*ref || got > 1.3*ref):
+			if got < 0.7*ref || got > 1.3*ref {
 				t.Errorf("the doctor reports %.2f%% of a core, the ticker uses %.2f%% with nothing attached", got, ref)
-			case tc.name != "pid" && got > 100*during:
-				// The whole host's window before the looks overlaps the
-				// doctor's busiest part (reading every process, loading
-				// its BPF iterator), which the ticker's wake-ups feel on a
-				// small machine: it is compared with the run, not bounded.
-				t.Errorf("the doctor reports %.2f%% of a core, more than the %.2f%% the ticker used over the run with the looks on", got, 100*during)
 			}
 			note := fmt.Sprintf("CPU of pid %d: ", pid)
 			looked := len(rep.Processes[i].Sources) > 1
