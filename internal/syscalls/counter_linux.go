@@ -103,13 +103,22 @@ type CounterOptions struct {
 // they are attached to: other processes pay only the kernel's syscall
 // tracepoint slow path.
 //
-// Every descriptor is close-on-exec and owned by the Counter: Close (or the
-// end of the process, even by SIGKILL) releases all kernel state.
+// Every descriptor is close-on-exec and owned by the Counter, and a
+// releaser process (see release_linux.go) holds a second reference to
+// each from attach on: when this process ends without Detach or Close,
+// even by SIGKILL, the releaser disables the events at once and then
+// releases them, so the target stops being counted within milliseconds
+// while the kernel's release takes its seconds.
 type Counter struct {
-	opts    CounterOptions
-	pid     int
-	groups  []*group
-	totals  []int // inherited Total counters (PerThread or ThreadsOnly)
+	opts   CounterOptions
+	pid    int
+	groups []*group
+	totals []int // inherited Total counters (PerThread or ThreadsOnly)
+	// rel is the releaser that holds every event with this process (nil
+	// or failed when none could start or it stopped answering: the
+	// events then go with this process, as its exit releases them).
+	rel     *releaserConn
+	relErr  error // why rel is nil, for tests
 	fds     int
 	grouped bool // PERF_FORMAT_GROUP reads work
 	buf     []byte
@@ -135,6 +144,7 @@ type group struct {
 	fds   []int
 	last  []uint64
 	final bool // thread gone, last holds its final counts
+	held  int  // the releaser's number of fds[0], -1 when it holds none
 }
 
 // NewCounter attaches to every thread of pid. It raises RLIMIT_NOFILE to
@@ -154,9 +164,12 @@ func NewCounter(pid int, opts CounterOptions) (*Counter, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Started first, so its start overlaps with opening the events.
+	c.rel, c.relErr = startReleaser()
 	for attempt := 0; ; attempt++ {
 		tids, err := c.listTasks()
 		if err != nil {
+			c.Close()
 			return nil, err
 		}
 		perThread := len(opts.Events)
@@ -164,6 +177,7 @@ func NewCounter(pid int, opts CounterOptions) (*Counter, error) {
 			perThread++
 		}
 		if need, have := len(tids)*perThread, fdBudget(limit); need > have {
+			c.Close()
 			return nil, fmt.Errorf("count syscalls of %d threads: need %d descriptors, %d available under RLIMIT_NOFILE %d: %w",
 				len(tids), need, have, limit, ErrTooManyFDs)
 		}
@@ -185,6 +199,9 @@ func NewCounter(pid int, opts CounterOptions) (*Counter, error) {
 		// and which is true cannot be told from outside. Nothing has
 		// counted yet (all disabled), so start again.
 		if attempt+1 < opts.Attempts && !opts.PerThread {
+			if c.rel.usable() {
+				c.rel.drop(0, c.rel.held)
+			}
 			c.closeAll()
 			c.Retries++
 			continue
@@ -276,6 +293,7 @@ func (c *Counter) openAll(tids []int) error {
 			return err
 		}
 		c.groups = append(c.groups, g)
+		c.hold(g)
 		if (c.opts.PerThread || c.opts.ThreadsOnly) && c.opts.Total != nil && c.Attached == 0 {
 			attr := c.attr(*c.opts.Total, true, true)
 			attr.Bits &^= perfBitInheritThread // the total follows children too
@@ -289,13 +307,14 @@ func (c *Counter) openAll(tids []int) error {
 			}
 			c.totals = append(c.totals, fd)
 			c.fds++
+			c.holdTotal(fd)
 		}
 	}
 	return nil
 }
 
 func (c *Counter) openGroup(tid int, inherit bool) (*group, error) {
-	g := &group{tid: tid, fds: make([]int, 0, len(c.opts.Events)), last: make([]uint64, len(c.opts.Events))}
+	g := &group{tid: tid, fds: make([]int, 0, len(c.opts.Events)), last: make([]uint64, len(c.opts.Events)), held: -1}
 	for i, ev := range c.opts.Events {
 		leader := -1
 		if c.grouped && i > 0 {
@@ -397,6 +416,7 @@ func (c *Counter) AddThreads(tids []int) error {
 			return err
 		}
 		c.groups = append(c.groups, g)
+		c.hold(g)
 		if err := c.enableGroup(g); err != nil {
 			return err
 		}
@@ -425,6 +445,9 @@ func (c *Counter) RetireThreads(tids []int) {
 			continue
 		}
 		c.readRetry(g)
+		if c.rel.usable() && g.held >= 0 {
+			c.rel.drop(g.held, len(g.fds))
+		}
 		c.closeGroup(g)
 		g.final = true
 	}
@@ -547,31 +570,64 @@ func (c *Counter) closeAll() {
 	c.totals = nil
 }
 
-// Close releases every event.
+// hold gives the releaser its references to a new group's events.
+func (c *Counter) hold(g *group) {
+	if !c.rel.usable() {
+		return
+	}
+	if first, err := c.rel.hold(g.fds, c.grouped); err == nil {
+		g.held = first
+	}
+}
+
+// holdTotal gives the releaser its reference to a total counter.
+func (c *Counter) holdTotal(fd int) {
+	if c.rel.usable() {
+		c.rel.hold([]int{fd}, false)
+	}
+}
+
+// Close releases every event, and returns once the kernel has released
+// them (about 30 ms a tracepoint): the releaser closes its references
+// first, so this process's are the last.
 func (c *Counter) Close() error {
+	c.rel.release()
+	c.rel = nil
 	c.closeAll()
 	return nil
 }
 
 // Detach releases every event like Close, for a caller about to exit: the
 // kernel's wait for the release of each tracepoint (about 30 ms apiece, 10 s
-// for all syscalls) is left to a releaser process that holds the events
-// until then (see handOff), so Detach returns in milliseconds; when no
-// releaser can start, Detach is Close.
+// for all syscalls) is left to the releaser, which holds the events until
+// then, so Detach returns in milliseconds. Callers disable the counters
+// first (Disable), so the target stops paying at once. When the releaser
+// started at attach failed, Detach starts one and hands it every event;
+// when that fails too, Detach is Close.
 func (c *Counter) Detach() {
-	var fds []int
-	for _, g := range c.groups {
-		fds = append(fds, g.fds...)
-	}
-	fds = append(fds, c.totals...)
-	if len(fds) == 0 {
+	if len(c.groups) == 0 && len(c.totals) == 0 {
+		c.rel.close()
 		return
 	}
-	done, err := handOff(fds)
-	c.closeAll()
-	if err == nil {
-		done()
+	if !c.rel.usable() {
+		c.rel.close()
+		c.rel, c.relErr = startReleaser()
+		for _, g := range c.groups {
+			if !g.final {
+				c.hold(g)
+			}
+		}
+		for _, fd := range c.totals {
+			c.holdTotal(fd)
+		}
 	}
+	if !c.rel.usable() || c.rel.detach() != nil {
+		c.Close()
+		return
+	}
+	c.closeAll()
+	c.rel.close()
+	c.rel = nil
 }
 
 func closeParallel(fds []int) {

@@ -89,14 +89,7 @@ func countPatient(t *testing.T, perThread bool, args ...string) (map[string]uint
 		}
 		opts.Total = &tot
 	}
-	c, err := NewCounter(p.PID(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := io.WriteString(p.in, "go\n"); err != nil {
-		t.Fatal(err)
-	}
+	c := attachGo(t, p, opts)
 	if perThread {
 		// Follow new threads the way the CLI does.
 		f := perf.NewFollower("", p.PID(), false)
@@ -149,6 +142,21 @@ func countPatient(t *testing.T, perThread bool, args ...string) (map[string]uint
 		byName["(total)"] = total
 	}
 	return byName, c, threads
+}
+
+// attachGo attaches a Counter with opts to p, closed when the test
+// ends, and tells p to start working.
+func attachGo(t *testing.T, p *patient, opts CounterOptions) *Counter {
+	t.Helper()
+	c, err := NewCounter(p.PID(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(p.in, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // testEvents is getppid, the runtime's noise and, last, every syscall

@@ -27,11 +27,15 @@
 //
 // # Releasing
 //
-// Every descriptor is close-on-exec and belongs to the Counter, so the
-// kernel frees the events when gosleuth exits, however it exits. Releasing
+// Every descriptor is close-on-exec and belongs to the Counter. Releasing
 // the last event of a tracepoint waits for an RCU grace period in the
 // kernel, serialised under a kernel mutex: closing all ~360 syscall
 // tracepoints takes about 10 s on a 2-vCPU VM (perf stat pays the same).
+// So from attach on a releaser process holds a second reference to every
+// event: when gosleuth ends, however it ends (even SIGKILL), the releaser
+// disables the events at once, so the target stops being counted, and
+// then pays the kernel's release time; [Counter.Detach] lets gosleuth
+// exit in milliseconds.
 //
 // # Names
 //

@@ -3,6 +3,8 @@
 package syscalls
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,14 +19,17 @@ import (
 // The release of a tracepoint's last perf event waits for an RCU grace
 // period under the kernel's event_mutex, so releasing ~360 tracepoints
 // takes some 10 s whether the descriptors are closed one by one, from
-// many threads, or by the exit of the process that holds them. A view
-// about to exit hands its descriptors to a releaser: a copy of this
-// executable, started with releaseEnv set, that receives them over a
-// socket, acknowledges, waits until the socket's other end is closed (the
-// view has dropped its own references, so the releaser's are the last)
-// and closes them, while the view exits at once. The releaser is in its
-// own session and writes nowhere, so neither a terminal's signals nor a
-// pipe to the view's output wait for it.
+// many threads, or by the exit of the process that holds them. So a
+// Counter starts a releaser when it attaches: a copy of this executable,
+// started with releaseEnv set, in its own session and writing nowhere,
+// that receives its own reference to every event over a socket whose
+// other end only this process holds, as the events are opened. When that
+// end closes, however this process ends (a normal exit after Detach, an
+// error, SIGKILL), the releaser disables every event that may still count
+// (PERF_EVENT_IOC_DISABLE on each group leader and standalone event, as
+// Counter.Disable does), so the target stops paying at once, then closes
+// them and exits. This process's own references then go in milliseconds:
+// the releaser's are the last, and it pays the kernel's wait.
 
 // releaseEnv marks the releaser process.
 const releaseEnv = "GOSLEUTH_RELEASE_PERF_FDS"
@@ -33,18 +38,40 @@ const releaseEnv = "GOSLEUTH_RELEASE_PERF_FDS"
 // at most 253).
 const releaseBatch = 200
 
+// The messages to a releaser, by their first byte, and its answer.
+const (
+	// msgHold carries descriptors to hold; byte 1+i is 1 when the i-th
+	// is to be disabled before the release (a group leader or a
+	// standalone event). The releaser numbers what it holds in the order
+	// received, from 0.
+	msgHold = 'f'
+	// msgDrop is followed by two native uint32, first and n: close the
+	// held descriptors numbered first to first+n-1 now.
+	msgDrop = 'c'
+	// msgDetach says the sender has disabled its events and is about to
+	// close its references: answer, and release once the socket closes.
+	msgDetach = 'e'
+	// msgRelease says the sender releases the events itself: close every
+	// held descriptor, answer and exit.
+	msgRelease = 'x'
+	// msgAck is the releaser's answer.
+	msgAck = 'k'
+)
+
 func init() {
 	if os.Getenv(releaseEnv) == "1" {
 		os.Exit(releaser(3))
 	}
 }
 
-// releaser receives descriptors on sock until the end message, answers,
-// waits for the sender to close its end, and closes them.
+// releaser holds the descriptors it receives on sock and obeys the
+// messages above until the socket's other end closes; then it disables
+// the events marked for it and closes every one.
 func releaser(sock int) int {
 	perf.RaiseFDLimit()
-	var fds []int
-	buf := make([]byte, 1)
+	var held []int // by number, -1 once closed
+	var disable []bool
+	buf := make([]byte, 1+releaseBatch)
 	oob := make([]byte, unix.CmsgSpace(releaseBatch*4))
 	for {
 		n, oobn, _, _, err := unix.Recvmsg(sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
@@ -52,40 +79,82 @@ func releaser(sock int) int {
 			continue
 		}
 		if err != nil || n == 0 {
-			break // the sender went away: release what came
+			break // the sender is gone
 		}
+		var got []int
 		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
 			for _, m := range msgs {
-				if got, err := unix.ParseUnixRights(&m); err == nil {
-					fds = append(fds, got...)
+				if fds, err := unix.ParseUnixRights(&m); err == nil {
+					got = append(got, fds...)
 				}
 			}
 		}
-		if buf[0] == 'e' {
-			unix.Write(sock, []byte{'k'})
-			for {
-				n, err := unix.Read(sock, buf)
-				if err != unix.EINTR && (err != nil || n == 0) {
-					break
+		switch buf[0] {
+		case msgHold:
+			// n-1 descriptors were sent; fewer arrive only past
+			// RLIMIT_NOFILE, and the numbering keeps a place for
+			// each (the sender's own references stay the last for
+			// those).
+			for i := range max(n-1, len(got)) {
+				fd := -1
+				if i < len(got) {
+					fd = got[i]
+				}
+				held = append(held, fd)
+				disable = append(disable, 1+i < n && buf[1+i] == 1)
+			}
+			continue
+		case msgDrop:
+			if n >= 9 {
+				first := int(binary.NativeEndian.Uint32(buf[1:]))
+				last := first + int(binary.NativeEndian.Uint32(buf[5:]))
+				for i := first; i < last && i < len(held); i++ {
+					closeHeld(held, i)
 				}
 			}
-			break
+		case msgDetach:
+			unix.Write(sock, []byte{msgAck})
+		case msgRelease:
+			for i := range held {
+				closeHeld(held, i)
+			}
+			unix.Write(sock, []byte{msgAck})
+			return 0
+		}
+		for _, fd := range got {
+			unix.Close(fd)
 		}
 	}
-	for _, fd := range fds {
-		unix.Close(fd)
+	for i, fd := range held {
+		if fd >= 0 && disable[i] {
+			unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
+		}
+	}
+	for i := range held {
+		closeHeld(held, i)
 	}
 	return 0
 }
 
-// handOff gives a releaser process its own references to fds; once it
-// returns nil, closing fds here is quick and the releaser pays the kernel's
-// wait. The caller must close them: the releaser holds its copies until
-// then.
-func handOff(fds []int) (done func(), err error) {
+func closeHeld(held []int, i int) {
+	if held[i] >= 0 {
+		unix.Close(held[i])
+		held[i] = -1
+	}
+}
+
+// releaserConn is this process's end of a releaser's socket.
+type releaserConn struct {
+	sock int   // -1 once closed
+	held int   // descriptors sent, the number the next one gets
+	err  error // the first failure; the releaser is then of no use
+}
+
+// startReleaser starts a releaser process for this process's events.
+func startReleaser() (*releaserConn, error) {
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("hand perf events to a releaser: %w", err)
+		return nil, fmt.Errorf("start a perf event releaser: %w", err)
 	}
 	theirs := os.NewFile(uintptr(sp[1]), "releaser socket")
 	cmd := exec.Command("/proc/self/exe")
@@ -96,36 +165,117 @@ func handOff(fds []int) (done func(), err error) {
 	theirs.Close()
 	if err != nil {
 		unix.Close(sp[0])
-		return nil, fmt.Errorf("hand perf events to a releaser: %w", err)
+		return nil, fmt.Errorf("start a perf event releaser: %w", err)
 	}
 	go cmd.Wait() // reaped when it ends, if this process still runs
-	fail := func(err error) (func(), error) {
-		unix.Close(sp[0])
-		return nil, fmt.Errorf("hand perf events to a releaser: %w", err)
+	// A releaser that stops reading (stuck, or slow to start on a loaded
+	// machine) must not hold an attach for long: a send that cannot go
+	// within this time fails, and the events are then released as if
+	// there were no releaser.
+	tv := unix.NsecToTimeval((5 * time.Second).Nanoseconds())
+	unix.SetsockoptTimeval(sp[0], unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
+	return &releaserConn{sock: sp[0]}, nil
+}
+
+// usable says whether r holds, or can be given, descriptors.
+func (r *releaserConn) usable() bool { return r != nil && r.err == nil && r.sock >= 0 }
+
+// send sends one message, with descriptors fds if any.
+func (r *releaserConn) send(msg []byte, fds []int) error {
+	if !r.usable() {
+		return errors.New("no perf event releaser")
 	}
-	for i := 0; i < len(fds); i += releaseBatch {
-		batch := fds[i:min(i+releaseBatch, len(fds))]
-		if err := unix.Sendmsg(sp[0], []byte{'f'}, unix.UnixRights(batch...), nil, 0); err != nil {
-			return fail(err)
-		}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
 	}
-	if err := unix.Sendmsg(sp[0], []byte{'e'}, nil, nil, 0); err != nil {
-		return fail(err)
-	}
-	// The answer says the releaser holds every descriptor; without it
-	// (it could not start, or is stuck) the caller releases them itself.
-	tv := unix.NsecToTimeval((2 * time.Second).Nanoseconds())
-	unix.SetsockoptTimeval(sp[0], unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	b := make([]byte, 1)
 	for {
-		n, err := unix.Read(sp[0], b)
+		err := unix.Sendmsg(r.sock, msg, oob, nil, unix.MSG_NOSIGNAL)
 		if err == unix.EINTR {
 			continue
 		}
-		if err != nil || n != 1 || b[0] != 'k' {
-			return fail(fmt.Errorf("no answer from the releaser (%d bytes, %v)", n, err))
+		if err != nil {
+			r.err = fmt.Errorf("send to the perf event releaser: %w", err)
 		}
-		break
+		return r.err
 	}
-	return func() { unix.Close(sp[0]) }, nil
+}
+
+// hold gives the releaser its own references to fds, to disable all of
+// them before the release, or the first only when leaderOnly (a group,
+// disabled through its leader), and returns the number of the first.
+func (r *releaserConn) hold(fds []int, leaderOnly bool) (first int, err error) {
+	first = r.held
+	for i := 0; i < len(fds); i += releaseBatch {
+		batch := fds[i:min(i+releaseBatch, len(fds))]
+		msg := make([]byte, 1+len(batch))
+		msg[0] = msgHold
+		for j := range batch {
+			if !leaderOnly || i+j == 0 {
+				msg[1+j] = 1
+			}
+		}
+		if err := r.send(msg, batch); err != nil {
+			return 0, err
+		}
+		r.held += len(batch)
+	}
+	return first, nil
+}
+
+// drop has the releaser close the n descriptors it holds from first on.
+func (r *releaserConn) drop(first, n int) {
+	if n <= 0 || !r.usable() {
+		return
+	}
+	msg := make([]byte, 9)
+	msg[0] = msgDrop
+	binary.NativeEndian.PutUint32(msg[1:], uint32(first))
+	binary.NativeEndian.PutUint32(msg[5:], uint32(n))
+	r.send(msg, nil)
+}
+
+// ask sends msg and waits up to 2 s for the answer, which says the
+// releaser has read every message before it.
+func (r *releaserConn) ask(msg byte) error {
+	if err := r.send([]byte{msg}, nil); err != nil {
+		return err
+	}
+	tv := unix.NsecToTimeval((2 * time.Second).Nanoseconds())
+	unix.SetsockoptTimeval(r.sock, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	b := make([]byte, 1)
+	for {
+		n, err := unix.Read(r.sock, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n != 1 || b[0] != msgAck {
+			r.err = fmt.Errorf("no answer from the perf event releaser (%d bytes, %v)", n, err)
+			return r.err
+		}
+		return nil
+	}
+}
+
+// detach has the releaser take over the release: once it returns nil,
+// closing this process's references is quick, and close lets the
+// releaser release (closing the socket is the signal).
+func (r *releaserConn) detach() error { return r.ask(msgDetach) }
+
+// release has the releaser close its references at once and exit, so
+// this process's are the last and closing them waits for the kernel.
+func (r *releaserConn) release() {
+	if r.usable() && r.held > 0 {
+		r.ask(msgRelease)
+	}
+	r.close()
+}
+
+// close closes this end of the socket: the releaser disables and
+// releases what it still holds.
+func (r *releaserConn) close() {
+	if r != nil && r.sock >= 0 {
+		unix.Close(r.sock)
+		r.sock = -1
+	}
 }

@@ -97,7 +97,7 @@ func (s *Session) Close() { s.src.close() }
 
 // Detach is Close for a caller about to exit: releasing exact counters
 // makes the kernel wait a grace period per tracepoint (some 10 s for every
-// syscall), which Detach leaves to a short-lived releaser process, so the
+// syscall), which Detach leaves to the counters' releaser process, so the
 // caller can exit at once.
 func (s *Session) Detach() {
 	if d, ok := s.src.(interface{ detach() }); ok {
