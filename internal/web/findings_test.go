@@ -1,11 +1,15 @@
 package web
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gosleuth/gosleuth/internal/goruntime"
+	"github.com/gosleuth/gosleuth/internal/proc"
+	"github.com/gosleuth/gosleuth/internal/testbin"
+	"github.com/gosleuth/gosleuth/internal/testenv"
 	"github.com/gosleuth/gosleuth/internal/window"
 )
 
@@ -129,5 +133,77 @@ func TestDoctorWindowQuietCPU(t *testing.T) {
 				t.Errorf("note %q, want one saying %q", note, tc.note)
 			}
 		})
+	}
+}
+
+// TestFindingsCPUWithoutExactCounting: on a 1 ms ticker whose history has
+// exact syscall counting on for a part (per-task tracepoint counters,
+// which about double its CPU), the doctor's window has the ticker's CPU
+// without them (nearer the CPU measured with nothing attached than the
+// counted rows' share would put it) and says so.
+func TestFindingsCPUWithoutExactCounting(t *testing.T) {
+	testenv.Require(t, testenv.Linux, testenv.Root, testenv.Tracefs, testenv.Perf)
+	pid := testbin.Start(t, exec.Command(testbin.Build(t, "../window/testdata/burner")), testbin.Options{}).PID()
+	r, err := proc.NewReader(proc.Options{PIDs: []int{pid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var snap proc.Snapshot
+	cpu := func() (float64, time.Time) { // the ticker's CPU seconds (schedstat)
+		if err := r.Snapshot(&snap); err != nil || snap.Find(int32(pid)) == nil {
+			t.Fatalf("read the ticker: %v", err)
+		}
+		return float64(snap.Find(int32(pid)).RunMerged) / 1e9, snap.Time
+	}
+	// since gives the CPU seconds and the seconds since a at t0.
+	since := func(a float64, t0 time.Time) (float64, float64) {
+		b, t1 := cpu()
+		return b - a, t1.Sub(t0).Seconds()
+	}
+	s, err := New(Config{Interval: 200 * time.Millisecond, EvalEvery: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w, err := s.watchFor(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.acquire()
+	defer w.release()
+	a, t0 := cpu()
+	time.Sleep(3 * time.Second)
+	cpu0, sec0 := since(a, t0)
+	if err := w.setExact(true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "exact counting", func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.exactOn })
+	a, t0 = cpu()
+	time.Sleep(3 * time.Second)
+	w.setExact(false)
+	waitFor(t, "exact counting off", func() bool { w.mu.Lock(); defer w.mu.Unlock(); return !w.exactOn })
+	cpuN, secN := since(a, t0)
+	counted := cpuN / secN
+	time.Sleep(2 * time.Second) // the release (about 1.7 s)
+	a, t0 = cpu()
+	time.Sleep(3 * time.Second)
+	cpu1, sec1 := since(a, t0)
+	w.mu.Lock()
+	win, note := w.windowLocked(&sampler{}, w.ring.oldest(), w.ring.seq)
+	w.mu.Unlock()
+	// The stretches before and after counting, which the rows without it
+	// mostly cover.
+	ref := (cpu0 + cpu1) / (sec0 + sec1)
+	t.Logf("ticker %.4f and %.4f cores with nothing attached, %.4f while counted; the window says %.4f over %.1f s (measured over %.1f s): %s",
+		cpu0/sec0, cpu1/sec1, counted, win.Cores(), win.Seconds(), win.QuietSec, note)
+	if counted < 1.3*ref {
+		t.Fatalf("exact counting raised the ticker's CPU only from %.4f to %.4f: nothing to correct", ref, counted)
+	}
+	if got := win.Cores(); got > ref+(counted-ref)/3 || got < ref/2.5 {
+		t.Errorf("the window says %.4f cores, the ticker uses %.4f with nothing attached (%.4f counted)", got, ref, counted)
+	}
+	if !strings.Contains(note, "without exact syscall counting") {
+		t.Errorf("note %q", note)
 	}
 }
