@@ -185,6 +185,10 @@ func Collect(ctx context.Context, cfg CollectConfig) ([]*Window, *Host, []string
 				}
 				after = windowsOf(wb, before)
 				end = later(end, snap.Time.Add(tail))
+				// Readings from here on a period that divides the
+				// stretch, so the last one falls at its end.
+				n := (end.Sub(snap.Time) + interval - 1) / interval
+				tick.Reset(end.Sub(snap.Time) / max(n, 1))
 			} // else still attached: the first stretch alone
 		case now := <-tick.C:
 			snap, err := wb.Read()
