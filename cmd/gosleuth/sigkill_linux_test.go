@@ -16,6 +16,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	ebpflink "github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
 	"github.com/gosleuth/gosleuth/internal/testbin"
 	"github.com/gosleuth/gosleuth/internal/testenv"
@@ -48,15 +49,19 @@ func evString(e int) string {
 // TestSIGKILLEveryMechanism runs each attach mechanism of the CLI in a
 // child against a Go patient, waits until the child is attached (every
 // kind of evidence the row names is there: that is also what makes the
-// checks below meaningful), SIGKILLs it and requires, within a second,
-// by system-wide checks: no BPF program or link made since the child
-// started, no process of the child's (marked by an environment variable
-// its children inherit, the syscalls releaser too) holding a perf_event or
-// BPF descriptor, no gosleuth_PID group of the child's in uprobe_events,
-// the target's executable text byte-identical to before, the target
-// alive and not stopped, and the CLI's exit complete (the kernel releases
-// what it held in that exit; the doctor's gets up to 10 s, see exit
-// below, the other checks still within 1 s).
+// checks below meaningful; a syscalls CLI also says it counts, and its
+// releaser's events are seen counting), SIGKILLs it and requires, within
+// a second, by system-wide checks: no BPF program or link made since the
+// child started, no process of the child's (marked by an environment
+// variable its children inherit, the syscalls releaser too) holding a
+// perf_event or BPF descriptor (but for the events the syscalls releaser
+// holds once none of them counts any more, read through descriptors
+// taken from it: it releases them at the kernel's pace), no gosleuth_PID
+// group of the child's in uprobe_events, the target's executable text
+// byte-identical to before, the target alive and not stopped, and the
+// CLI's exit complete (the kernel releases what it held in that exit;
+// the doctor's gets up to 10 s, see exit below, the other checks still
+// within 1 s).
 func TestSIGKILLEveryMechanism(t *testing.T) {
 	testenv.Require(t, testenv.Linux, testenv.AMD64, testenv.Root, testenv.Perf, testenv.Tracefs, testenv.Uprobes, testenv.BPF)
 	sleeper := testbin.Build(t, "../../internal/probe/testdata/patient")
@@ -77,10 +82,13 @@ func TestSIGKILLEveryMechanism(t *testing.T) {
 	}{
 		{"profile", false, []string{"profile", "--duration", "1m", "--events", "thread", "-o", os.DevNull}, evPerf, 0},
 		{"profile per CPU", false, []string{"profile", "--duration", "1m", "--events", "cpu", "-o", os.DevNull}, evPerf, 0},
-		// --only: the kernel releases the ~360 tracepoints of a full count
-		// in the killed CLI's exit, some 10 s (the CLI's releaser is for
-		// a normal end).
-		{"syscalls", false, []string{"syscalls", "--duration", "1m", "--format", "json", "--only", "nanosleep,futex"}, evPerf, 0},
+		// Every syscall (~360 tracepoints, some 10 s for the kernel to
+		// release): the CLI's releaser holds them from attach on and,
+		// once the CLI is killed, disables them at once and releases
+		// them at its pace, so the CLI's exit is quick and nothing
+		// counts the target within 1 s (see evidence).
+		{"syscalls", false, []string{"syscalls", "--duration", "1m", "--format", "json"}, evPerf, 0},
+		{"syscalls only", false, []string{"syscalls", "--duration", "1m", "--format", "json", "--only", "nanosleep,futex"}, evPerf, 0},
 		{"syscalls latency", false, []string{"syscalls", "--duration", "1m", "--format", "json", "--only", "nanosleep,futex", "--latency"}, evPerf, 0},
 		{"probe perf", false, []string{"probe", "--duration", "1m", "--attach", "perf", "time.Sleep"}, evPerf | evBPF | evProg | evLink | evText, 0},
 		{"probe tracefs", false, []string{"probe", "--duration", "1m", "--attach", "tracefs", "time.Sleep"}, evPerf | evText | evGroup, 0},
@@ -114,6 +122,10 @@ func TestSIGKILLEveryMechanism(t *testing.T) {
 			if got&row.want != row.want {
 				t.Fatalf("after %v the CLI shows %s, want %s: the checks after the kill would prove nothing\nstderr: %s",
 					attached.Round(time.Millisecond), evString(got), evString(row.want), k.stderr())
+			}
+			if args[0] == "syscalls" {
+				k.waitCounting(20 * time.Second)
+				attached = time.Since(start)
 			}
 			killed := time.Now()
 			cli.Process.Kill()
@@ -219,7 +231,14 @@ func (k *killCheck) evidence() (int, []string) {
 	}
 	for _, p := range k.marked() {
 		perfN, bpfN := kernelFDs(p)
-		if perfN > 0 {
+		switch {
+		case perfN > 0 && p != k.cli.Process.Pid && isReleaser(p):
+			if moved, err := perfCounting(p); err != nil {
+				k.t.Fatal(err)
+			} else if moved > 0 {
+				add(evPerf, "the CLI's releaser (pid %d) holds %d perf_event descriptors, %d of those read still counting", p, perfN, moved)
+			}
+		case perfN > 0:
 			add(evPerf, "process %d (of the CLI's) holds %d perf_event descriptors", p, perfN)
 		}
 		if bpfN > 0 {
@@ -280,6 +299,34 @@ func (k *killCheck) waitEvidence(want int, wait time.Duration) int {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// waitCounting waits until a syscalls CLI says it counts (it has attached
+// every event) and requires its releaser, if it has one, to hold events
+// that count, which the checks after the kill require to stop.
+func (k *killCheck) waitCounting(wait time.Duration) {
+	k.t.Helper()
+	deadline := time.Now().Add(wait)
+	for !strings.Contains(k.stderr(), "gosleuth syscalls: counting") {
+		if time.Now().After(deadline) {
+			k.t.Fatalf("no counting line from the CLI after %v\nstderr: %s", wait, k.stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, p := range k.marked() {
+		if p == k.cli.Process.Pid || !isReleaser(p) {
+			continue
+		}
+		moved, err := perfCounting(p)
+		if err != nil {
+			k.t.Fatal(err)
+		}
+		if moved == 0 {
+			k.t.Fatalf("the CLI's releaser (pid %d) holds no event that counts the target: the check after the kill proves nothing", p)
+		}
+		return
+	}
+	k.t.Logf("the CLI counts without a releaser")
 }
 
 // waitClean waits until no evidence is left but the kinds in ignore, or
@@ -478,6 +525,76 @@ func progHolders(id ebpf.ProgramID) []int {
 		}
 	}
 	return pids
+}
+
+// isReleaser says whether pid is a syscalls releaser.
+func isReleaser(pid int) bool {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	return err == nil && bytes.Contains(env, []byte("\x00GOSLEUTH_RELEASE_PERF_FDS=1\x00"))
+}
+
+// perfCounting takes its own references (pidfd_getfd) to up to 16 of the
+// perf events pid holds, spread over its descriptors (a read of a group's
+// member gives the counts of the whole group, the events of one thread),
+// reads them twice 150 ms apart and returns how many changed.
+func perfCounting(pid int) (int, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	ents, _ := os.ReadDir(dir)
+	var nums []int
+	for _, e := range ents {
+		if l, _ := os.Readlink(filepath.Join(dir, e.Name())); l == "anon_inode:[perf_event]" {
+			n, _ := strconv.Atoi(e.Name())
+			nums = append(nums, n)
+		}
+	}
+	if len(nums) == 0 {
+		return 0, nil
+	}
+	slices.Sort(nums)
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("pidfd_open %d: %w", pid, err)
+	}
+	defer unix.Close(pidfd)
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	const most = 16
+	for i := range min(most, len(nums)) {
+		fd, err := unix.PidfdGetfd(pidfd, nums[i*len(nums)/min(most, len(nums))], 0)
+		if err == nil {
+			fds = append(fds, fd) // else closed meanwhile
+		} else if !errors.Is(err, unix.EBADF) && !errors.Is(err, unix.ESRCH) {
+			return 0, fmt.Errorf("pidfd_getfd from %d: %w", pid, err)
+		}
+	}
+	read := func() [][]byte {
+		var out [][]byte
+		buf := make([]byte, 1<<16)
+		for _, fd := range fds {
+			n, err := unix.Read(fd, buf)
+			if err != nil {
+				n = 0
+			}
+			out = append(out, slices.Clone(buf[:n]))
+		}
+		return out
+	}
+	before := read()
+	time.Sleep(150 * time.Millisecond)
+	moved := 0
+	for i, b := range read() {
+		if !bytes.Equal(b, before[i]) {
+			moved++
+		}
+	}
+	return moved, nil
 }
 
 // kernelFDs counts the perf_event and BPF descriptors pid holds.
