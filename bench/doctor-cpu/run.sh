@@ -70,6 +70,7 @@ import json, sys
 try:
     r = json.load(open(sys.argv[1]))
 except Exception:
+    open(sys.argv[1] + ".note", "w").write("(no report)\n")
     print("- 0"); sys.exit()
 for p in r.get("processes", []):
     if p["pid"] == int(sys.argv[2]):
@@ -77,6 +78,8 @@ for p in r.get("processes", []):
         break
 else:
     print("- 0")
+note = "CPU of pid %s: " % sys.argv[2]
+open(sys.argv[1] + ".note", "w").write("".join(n + "\n" for n in r.get("notes", []) if n.startswith(note)) or "(no note on the ticker's CPU)\n")
 EOF
 )
   set -- $rep
@@ -87,8 +90,10 @@ EOF
 for r in $(seq "$ROUNDS"); do
   read -r p0 s0 < <(quiet)
   read -r dp dpon dpl < <(doctor --pid "$pid" --duration "$DURATION")
+  notepid=$(cat "$out/report.json.note")
   read -r p1 s1 < <(quiet)
   read -r dh dhon dhl < <(doctor --duration "$DURATION")
+  notehost=$(cat "$out/report.json.note")
   read -r p2 s2 < <(quiet)
   echo "$r $p0 $s0 $dp $dpon $dpl $p1 $s1 $dh $dhon $dhl $p2 $s2" >> "$out/results"
   awk -v r="$r" -v p0="$p0" -v s0="$s0" -v dp="$dp" -v dpon="$dpon" -v p1="$p1" -v s1="$s1" -v dh="$dh" -v dhon="$dhon" -v dhl="$dhl" -v p2="$p2" -v s2="$s2" '
@@ -99,6 +104,8 @@ for r in $(seq "$ROUNDS"); do
       printf "  doctor/pidstat: --pid %s (against the window before alone %s), host %s (%s); looks on/pidstat %s, %s; pidstat window/window %s %s\n",
         ratio(dp, (p0+p1)/2), ratio(dp, p0), ratio(dh, (p1+p2)/2), ratio(dh, p1), ratio(dpon, (p0+p1)/2), ratio(dhon, (p1+p2)/2), ratio(p1, p0), ratio(p2, p1)
     }'
+  echo "  --pid: $notepid"
+  echo "  host:  $notehost"
 done
 
 # The ratios of every round, then their medians.

@@ -178,7 +178,7 @@ func Collect(ctx context.Context, cfg CollectConfig) ([]*Window, *Host, []string
 			progress("measuring CPU with nothing attached")
 			cancelLooks()
 			looksWG.Wait()
-			if waitTimeout(&releases, releaseWait) {
+			if waitTimeout(ctx, &releases, releaseWait) {
 				snap, err := wb.Read()
 				if err != nil {
 					return nil, nil, nil, fmt.Errorf("collect: %w", err)
@@ -325,7 +325,7 @@ func quietCPU(w, b, a *Window) string {
 	if a != nil && !a.Exited {
 		if t := Between(a, w); t.Seconds() > 0 {
 			sec, user, sys = sec+t.Seconds(), user+t.UserSec, sys+t.SysSec
-			stretches = fmt.Sprintf("the first %.1f s and the last %.1f s", b.Seconds(), t.Seconds())
+			stretches = fmt.Sprintf("the first %.1f s (%.1f%%) and the last %.1f s (%.1f%%)", b.Seconds(), 100*b.Cores(), t.Seconds(), 100*t.Cores())
 		}
 		during = Between(b, a)
 	}
@@ -354,8 +354,9 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// waitTimeout waits for wg for at most d and reports whether it finished.
-func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+// waitTimeout waits for wg for at most d, or until ctx ends, and reports
+// whether it finished.
+func waitTimeout(ctx context.Context, wg *sync.WaitGroup, d time.Duration) bool {
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()
@@ -366,6 +367,8 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 	select {
 	case <-done:
 		return true
+	case <-ctx.Done():
+		return false
 	case <-t.C:
 		return false
 	}
