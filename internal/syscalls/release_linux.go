@@ -34,6 +34,9 @@ import (
 // releaseEnv marks the releaser process.
 const releaseEnv = "GOSLEUTH_RELEASE_PERF_FDS"
 
+// releaserExe is the executable started as the releaser.
+var releaserExe = "/proc/self/exe"
+
 // releaseBatch is the descriptors sent in one message (the kernel takes
 // at most 253).
 const releaseBatch = 200
@@ -157,7 +160,7 @@ func startReleaser() (*releaserConn, error) {
 		return nil, fmt.Errorf("start a perf event releaser: %w", err)
 	}
 	theirs := os.NewFile(uintptr(sp[1]), "releaser socket")
-	cmd := exec.Command("/proc/self/exe")
+	cmd := exec.Command(releaserExe)
 	cmd.Env = append(os.Environ(), releaseEnv+"=1")
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

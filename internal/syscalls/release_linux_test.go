@@ -3,7 +3,9 @@
 package syscalls
 
 import (
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -63,5 +65,40 @@ func TestReleaserDisablesWhenItsOwnerEnds(t *testing.T) {
 			}
 			t.Logf("counting stopped within %v", time.Since(start).Round(time.Millisecond))
 		})
+	}
+}
+
+// TestCounterWithoutReleaser attaches with a releaser that cannot start:
+// the counter counts all the same, and Detach, whose own releaser cannot
+// start either, releases every event itself, as Close does.
+func TestCounterWithoutReleaser(t *testing.T) {
+	needPerf(t)
+	releaserExe = "/nonexistent/gosleuth"
+	t.Cleanup(func() { releaserExe = "/proc/self/exe" })
+	p := startPatient(t, "-threads", "2", "-calls", "20000")
+	evs := testEvents(t)
+	c := attachGo(t, p, CounterOptions{Events: evs})
+	if c.rel != nil || c.relErr == nil {
+		t.Fatalf("a releaser started (%v) from a missing executable", c.relErr)
+	}
+	p.expect(t, "done")
+	sum := make([]uint64, len(evs))
+	if _, _, err := c.Read(sum, false); err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range evs {
+		if ev.Name == "getppid" && sum[i] != 40000 {
+			t.Errorf("getppid counted %d times, want 40000", sum[i])
+		}
+	}
+	var fds []int
+	for _, g := range c.groups {
+		fds = append(fds, g.fds...)
+	}
+	c.Detach()
+	for _, fd := range append(fds, c.totals...) {
+		if l, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); l == "anon_inode:[perf_event]" {
+			t.Errorf("descriptor %d is a perf event still after Detach", fd)
+		}
 	}
 }
