@@ -200,7 +200,8 @@ func NewCounter(pid int, opts CounterOptions) (*Counter, error) {
 		// counted yet (all disabled), so start again.
 		if attempt+1 < opts.Attempts && !opts.PerThread {
 			if c.rel.usable() {
-				c.rel.drop(0, c.rel.held)
+				// Earlier attempts' events were dropped already.
+				c.rel.drop(c.rel.dropped, c.rel.held-c.rel.dropped)
 			}
 			c.closeAll()
 			c.Retries++

@@ -148,9 +148,10 @@ func closeHeld(held []int, i int) {
 
 // releaserConn is this process's end of a releaser's socket.
 type releaserConn struct {
-	sock int   // -1 once closed
-	held int   // descriptors sent, the number the next one gets
-	err  error // the first failure; the releaser is then of no use
+	sock    int   // -1 once closed
+	held    int   // descriptors sent, the number the next one gets
+	dropped int   // descriptors it was told to close
+	err     error // the first failure; the releaser is then of no use
 }
 
 // startReleaser starts a releaser process for this process's events.
@@ -235,7 +236,9 @@ func (r *releaserConn) drop(first, n int) {
 	msg[0] = msgDrop
 	binary.NativeEndian.PutUint32(msg[1:], uint32(first))
 	binary.NativeEndian.PutUint32(msg[5:], uint32(n))
-	r.send(msg, nil)
+	if r.send(msg, nil) == nil {
+		r.dropped += n
+	}
 }
 
 // ask sends msg and waits up to 2 s for the answer, which says the
