@@ -3,11 +3,15 @@
 package syscalls
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,16 +27,35 @@ import (
 // Counter starts a releaser when it attaches: a copy of this executable,
 // started with releaseEnv set, in its own session and writing nowhere,
 // that receives its own reference to every event over a socket whose
-// other end only this process holds, as the events are opened. When that
-// end closes, however this process ends (a normal exit after Detach, an
+// other end only this process holds, as the events are opened. Once this
+// process begins to exit, however it ends (a normal exit after Detach, an
 // error, SIGKILL), the releaser disables every event that may still count
 // (PERF_EVENT_IOC_DISABLE on each group leader and standalone event, as
-// Counter.Disable does), so the target stops paying at once, then closes
-// them and exits. This process's own references then go in milliseconds:
-// the releaser's are the last, and it pays the kernel's wait.
+// Counter.Disable does), so the target stops paying at once; once that
+// end has closed it closes them and exits. This process's own references
+// then go in milliseconds: the releaser's are the last, and it pays the
+// kernel's wait. The start of the exit is seen in the PF_EXITING flag of
+// this process (looked at every ownerPoll) or, where that cannot be read,
+// in the socket's end of file.
 
-// releaseEnv marks the releaser process.
-const releaseEnv = "GOSLEUTH_RELEASE_PERF_FDS"
+// releaseEnv marks the releaser process, and ownerEnv names the process
+// whose events it holds.
+const (
+	releaseEnv = "GOSLEUTH_RELEASE_PERF_FDS"
+	ownerEnv   = "GOSLEUTH_RELEASE_OWNER"
+)
+
+// ownerPoll is how often the releaser looks whether its owner has begun
+// to exit. The socket's end of file alone can come seconds late: a
+// process's exit closes its files one after another, and the release of
+// the events it holds alone (another view's tracepoints, BPF links) may
+// come first.
+const ownerPoll = 50 * time.Millisecond
+
+// ownerExitWait bounds the releaser's wait for the end of its owner's
+// exit once the socket has closed: the events of a process that
+// detached and lives on (a test) are released this much later.
+const ownerExitWait = 2 * time.Second
 
 // releaserExe is the executable started as the releaser.
 var releaserExe = "/proc/self/exe"
@@ -63,23 +86,77 @@ const (
 
 func init() {
 	if os.Getenv(releaseEnv) == "1" {
-		os.Exit(releaser(3))
+		owner, err := strconv.Atoi(os.Getenv(ownerEnv))
+		if err != nil {
+			owner = 0
+		}
+		ownerFD := -1
+		if owner > 0 {
+			ownerFD, _ = unix.PidfdOpen(owner, 0)
+		}
+		if owner != os.Getppid() {
+			// Gone already (the pid may be another's now): the
+			// socket's end of file says so.
+			owner = 0
+			if ownerFD >= 0 {
+				unix.Close(ownerFD)
+				ownerFD = -1
+			}
+		}
+		os.Exit(releaser(3, owner, ownerFD))
 	}
 }
 
 // releaser holds the descriptors it receives on sock and obeys the
 // messages above until the socket's other end closes; then it disables
-// the events marked for it and closes every one.
-func releaser(sock int) int {
+// the events marked for it and closes every one. Once owner (0: none) has
+// begun to exit, it disables them at once, and still closes them only at
+// the end of file: its own references must be the last. With ownerFD (a
+// pidfd of owner, -1 for none) it waits, up to ownerExitWait, for owner's
+// exit to be complete before it releases anything: the release of each
+// tracepoint holds the kernel's event_mutex for a grace period, which the
+// rest of owner's exit may need too (to remove its uprobes).
+func releaser(sock, owner, ownerFD int) int {
 	perf.RaiseFDLimit()
 	var held []int // by number, -1 once closed
 	var disable []bool
+	disableAll := func() {
+		for i, fd := range held {
+			if fd >= 0 && disable[i] {
+				unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
+			}
+		}
+	}
 	buf := make([]byte, 1+releaseBatch)
 	oob := make([]byte, unix.CmsgSpace(releaseBatch*4))
+	// exiting: owner has begun to exit; stopped: the events are disabled.
+	exiting, stopped := false, false
 	for {
-		n, oobn, _, _, err := unix.Recvmsg(sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if owner > 0 && !exiting {
+			pfd := []unix.PollFd{{Fd: int32(sock), Events: unix.POLLIN}}
+			n, err := unix.Poll(pfd, int(ownerPoll/time.Millisecond))
+			if err != nil {
+				continue // EINTR
+			}
+			if n == 0 {
+				exiting = ownerExiting(owner)
+				continue
+			}
+		}
+		flags := unix.MSG_CMSG_CLOEXEC
+		if exiting && !stopped {
+			// What is queued was sent before the exit: take it,
+			// then stop every event.
+			flags |= unix.MSG_DONTWAIT
+		}
+		n, oobn, _, _, err := unix.Recvmsg(sock, buf, oob, flags)
 		if err == unix.EINTR {
 			continue
+		}
+		if err == unix.EAGAIN && flags&unix.MSG_DONTWAIT != 0 {
+			disableAll()
+			stopped = true
+			continue // and wait for the end of file
 		}
 		if err != nil || n == 0 {
 			break // the sender is gone
@@ -128,15 +205,43 @@ func releaser(sock int) int {
 			unix.Close(fd)
 		}
 	}
-	for i, fd := range held {
-		if fd >= 0 && disable[i] {
-			unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
+	disableAll()
+	if ownerFD >= 0 {
+		pfd := []unix.PollFd{{Fd: int32(ownerFD), Events: unix.POLLIN}}
+		for deadline := time.Now().Add(ownerExitWait); time.Now().Before(deadline); {
+			if n, err := unix.Poll(pfd, int(time.Until(deadline)/time.Millisecond)+1); err != unix.EINTR || n > 0 {
+				break
+			}
 		}
 	}
 	for i := range held {
 		closeHeld(held, i)
 	}
 	return 0
+}
+
+// pfExiting is the kernel's PF_EXITING task flag, set first thing in a
+// task's exit.
+const pfExiting = 0x4
+
+// ownerExiting says whether process pid has begun to exit (or is gone):
+// the flags of its main thread, the ninth field of /proc/PID/stat, have
+// PF_EXITING. A file it cannot read for another reason says nothing.
+func ownerExiting(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH)
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 7 {
+		return false
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfExiting != 0
 }
 
 func closeHeld(held []int, i int) {
@@ -162,7 +267,7 @@ func startReleaser() (*releaserConn, error) {
 	}
 	theirs := os.NewFile(uintptr(sp[1]), "releaser socket")
 	cmd := exec.Command(releaserExe)
-	cmd.Env = append(os.Environ(), releaseEnv+"=1")
+	cmd.Env = append(os.Environ(), releaseEnv+"=1", ownerEnv+"="+strconv.Itoa(os.Getpid()))
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()
