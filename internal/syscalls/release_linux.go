@@ -3,21 +3,19 @@
 package syscalls
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gosleuth/gosleuth/internal/perf"
+	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 // The release of a tracepoint's last perf event waits for an RCU grace
@@ -139,7 +137,7 @@ func releaser(sock, owner, ownerFD int) int {
 				continue // EINTR
 			}
 			if n == 0 {
-				exiting = ownerExiting(owner)
+				exiting = proc.Exiting(owner)
 				continue
 			}
 		}
@@ -218,30 +216,6 @@ func releaser(sock, owner, ownerFD int) int {
 		closeHeld(held, i)
 	}
 	return 0
-}
-
-// pfExiting is the kernel's PF_EXITING task flag, set first thing in a
-// task's exit.
-const pfExiting = 0x4
-
-// ownerExiting says whether process pid has begun to exit (or is gone):
-// the flags of its main thread, the ninth field of /proc/PID/stat, have
-// PF_EXITING. A file it cannot read for another reason says nothing.
-func ownerExiting(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH)
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 7 {
-		return false
-	}
-	flags, err := strconv.ParseUint(f[6], 10, 64)
-	return err == nil && flags&pfExiting != 0
 }
 
 func closeHeld(held []int, i int) {

@@ -4,7 +4,6 @@ package syscalls
 
 import (
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"testing"
@@ -100,27 +99,6 @@ func TestCounterWithoutReleaser(t *testing.T) {
 	for _, fd := range append(fds, c.totals...) {
 		if l, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); l == "anon_inode:[perf_event]" {
 			t.Errorf("descriptor %d is a perf event still after Detach", fd)
-		}
-	}
-}
-
-// TestOwnerExiting: a running process has not begun to exit, one that
-// has exited and been reaped has.
-func TestOwnerExiting(t *testing.T) {
-	gone := exec.Command("true")
-	if err := gone.Run(); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name string
-		pid  int
-		want bool
-	}{
-		{"running", os.Getpid(), false},
-		{"reaped", gone.Process.Pid, true},
-	} {
-		if got := ownerExiting(tc.pid); got != tc.want {
-			t.Errorf("%s (pid %d): exiting %v, want %v", tc.name, tc.pid, got, tc.want)
 		}
 	}
 }
