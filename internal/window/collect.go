@@ -394,3 +394,13 @@ func holdRelease(ctx context.Context) func() {
 	wg.Add(1)
 	return wg.Done
 }
+
+// sleepCtx waits d, or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

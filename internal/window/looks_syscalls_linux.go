@@ -72,13 +72,3 @@ func (l SyscallsLook) Look(ctx context.Context, pid int, d time.Duration, w *Win
 	w.Syscalls = &Syscalls{Seconds: sec, Counts: counts, Mechanism: e.Describe()}
 	return nil
 }
-
-// sleepCtx waits d, or until ctx is done.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
