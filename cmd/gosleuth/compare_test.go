@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -194,8 +195,19 @@ func TestCompareHangup(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
+	// The rest of stderr is kept: if compare hangs, SIGQUIT makes its
+	// runtime print every goroutine's stack there.
+	var (
+		mu   sync.Mutex
+		rest []string
+	)
+	drained := make(chan struct{})
 	go func() {
-		for range lines {
+		defer close(drained)
+		for l := range lines {
+			mu.Lock()
+			rest = append(rest, l)
+			mu.Unlock()
 		}
 	}()
 	done := make(chan error, 1)
@@ -207,7 +219,14 @@ func TestCompareHangup(t *testing.T) {
 			t.Errorf("exit %v, want status 1 (interrupted)", err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("still running 30 s after SIGHUP")
+		cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-drained:
+		case <-time.After(5 * time.Second):
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("still running 30 s after SIGHUP; its stderr then, with its goroutines after SIGQUIT:\n%s", strings.Join(rest, "\n"))
 	}
 	// What compare started is gone (reaped by its shell, or by init once
 	// the shell is).
