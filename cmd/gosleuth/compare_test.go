@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -142,6 +143,12 @@ func TestCompareHangup(t *testing.T) {
 	testenv.Require(t, testenv.Linux)
 	bin := testbin.Build(t, "../../internal/compare/testdata/patient")
 	out := filepath.Join(t.TempDir(), "ab.json")
+	// Under nohup the test would pass its ignored SIGHUP on to compare,
+	// which then keeps ignoring it (as gosleuth run under nohup should).
+	// A signal this process catches is reset to its default in a child.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "GOSLEUTH_CLI_ARGS="+strings.Join([]string{"compare", "--window", "1s", "--windows", "20",
 		"--warmup", "200ms", "--syscalls", "off", "--format", "json", "-o", out, bin + " -tick 5ms", bin + " -tick 5ms"}, "\n"))
