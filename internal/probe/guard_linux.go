@@ -2,13 +2,13 @@ package probe
 
 import (
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gosleuth/gosleuth/internal/proc"
 )
 
 // A gosleuth killed while its tracefs uprobes are attached cannot remove
@@ -73,11 +73,8 @@ func startGuard(root string) {
 			return
 		}
 		defer r.Close()
-		cmd := exec.Command("/proc/self/exe")
-		cmd.Env = append(os.Environ(), guardEnv+"="+strconv.Itoa(os.Getpid())+" "+root)
-		cmd.ExtraFiles = []*os.File{r}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		if err := cmd.Start(); err != nil {
+		cmd, err := proc.StartHelper(proc.SelfExe, []string{guardEnv + "=" + strconv.Itoa(os.Getpid()) + " " + root}, r)
+		if err != nil {
 			w.Close()
 			return
 		}

@@ -5,6 +5,7 @@ package proc
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
 	"syscall"
@@ -59,4 +60,25 @@ func (l *Launched) Resume() error {
 		return fmt.Errorf("resume %s: %w", l.Cmd.Path, err)
 	}
 	return nil
+}
+
+// SelfExe is this executable: the helpers gosleuth starts (the syscall
+// counters' releaser, the tracefs guard) are copies of it, told their
+// role by their environment.
+const SelfExe = "/proc/self/exe"
+
+// StartHelper starts exe (SelfExe, or a stand-in in tests) as a helper of
+// this process: in a session of its own, so a terminal's signals do not
+// reach it and it outlives this process, with env added to its
+// environment and f as its descriptor 3. The caller closes its f once
+// started; the helper holds its own copy.
+func StartHelper(exe string, env []string, f *os.File) (*exec.Cmd, error) {
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.ExtraFiles = []*os.File{f}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start a helper process: %w", err)
+	}
+	return cmd, nil
 }

@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -56,7 +54,7 @@ const ownerPoll = 50 * time.Millisecond
 const ownerExitWait = 2 * time.Second
 
 // releaserExe is the executable started as the releaser.
-var releaserExe = "/proc/self/exe"
+var releaserExe = proc.SelfExe
 
 // releaseBatch is the descriptors sent in one message (the kernel takes
 // at most 253).
@@ -240,11 +238,7 @@ func startReleaser() (*releaserConn, error) {
 		return nil, fmt.Errorf("start a perf event releaser: %w", err)
 	}
 	theirs := os.NewFile(uintptr(sp[1]), "releaser socket")
-	cmd := exec.Command(releaserExe)
-	cmd.Env = append(os.Environ(), releaseEnv+"=1", ownerEnv+"="+strconv.Itoa(os.Getpid()))
-	cmd.ExtraFiles = []*os.File{theirs}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	err = cmd.Start()
+	cmd, err := proc.StartHelper(releaserExe, []string{releaseEnv + "=1", ownerEnv + "=" + strconv.Itoa(os.Getpid())}, theirs)
 	theirs.Close()
 	if err != nil {
 		unix.Close(sp[0])

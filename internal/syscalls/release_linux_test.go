@@ -73,8 +73,9 @@ func TestReleaserDisablesWhenItsOwnerEnds(t *testing.T) {
 // start either, releases every event itself, as Close does.
 func TestCounterWithoutReleaser(t *testing.T) {
 	needPerf(t)
+	exe := releaserExe
 	releaserExe = "/nonexistent/gosleuth"
-	t.Cleanup(func() { releaserExe = "/proc/self/exe" })
+	t.Cleanup(func() { releaserExe = exe })
 	p := startPatient(t, "-threads", "2", "-calls", "20000")
 	evs := testEvents(t)
 	c := attachGo(t, p, CounterOptions{Events: evs})
