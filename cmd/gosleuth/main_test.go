@@ -251,3 +251,35 @@ func TestHelpUnknownOneLine(t *testing.T) {
 		t.Errorf("exit %d, stderr %q, want %q", code, stderr.String(), want)
 	}
 }
+
+// kernelFDs counts the perf_event and BPF descriptors pid holds.
+func kernelFDs(pid int) (perfN, bpfN int) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		switch l, _ := os.Readlink(filepath.Join(dir, e.Name())); {
+		case l == "anon_inode:[perf_event]":
+			perfN++
+		case strings.HasPrefix(l, "anon_inode:bpf"):
+			bpfN++
+		}
+	}
+	return perfN, bpfN
+}
+
+// procState is the state letter of pid, "" when it is gone.
+func procState(pid int) string {
+	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	i := bytes.LastIndexByte(st, ')')
+	if i < 0 {
+		return ""
+	}
+	fs := strings.Fields(string(st[i+1:]))
+	if len(fs) == 0 {
+		return ""
+	}
+	return fs[0]
+}

@@ -282,7 +282,7 @@ func TestSyscallsSIGKILL(t *testing.T) {
 		t.Fatalf("no pid in %q", line)
 	}
 	defer syscall.Kill(target, syscall.SIGKILL)
-	if n := perfFDs(cmd.Process.Pid); n == 0 {
+	if n, _ := kernelFDs(cmd.Process.Pid); n == 0 {
 		t.Fatalf("the CLI holds no perf event descriptors while counting: the check below proves nothing")
 	}
 	during := cpuPerCall(t, progress)
@@ -296,14 +296,13 @@ func TestSyscallsSIGKILL(t *testing.T) {
 	if during < 1.25*after {
 		t.Errorf("getppid costs %.0f ns while counted and %.0f ns after gosleuth was killed: still counted?", during, after)
 	}
-	st, err := os.ReadFile("/proc/" + strconv.Itoa(target) + "/stat")
-	if err != nil {
-		t.Fatalf("target gone after the CLI was killed: %v", err)
+	switch st := procState(target); st {
+	case "":
+		t.Fatalf("target gone after the CLI was killed")
+	case "t", "T":
+		t.Errorf("target left stopped (state %s)", st)
 	}
-	if fs := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); fs[0] == "t" || fs[0] == "T" {
-		t.Errorf("target left stopped (state %s)", fs[0])
-	}
-	if n := perfFDs(target); n != 0 {
+	if n, _ := kernelFDs(target); n != 0 {
 		t.Errorf("target holds %d perf event descriptors", n)
 	}
 }
@@ -339,19 +338,6 @@ func cpuPerCall(t *testing.T, file string) float64 {
 	}
 	slices.Sort(per)
 	return per[len(per)/2]
-}
-
-// perfFDs counts the perf event descriptors pid holds.
-func perfFDs(pid int) int {
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
-	ents, _ := os.ReadDir(dir)
-	var n int
-	for _, e := range ents {
-		if l, _ := os.Readlink(filepath.Join(dir, e.Name())); l == "anon_inode:[perf_event]" {
-			n++
-		}
-	}
-	return n
 }
 
 // TestSyscallsErrors counts the failed calls of a patient whose 2 threads
