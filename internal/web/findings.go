@@ -112,8 +112,7 @@ func (w *watch) windowLocked(sm *sampler, a, b uint64) (*doctor.Window, string) 
 		}
 		if j > i {
 			parts = append(parts, window.Between(l[i].win, l[j].win))
-			q := l[j].quiet.minus(l[i].quiet)
-			quiet.sec, quiet.user, quiet.sys = quiet.sec+q.sec, quiet.user+q.user, quiet.sys+q.sys
+			quiet = quiet.plus(l[j].quiet.minus(l[i].quiet))
 		}
 		i = j
 	}
@@ -137,8 +136,7 @@ func (w *watch) windowLocked(sm *sampler, a, b uint64) (*doctor.Window, string) 
 	note := ""
 	if attached := sampled - quiet.sec; attached > 1e-3 {
 		if quiet.sec > 0 {
-			scale := sampled / quiet.sec
-			win.UserSec, win.SysSec, win.QuietSec = quiet.user*scale, quiet.sys*scale, quiet.sec
+			win.AtQuietRate(quiet.sec, quiet.user, quiet.sys, sampled)
 			note = fmt.Sprintf("CPU measured over the %.0f s of the history without exact syscall counting, whose tracepoints run in the process and cost it CPU (on for %.0f s)", quiet.sec, attached)
 		} else {
 			note = fmt.Sprintf("CPU includes exact syscall counting's cost: its tracepoints run in the process and were on for the whole %.0f s (turn them off for a while to measure without)", attached)

@@ -364,6 +364,10 @@ func (q quietBooks) minus(o quietBooks) quietBooks {
 	return quietBooks{q.sec - o.sec, q.user - o.user, q.sys - o.sys}
 }
 
+func (q quietBooks) plus(o quietBooks) quietBooks {
+	return quietBooks{q.sec + o.sec, q.user + o.user, q.sys + o.sys}
+}
+
 // setExact asks the sampler to start or stop exact syscall counting.
 func (w *watch) setExact(on bool) error {
 	if on && os.Geteuid() != 0 {

@@ -329,8 +329,7 @@ func quietCPU(w, b, a *Window) string {
 		}
 		during = Between(b, a)
 	}
-	scale := w.Seconds() / sec
-	w.UserSec, w.SysSec, w.QuietSec = user*scale, sys*scale, sec
+	w.AtQuietRate(sec, user, sys, w.Seconds())
 	return fmt.Sprintf("CPU of pid %d: %.1f%% of a core (sys %.1f%%), measured over %s of the window with nothing of gosleuth attached; %.1f%% while the close looks ran and released their events (their tracepoints, samplers and probes run in the target)",
 		w.PID, 100*(user+sys)/sec, 100*sys/sec, stretches, 100*during.Cores())
 }

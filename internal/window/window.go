@@ -380,6 +380,14 @@ func (w *Window) splitCPU() {
 // Cores is the average number of CPUs the process used (1.0 = one core).
 func (w *Window) Cores() float64 { return PerSec(w.CPUSec(), w.Seconds()) }
 
+// AtQuietRate gives w the CPU measured over sec seconds with nothing of
+// gosleuth attached (user and sys seconds), at that rate over over seconds
+// of the window, and records sec in QuietSec.
+func (w *Window) AtQuietRate(sec, user, sys, over float64) {
+	scale := over / sec
+	w.UserSec, w.SysSec, w.QuietSec = user*scale, sys*scale, sec
+}
+
 // WakeupsPerSec is voluntary context switches per second.
 func (w *Window) WakeupsPerSec() float64 { return PerSec(float64(w.VolCtxsw), w.Seconds()) }
 
